@@ -1,0 +1,70 @@
+/*
+ * ek_cpu.h — CPU-feature detection and the choice of kernel ISA.
+ *
+ * Detection runs at run time (`__builtin_cpu_supports` on x86, the auxiliary
+ * vector or sysctl on arm64), so one binary carries every ISA variant, each
+ * compiled with a per-function `__attribute__((target(...)))`, and picks the
+ * best one the CPU and the operating system support.
+ */
+#ifndef EK_CPU_H
+#define EK_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "ek_status.h"
+
+/* The instruction-set features the kernels care about. */
+typedef struct ek_cpu_features {
+    /* x86-64 */
+    bool avx2;
+    bool fma;
+    bool f16c;
+    bool avx512f;
+    bool avx512bw;
+    bool avx512vl;
+    bool avx512vnni;
+    bool avxvnni;
+    /* arm64 */
+    bool neon;
+    bool dotprod;
+} ek_cpu_features;
+
+/* The features of the CPU this process runs on (detected once, then cached). */
+ek_cpu_features ek_cpu_features_detect(void);
+
+/*
+ * Writes the CPU's marketing name (the CPUID brand string on x86) into
+ * `buffer`, NUL-terminated. Returns false when the CPU does not say; the
+ * caller then falls back to the operating system's description.
+ */
+bool ek_cpu_brand(char *buffer, size_t capacity);
+
+/* The kernel families Ember ships, from the portable oracle to the widest SIMD. */
+typedef enum ek_isa {
+    EK_ISA_SCALAR = 0,  /* portable C: the `_ref` oracle of every kernel       */
+    EK_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C, AVX-VNNI when present            */
+    EK_ISA_AVX512 = 2,  /* AVX-512 F/BW/VL + VNNI on 512-bit registers         */
+    EK_ISA_NEON = 3,    /* arm64 NEON, dot-product instructions when present   */
+} ek_isa;
+
+/* Lower-case name of an ISA as EMBER_ISA spells it ("scalar", "avx2", …). */
+const char *ek_isa_name(ek_isa isa);
+
+/* Parses an EMBER_ISA value. EK_ERR_NULL_POINTER or EK_ERR_UNKNOWN_ISA on failure. */
+ek_status ek_isa_parse(const char *name, ek_isa *out);
+
+/* Whether this build and CPU can run the kernels of `isa`. */
+bool ek_isa_supported(ek_isa isa, const ek_cpu_features *features);
+
+/* The widest ISA that `features` support. */
+ek_isa ek_isa_best(const ek_cpu_features *features);
+
+/*
+ * The ISA the kernels use: `override` (the EMBER_ISA value, or NULL/"" for
+ * automatic) when it names an ISA this CPU supports, otherwise the best one.
+ * Returns EK_ERR_UNKNOWN_ISA or EK_ERR_ISA_UNSUPPORTED for a bad override and
+ * then leaves `*out` at the best supported ISA.
+ */
+ek_status ek_isa_select(const char *override, const ek_cpu_features *features, ek_isa *out);
+
+#endif /* EK_CPU_H */

@@ -1,0 +1,55 @@
+# Ember — the two commands are `make demo` (the main job) and `make test`.
+# Every target installs what it needs first; nothing is installed by hand.
+
+SWIFT        ?= swift
+CONFIG       ?= release
+BUILD_FLAGS  := -c $(CONFIG)
+BIN          := .build/$(CONFIG)
+EMBER        := $(BIN)/ember
+
+# Debian packages the build and the model fetcher need. `deps` installs only
+# the ones that are missing (apt-get update first), so a second run is a no-op.
+APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip
+SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test demo models bench bench-suite clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  if [ "$$p" = python3-pip ] && python3 -m pip --version >/dev/null 2>&1; then continue; fi; \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	  echo "deps: all present ($(APT_PACKAGES))"; \
+	fi
+
+build: deps
+	$(SWIFT) build $(BUILD_FLAGS) --product ember
+
+# Kernel tests run in release: C kernels at -O0 are too slow to test well.
+test: deps
+	$(SWIFT) test -c release
+
+models: build
+	$(EMBER) fetch --all
+
+demo: build models
+	$(EMBER) info
+	$(EMBER) bench blas --quick
+
+bench: build
+	$(EMBER) bench blas
+
+# The package-benchmark suites under Benchmarks/ (statistics, allocations).
+bench-suite: deps
+	$(SWIFT) package --allow-writing-to-package-directory benchmark
+
+clean:
+	rm -rf .build

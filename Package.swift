@@ -1,0 +1,87 @@
+// swift-tools-version: 6.1
+//
+// Ember — an embedded inference runtime: Swift on top, C kernels below.
+// The manifest is grouped the way swift-numerics groups its own:
+// public products, implementation details, tests, benchmarks.
+
+import PackageDescription
+
+// MARK: - Public API
+
+let products: [Product] = [
+    .library(name: "Ember", targets: ["Ember"]),
+    .executable(name: "ember", targets: ["EmberCLI"]),
+]
+
+// MARK: - Implementation details
+
+let implementationTargets: [Target] = [
+    // Quantized block formats, SIMD kernels and CPU-feature detection in C.
+    // ISA-specific functions carry `__attribute__((target(...)))`, so the
+    // target builds without unsafe flags and dispatches at run time.
+    .target(
+        name: "CKernels",
+        path: "CKernels",
+        cSettings: [.headerSearchPath(".")]
+    ),
+    // OpenBLAS (cblas_*) and LAPACKE from Debian's packages; nothing else.
+    .systemLibrary(
+        name: "CBLAS",
+        path: "Sources/CBLAS",
+        pkgConfig: "openblas",
+        providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]
+    ),
+    .target(
+        name: "Ember",
+        dependencies: [
+            "CKernels",
+            "CBLAS",
+            .product(name: "ZIPFoundation", package: "ZIPFoundation"),
+        ],
+        path: "Sources/Ember"
+    ),
+    .executableTarget(
+        name: "EmberCLI",
+        dependencies: [
+            "Ember",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ],
+        path: "Sources/ember"
+    ),
+]
+
+// MARK: - Tests
+
+let testTargets: [Target] = [
+    .testTarget(name: "TensorTests", dependencies: ["Ember"], path: "Tests/TensorTests"),
+    .testTarget(name: "KernelTests", dependencies: ["Ember", "CKernels", "CBLAS"], path: "Tests/KernelTests"),
+    .testTarget(name: "ModelCatalogTests", dependencies: ["Ember"], path: "Tests/ModelCatalogTests"),
+]
+
+// MARK: - Benchmarks
+
+let benchmarkTargets: [Target] = [
+    .executableTarget(
+        name: "BLASBenchmarks",
+        dependencies: [
+            "Ember",
+            "CBLAS",
+            .product(name: "Benchmark", package: "benchmark"),
+        ],
+        path: "Benchmarks/BLASBenchmarks",
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
+]
+
+let package = Package(
+    name: "Ember",
+    platforms: [.macOS(.v14)],
+    products: products,
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.19"),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: implementationTargets + testTargets + benchmarkTargets,
+    cLanguageStandard: .c11
+)

@@ -1,0 +1,67 @@
+import CKernels
+import Foundation
+
+/// The family of hand-written kernels Ember runs: the scalar reference
+/// (the oracle every SIMD kernel is tested against) or one SIMD variant.
+///
+/// Chosen once per process from ``CPUFeatures``; the environment variable
+/// `EMBER_ISA=scalar|avx2|avx512|neon` forces a path so tests and benchmarks
+/// can exercise each one.
+public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
+    case scalar, avx2, avx512, neon
+
+    /// The environment variable that forces a path.
+    public static let environmentVariable = "EMBER_ISA"
+
+    init(_ c: ek_isa) {
+        switch c {
+        case EK_ISA_AVX2: self = .avx2
+        case EK_ISA_AVX512: self = .avx512
+        case EK_ISA_NEON: self = .neon
+        default: self = .scalar
+        }
+    }
+
+    var cValue: ek_isa {
+        switch self {
+        case .scalar: EK_ISA_SCALAR
+        case .avx2: EK_ISA_AVX2
+        case .avx512: EK_ISA_AVX512
+        case .neon: EK_ISA_NEON
+        }
+    }
+
+    public var description: String { rawValue }
+
+    /// Whether `features` (and this build) can run this family.
+    public func isSupported(by features: CPUFeatures = .current) -> Bool {
+        var c = features.cValue
+        return ek_isa_supported(cValue, &c)
+    }
+
+    /// The widest family `features` support.
+    public static func best(for features: CPUFeatures = .current) -> KernelISA {
+        var c = features.cValue
+        return KernelISA(ek_isa_best(&c))
+    }
+
+    /// The family to run: `override` (normally `EMBER_ISA`) when set, else the best.
+    /// Throws ``KernelError/unknownISA(value:expected:)`` or
+    /// ``KernelError/unsupportedISA(_:features:)`` for a bad override.
+    public static func select(
+        override: String? = ProcessInfo.processInfo.environment[environmentVariable],
+        features: CPUFeatures = .current
+    ) throws -> KernelISA {
+        var c = features.cValue
+        var chosen = EK_ISA_SCALAR
+        let status = (override ?? "").withCString { ek_isa_select($0, &c, &chosen) }
+        switch status {
+        case EK_OK:
+            return KernelISA(chosen)
+        case EK_ERR_UNKNOWN_ISA:
+            throw KernelError.unknownISA(value: override ?? "", expected: allCases.map(\.rawValue) + ["auto"])
+        default:
+            throw KernelError.unsupportedISA(KernelISA(rawValue: override ?? "") ?? .scalar, features: features.names)
+        }
+    }
+}

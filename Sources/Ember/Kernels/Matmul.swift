@@ -1,0 +1,97 @@
+import CBLAS
+
+/// The shape of one matrix product Y[M×N] = A[M×K]·B, with B stored as
+/// [K×N], or as [N×K] when it is used transposed (the layout of a weight
+/// matrix W[N×K] in Y = X·Wᵀ).
+public struct MatmulShape: Sendable, Equatable, CustomStringConvertible {
+    public let m: Int
+    public let n: Int
+    public let k: Int
+    public let transposeB: Bool
+
+    /// Checks that `a` and `b` are fp32 matrices whose inner dimensions agree.
+    public init(_ a: Tensor, _ b: Tensor, transposeB: Bool) throws {
+        guard a.dtype == .float32 else { throw TensorError.dtypeMismatch(argument: "a", expected: .float32, found: a.dtype) }
+        guard b.dtype == .float32 else { throw TensorError.dtypeMismatch(argument: "b", expected: .float32, found: b.dtype) }
+        guard a.rank == 2 else { throw TensorError.shapeMismatch(argument: "a", expected: "[M, K]", found: a.shape) }
+        guard b.rank == 2 else {
+            throw TensorError.shapeMismatch(argument: "b", expected: transposeB ? "[N, K]" : "[K, N]", found: b.shape)
+        }
+        let (m, k) = (a.shape[0], a.shape[1])
+        let (bk, n) = transposeB ? (b.shape[1], b.shape[0]) : (b.shape[0], b.shape[1])
+        guard bk == k else {
+            throw TensorError.shapeMismatch(
+                argument: "b", expected: transposeB ? "[N, \(k)] (K from a)" : "[\(k), N] (K from a)", found: b.shape)
+        }
+        let limit = Int(Int32.max)
+        if m > limit { throw TensorError.dimensionTooLarge(argument: "M", dimension: m, limit: limit) }
+        if n > limit { throw TensorError.dimensionTooLarge(argument: "N", dimension: n, limit: limit) }
+        if k > limit { throw TensorError.dimensionTooLarge(argument: "K", dimension: k, limit: limit) }
+        (self.m, self.n, self.k, self.transposeB) = (m, n, k, transposeB)
+    }
+
+    /// Multiply-adds one product takes, times two: the FLOP count GFLOP/s figures use.
+    public var flops: Double { 2 * Double(m) * Double(n) * Double(k) }
+
+    public var description: String { "\(m)×\(n)×\(k)\(transposeB ? " (Bᵀ)" : "")" }
+}
+
+/// Y = A·B (or A·Bᵀ with `transposeB`) in fp32 through BLAS, into a new tensor of shape [M, N].
+public func matmul(_ a: Tensor, _ b: Tensor, transposeB: Bool = false) throws -> Tensor {
+    let shape = try MatmulShape(a, b, transposeB: transposeB)
+    var c = try Tensor(zeros: [shape.m, shape.n])
+    try matmul(a, b, transposeB: transposeB, into: &c)
+    return c
+}
+
+/// Y = A·B (or A·Bᵀ) in fp32 through BLAS, written into `c` ([M, N], fp32),
+/// or added to what `c` holds with `accumulate`.
+///
+/// A one-row A (decode: one token) or a one-column result goes to
+/// `cblas_sgemv`, everything else to `cblas_sgemm`. `c` must not share memory
+/// with `a` or `b`: owned storage shared by value is copied first; borrowed
+/// memory that overlaps is refused.
+public func matmul(
+    _ a: Tensor, _ b: Tensor, transposeB: Bool = false, into c: inout Tensor, accumulate: Bool = false
+) throws {
+    let shape = try MatmulShape(a, b, transposeB: transposeB)
+    guard c.dtype == .float32 else { throw TensorError.dtypeMismatch(argument: "c", expected: .float32, found: c.dtype) }
+    guard c.rank == 2, c.shape[0] == shape.m, c.shape[1] == shape.n else {
+        throw TensorError.shapeMismatch(argument: "c", expected: "[\(shape.m), \(shape.n)]", found: c.shape)
+    }
+    try c.makeWritable(argument: "c")
+    if c.overlaps(a) { throw TensorError.overlappingMemory(argument: "c", with: "a") }
+    if c.overlaps(b) { throw TensorError.overlappingMemory(argument: "c", with: "b") }
+    guard shape.m > 0, shape.n > 0 else { return }
+    let y = c.baseAddress.assumingMemoryBound(to: Float.self)
+    guard shape.k > 0 else {
+        if !accumulate { y.update(repeating: 0, count: shape.m * shape.n) }
+        return
+    }
+    blasMultiply(
+        shape, a: a.baseAddress.assumingMemoryBound(to: Float.self),
+        b: b.baseAddress.assumingMemoryBound(to: Float.self), c: y, beta: accumulate ? 1 : 0)
+}
+
+/// The BLAS call for one validated product on raw row-major buffers.
+@inline(__always)
+func blasMultiply(
+    _ shape: MatmulShape, a: UnsafePointer<Float>, b: UnsafePointer<Float>, c: UnsafeMutablePointer<Float>, beta: Float
+) {
+    let (m, n, k) = (Int32(shape.m), Int32(shape.n), Int32(shape.k))
+    if shape.m == 1 {
+        // y[N] = Bᵀ·a (B is [K, N]) or B·a (B is [N, K]).
+        if shape.transposeB {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1, b, k, a, 1, beta, c, 1)
+        } else {
+            cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1, b, n, a, 1, beta, c, 1)
+        }
+    } else if shape.n == 1 {
+        // y[M] = A·b, and b's K elements are contiguous in either layout.
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1, a, k, b, 1, beta, c, 1)
+    } else {
+        cblas_sgemm(
+            CblasRowMajor, CblasNoTrans, shape.transposeB ? CblasTrans : CblasNoTrans,
+            m, n, k, 1, a, k, b, shape.transposeB ? k : n, beta, c, n)
+    }
+}

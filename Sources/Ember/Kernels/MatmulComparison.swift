@@ -1,0 +1,131 @@
+import CBLAS
+import Foundation
+
+/// Ember's fp32 ``matmul(_:_:transposeB:into:accumulate:)`` against a raw
+/// `cblas_sgemm` call on the same buffers, measured in one run.
+///
+/// For every shape the two sides are timed in alternating rounds (the order
+/// flips each round, so drift and a noisy neighbour hit both alike); each
+/// round times enough calls to last ``minimumRoundSeconds``. Reported figures
+/// are medians over rounds, and the ratio is the median of the per-round
+/// ratios Ember / raw (≥ 1 means Ember is at least as fast).
+public struct MatmulComparison: Sendable {
+    /// One product to measure.
+    public struct Case: Sendable, Equatable {
+        public var m: Int, n: Int, k: Int
+        /// B is used transposed ([N, K], the layout of a weight matrix).
+        public var transposeB: Bool
+        public init(m: Int, n: Int, k: Int, transposeB: Bool = false) {
+            (self.m, self.n, self.k, self.transposeB) = (m, n, k, transposeB)
+        }
+    }
+
+    /// What one shape measured.
+    public struct Result: Sendable, Codable, Equatable {
+        public var m: Int, n: Int, k: Int
+        public var transposeB: Bool
+        /// The BLAS routine Ember's matmul called ("sgemm" or "sgemv").
+        public var emberRoute: String
+        public var emberGflops: Double
+        public var rawGflops: Double
+        /// Median over rounds of (Ember GFLOP/s ÷ raw sgemm GFLOP/s).
+        public var ratio: Double
+        /// Extra time per call Ember's matmul took over the raw call, from the
+        /// medians (argument checks, routing); negative when Ember was faster.
+        public var overheadNanoseconds: Double
+        public var rounds: Int
+        public var callsPerRound: Int
+
+        enum CodingKeys: String, CodingKey {
+            case m, n, k
+            case transposeB = "transpose_b"
+            case emberRoute = "ember_route"
+            case emberGflops = "ember_gflops"
+            case rawGflops = "raw_gflops"
+            case ratio, rounds
+            case overheadNanoseconds = "overhead_ns_per_call"
+            case callsPerRound = "calls_per_round"
+        }
+    }
+
+    /// Square sizes 64…2048 (B as [K, N]) and SmolLM2-135M's projections
+    /// (M tokens × N outputs × K inputs, weights as [N, K]).
+    public static let standardCases: [Case] =
+        [64, 128, 256, 512, 1024, 2048].map { Case(m: $0, n: $0, k: $0) } + [
+            Case(m: 1, n: 576, k: 1536, transposeB: true),
+            Case(m: 128, n: 576, k: 1536, transposeB: true),
+            Case(m: 128, n: 1536, k: 576, transposeB: true),
+        ]
+
+    /// Rounds per shape; the median of these is reported.
+    public var rounds: Int
+    /// Each round repeats the call until it has run at least this long.
+    public var minimumRoundSeconds: Double
+
+    public init(rounds: Int = 7, minimumRoundSeconds: Double = 0.05) {
+        self.rounds = max(1, rounds)
+        self.minimumRoundSeconds = minimumRoundSeconds
+    }
+
+    /// Measures one shape.
+    public func measure(_ testCase: Case) throws -> Result {
+        var generator = SplitMix64(seed: 0x5eed)
+        func random(_ shape: [Int]) throws -> Tensor {
+            try Tensor(shape: shape, values: (0..<shape.reduce(1, *)).map { _ in generator.nextUnitFloat() - 0.5 })
+        }
+        let a = try random([testCase.m, testCase.k])
+        let b = try random(testCase.transposeB ? [testCase.n, testCase.k] : [testCase.k, testCase.n])
+        var c = try Tensor(zeros: [testCase.m, testCase.n])
+        let shape = try MatmulShape(a, b, transposeB: testCase.transposeB)
+        let (m, n, k) = (Int32(testCase.m), Int32(testCase.n), Int32(testCase.k))
+        let ldb = testCase.transposeB ? k : n
+        let pa = a.baseAddress.assumingMemoryBound(to: Float.self)
+        let pb = b.baseAddress.assumingMemoryBound(to: Float.self)
+        let pc = c.baseAddress.assumingMemoryBound(to: Float.self)
+
+        let ember = { try matmul(a, b, transposeB: testCase.transposeB, into: &c) }
+        let raw = {
+            cblas_sgemm(
+                CblasRowMajor, CblasNoTrans, testCase.transposeB ? CblasTrans : CblasNoTrans,
+                m, n, k, 1, pa, k, pb, ldb, 0, pc, n)
+        }
+        // Warm up both (page faults, OpenBLAS thread start-up), then size a round.
+        try ember()
+        raw()
+        let single = Self.seconds { raw() }
+        let calls = max(1, Int((minimumRoundSeconds / max(single, 1e-9)).rounded(.up)))
+
+        var emberRates = [Double](), rawRates = [Double](), ratios = [Double]()
+        for round in 0..<rounds {
+            var emberSeconds = 0.0, rawSeconds = 0.0
+            let timeEmber = { emberSeconds = try Self.seconds { for _ in 0..<calls { try ember() } } }
+            let timeRaw = { rawSeconds = Self.seconds { for _ in 0..<calls { raw() } } }
+            if round.isMultiple(of: 2) { try timeEmber(); timeRaw() } else { timeRaw(); try timeEmber() }
+            let emberRate = shape.flops * Double(calls) / emberSeconds / 1e9
+            let rawRate = shape.flops * Double(calls) / rawSeconds / 1e9
+            emberRates.append(emberRate)
+            rawRates.append(rawRate)
+            ratios.append(emberRate / rawRate)
+        }
+        let emberGflops = Self.median(emberRates), rawGflops = Self.median(rawRates)
+        return Result(
+            m: testCase.m, n: testCase.n, k: testCase.k, transposeB: testCase.transposeB,
+            emberRoute: (testCase.m == 1 || testCase.n == 1) ? "sgemv" : "sgemm",
+            emberGflops: emberGflops, rawGflops: rawGflops, ratio: Self.median(ratios),
+            overheadNanoseconds: shape.flops / emberGflops - shape.flops / rawGflops,
+            rounds: rounds, callsPerRound: calls)
+    }
+
+    static func seconds(_ body: () throws -> Void) rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        let middle = sorted.count / 2
+        return sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
+    }
+}

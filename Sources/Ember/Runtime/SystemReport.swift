@@ -1,0 +1,133 @@
+import Foundation
+
+/// What Ember sees of the machine it runs on: the CPU and its features, the
+/// kernel family it will use, the BLAS library behind the fp32 route, and
+/// warnings about anything that costs speed. `ember info` prints it.
+public struct SystemReport: Sendable, Codable {
+    /// Ember's version.
+    public static let emberVersion = "0.1.0"
+
+    /// The CPU.
+    public struct CPU: Sendable, Codable {
+        public var model: String
+        public var logicalCores: Int
+        /// Every feature Ember looks for, present or not.
+        public var features: [String: Bool]
+        /// The widest SIMD level present ("AVX-512", "AVX2", "NEON", …).
+        public var simdLevel: String
+
+        enum CodingKeys: String, CodingKey {
+            case model, features
+            case logicalCores = "logical_cores"
+            case simdLevel = "simd_level"
+        }
+    }
+
+    /// The kernel family chosen and why.
+    public struct Kernels: Sendable, Codable {
+        /// The family the kernels run.
+        public var selected: String
+        /// The widest family this CPU supports.
+        public var best: String
+        /// The `EMBER_ISA` value, if set.
+        public var override: String?
+        /// Why an override was refused, if it was.
+        public var overrideError: String?
+
+        enum CodingKeys: String, CodingKey {
+            case selected, best, override
+            case overrideError = "override_error"
+        }
+    }
+
+    /// The BLAS library.
+    public struct BLAS: Sendable, Codable {
+        public var library: String
+        public var version: String?
+        public var core: String
+        /// SIMD level of the core, when Ember knows the core.
+        public var coreLevel: String?
+        public var threads: Int
+        public var parallelism: String
+        public var configuration: String
+        /// The `OPENBLAS_CORETYPE` value, if set.
+        public var coreTypeOverride: String?
+
+        enum CodingKeys: String, CodingKey {
+            case library, version, core, threads, parallelism, configuration
+            case coreLevel = "core_level"
+            case coreTypeOverride = "core_type_override"
+        }
+    }
+
+    public var emberVersion: String
+    public var cpu: CPU
+    public var kernels: Kernels
+    public var blas: BLAS
+    /// Things that cost speed or correctness, each with its fix.
+    public var warnings: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case cpu, kernels, blas, warnings
+        case emberVersion = "ember_version"
+    }
+
+    /// The report for this process, read now.
+    public static func current(environment: [String: String] = ProcessInfo.processInfo.environment) -> SystemReport {
+        let features = CPUFeatures.current
+        let override = environment[KernelISA.environmentVariable].flatMap { $0.isEmpty ? nil : $0 }
+        var warnings = [String]()
+        var overrideError: String?
+        let selected: KernelISA
+        do {
+            selected = try KernelISA.select(override: override, features: features)
+        } catch {
+            selected = KernelISA.best(for: features)
+            overrideError = "\(error)"
+            warnings.append("\(error); using \(selected) instead.")
+        }
+        let library = BLASLibrary.current
+        if let warning = library.coreWarning(cpu: features, environment: environment) {
+            warnings.append(warning)
+        }
+        return SystemReport(
+            emberVersion: emberVersion,
+            cpu: CPU(
+                model: CPUFeatures.modelName, logicalCores: CPUFeatures.logicalCores,
+                features: Dictionary(uniqueKeysWithValues: features.all.map { ($0.name, $0.present) }),
+                simdLevel: features.simdLevel.description),
+            kernels: Kernels(
+                selected: selected.rawValue, best: KernelISA.best(for: features).rawValue,
+                override: override, overrideError: overrideError),
+            blas: BLAS(
+                library: "OpenBLAS", version: library.version, core: library.coreName,
+                coreLevel: library.coreLevel?.description, threads: library.threads,
+                parallelism: library.parallelism, configuration: library.configuration,
+                coreTypeOverride: environment[BLASLibrary.coreTypeVariable]),
+            warnings: warnings)
+    }
+
+    /// The report as aligned, human-readable lines.
+    public var lines: [String] {
+        let present = cpu.features.filter(\.value).keys.sorted()
+        let absent = cpu.features.filter { !$0.value }.keys.sorted()
+        var kernelsLine = "\(kernels.selected)"
+        if let override = kernels.override {
+            kernelsLine += " (\(KernelISA.environmentVariable)=\(override); best for this CPU: \(kernels.best))"
+        } else {
+            kernelsLine += " (best for this CPU; \(KernelISA.environmentVariable) not set)"
+        }
+        var result = [
+            "Ember \(emberVersion)",
+            "CPU        \(cpu.model), \(cpu.logicalCores) logical cores, widest SIMD \(cpu.simdLevel)",
+            "features   \(present.joined(separator: " "))" + (absent.isEmpty ? "" : "   (absent: \(absent.joined(separator: " ")))"),
+            "kernels    \(kernelsLine)",
+            "BLAS       \(blas.library) \(blas.version ?? "?"), core \(blas.core) (\(blas.coreLevel ?? "level unknown"))"
+                + "\(blas.coreTypeOverride.map { ", forced by OPENBLAS_CORETYPE=\($0)" } ?? ""), "
+                + "\(blas.threads) thread\(blas.threads == 1 ? "" : "s") (\(blas.parallelism))",
+            "           \(blas.configuration)",
+        ]
+        result += warnings.map { "warning: \($0)" }
+        return result
+    }
+}

