@@ -36,15 +36,21 @@ let benchmarks: @Sendable () -> Void = {
 
         Benchmark("matmul raw-sgemm \(label)") { benchmark in
             let (m, n, k) = (Int32(testCase.m), Int32(testCase.n), Int32(testCase.k))
-            let c = try! Tensor(zeros: [testCase.m, testCase.n])
-            let rawA = try! a.scalars(), rawB = try! b.scalars()
-            var rawC = try! c.scalars()
-            for _ in benchmark.scaledIterations {
-                cblas_sgemm(
-                    CblasRowMajor, CblasNoTrans, testCase.transposeB ? CblasTrans : CblasNoTrans,
-                    m, n, k, 1, rawA, k, rawB, testCase.transposeB ? k : n, 0, &rawC, n)
+            var c = try! Tensor(zeros: [testCase.m, testCase.n])
+            // The same tensors' buffers, handed straight to cblas_sgemm.
+            try! a.withUnsafeBufferPointer { pa in
+                try b.withUnsafeBufferPointer { pb in
+                    try c.withUnsafeMutableBufferPointer { pc in
+                        for _ in benchmark.scaledIterations {
+                            cblas_sgemm(
+                                CblasRowMajor, CblasNoTrans, testCase.transposeB ? CblasTrans : CblasNoTrans,
+                                m, n, k, 1, pa.baseAddress, k, pb.baseAddress, testCase.transposeB ? k : n,
+                                0, pc.baseAddress, n)
+                        }
+                    }
+                }
             }
-            blackHole(rawC)
+            blackHole(c)
         }
     }
 }

@@ -72,7 +72,7 @@ struct BenchBLASCommand: ParsableCommand {
                 let shape = "\(result.m)×\(result.n)×\(result.k)" + (result.transposeB ? " (Bᵀ)" : "")
                 print(pad(shape, 22) + pad(result.emberRoute, 13) + pad(format(result.emberGflops), 15, right: true)
                     + pad(format(result.rawGflops), 13, right: true) + pad(String(format: "%.3f", result.ratio), 8, right: true)
-                    + pad(String(format: "%+.0f ns", result.overheadNanoseconds), 15, right: true))
+                    + pad(overhead(result), 15, right: true))
             }
         }
         if json {
@@ -85,6 +85,13 @@ struct BenchBLASCommand: ParsableCommand {
     }
 
     private func format(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    /// Per-call overhead, shown where a call is short enough for it to be
+    /// told apart from noise (under ~100 µs); the JSON always carries it.
+    private func overhead(_ result: MatmulComparison.Result) -> String {
+        let callNanoseconds = 2 * Double(result.m) * Double(result.n) * Double(result.k) / result.rawGflops
+        return callNanoseconds < 100_000 ? String(format: "%+.0f ns", result.overheadNanoseconds) : "(noise)"
+    }
 
     private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
         let space = String(repeating: " ", count: max(0, width - text.count))
