@@ -22,7 +22,9 @@ let implementationTargets: [Target] = [
     .target(
         name: "CKernels",
         path: "CKernels",
-        cSettings: [.headerSearchPath(".")]
+        exclude: ["x86_avx2_body.h"],
+        cSettings: [.headerSearchPath(".")],
+        linkerSettings: [.linkedLibrary("m")]
     ),
     // OpenBLAS (cblas_*) and LAPACKE from Debian's packages; nothing else.
     .systemLibrary(

@@ -11,13 +11,14 @@ const char *ek_isa_name(ek_isa isa) {
     case EK_ISA_AVX2: return "avx2";
     case EK_ISA_AVX512: return "avx512";
     case EK_ISA_NEON: return "neon";
+    case EK_ISA_AVX2_PLAIN: return "avx2-novnni";
     }
     return "unknown";
 }
 
 ek_status ek_isa_parse(const char *name, ek_isa *out) {
     if (name == NULL || out == NULL) return EK_ERR_NULL_POINTER;
-    static const ek_isa all[] = {EK_ISA_SCALAR, EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON};
+    static const ek_isa all[] = {EK_ISA_SCALAR, EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, ek_isa_name(all[i])) == 0) {
             *out = all[i];
@@ -33,6 +34,7 @@ bool ek_isa_supported(ek_isa isa, const ek_cpu_features *f) {
     case EK_ISA_SCALAR:
         return true;
     case EK_ISA_AVX2:
+    case EK_ISA_AVX2_PLAIN:
 #if defined(__x86_64__)
         return f->avx2 && f->fma && f->f16c;
 #else
@@ -46,7 +48,7 @@ bool ek_isa_supported(ek_isa isa, const ek_cpu_features *f) {
 #endif
     case EK_ISA_NEON:
 #if defined(__aarch64__)
-        return f->neon;
+        return f->neon && f->dotprod;
 #else
         return false;
 #endif

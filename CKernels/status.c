@@ -8,6 +8,9 @@ const char *ek_status_describe(ek_status status) {
     case EK_ERR_RANGE: return "row range out of bounds";
     case EK_ERR_UNKNOWN_ISA: return "unknown ISA name";
     case EK_ERR_ISA_UNSUPPORTED: return "ISA not supported by this CPU or build";
+    case EK_ERR_FORMAT: return "unknown weight format";
+    case EK_ERR_BUFFER_TOO_SMALL: return "buffer too small";
+    case EK_ERR_OUT_OF_MEMORY: return "out of memory";
     }
     return "unknown status";
 }

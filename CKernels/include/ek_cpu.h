@@ -42,12 +42,14 @@ bool ek_cpu_brand(char *buffer, size_t capacity);
 /* The kernel families Ember ships, from the portable oracle to the widest SIMD. */
 typedef enum ek_isa {
     EK_ISA_SCALAR = 0,  /* portable C: the `_ref` oracle of every kernel       */
-    EK_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C, AVX-VNNI when present            */
+    EK_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C, and AVX-VNNI when the CPU has it */
     EK_ISA_AVX512 = 2,  /* AVX-512 F/BW/VL + VNNI on 512-bit registers         */
-    EK_ISA_NEON = 3,    /* arm64 NEON, dot-product instructions when present   */
+    EK_ISA_NEON = 3,    /* arm64 NEON with the dot-product instructions        */
+    EK_ISA_AVX2_PLAIN = 4, /* AVX2 + FMA + F16C without AVX-VNNI, even where
+                              the CPU has it ("avx2-novnni"), to test that code */
 } ek_isa;
 
-/* Lower-case name of an ISA as EMBER_ISA spells it ("scalar", "avx2", …). */
+/* Lower-case name of an ISA as EMBER_ISA spells it ("scalar", "avx2", "avx2-novnni", …). */
 const char *ek_isa_name(ek_isa isa);
 
 /* Parses an EMBER_ISA value. EK_ERR_NULL_POINTER or EK_ERR_UNKNOWN_ISA on failure. */

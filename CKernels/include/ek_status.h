@@ -14,6 +14,9 @@ typedef enum ek_status {
     EK_ERR_RANGE = 3,            /* a row range lies outside the matrix          */
     EK_ERR_UNKNOWN_ISA = 4,      /* an ISA name that Ember does not know         */
     EK_ERR_ISA_UNSUPPORTED = 5,  /* a known ISA this CPU (or build) cannot run   */
+    EK_ERR_FORMAT = 6,           /* an unknown weight format                     */
+    EK_ERR_BUFFER_TOO_SMALL = 7, /* an output or work buffer is smaller than needed */
+    EK_ERR_OUT_OF_MEMORY = 8,    /* a work buffer could not be allocated         */
 } ek_status;
 
 /* A short, static, human-readable description of a status. */

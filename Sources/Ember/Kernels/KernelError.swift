@@ -8,6 +8,8 @@ public enum KernelError: Error, Equatable, CustomStringConvertible {
     case unsupportedISA(KernelISA, features: [String])
     /// A C kernel refused its arguments.
     case rejected(kernel: String, argument: String, status: String)
+    /// An argument a kernel wrapper cannot take.
+    case invalidArgument(argument: String, found: String, expected: String)
 
     public var description: String {
         switch self {
@@ -17,6 +19,8 @@ public enum KernelError: Error, Equatable, CustomStringConvertible {
             "\(KernelISA.environmentVariable)=\(isa): this CPU cannot run it (features: \(features.isEmpty ? "none" : features.joined(separator: " ")))"
         case let .rejected(kernel, argument, status):
             "\(kernel): \(argument): \(status)"
+        case let .invalidArgument(argument, found, expected):
+            "\(argument): \(found), expected \(expected)"
         }
     }
 }

@@ -5,10 +5,16 @@ import Foundation
 /// (the oracle every SIMD kernel is tested against) or one SIMD variant.
 ///
 /// Chosen once per process from ``CPUFeatures``; the environment variable
-/// `EMBER_ISA=scalar|avx2|avx512|neon` forces a path so tests and benchmarks
-/// can exercise each one.
+/// `EMBER_ISA=scalar|avx2|avx512|neon|avx2-novnni` forces a path so tests and
+/// benchmarks can exercise each one. `avx2` uses AVX-VNNI where the CPU has
+/// it; `avx2-novnni` runs the AVX2 code that older CPUs get, even here.
 public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
     case scalar, avx2, avx512, neon
+    case avx2NoVNNI = "avx2-novnni"
+
+    /// The family this process runs: `EMBER_ISA` when it names one this CPU
+    /// supports, else the best (a bad `EMBER_ISA` is reported by `ember info`).
+    public static let active: KernelISA = (try? select()) ?? best()
 
     /// The environment variable that forces a path.
     public static let environmentVariable = "EMBER_ISA"
@@ -18,6 +24,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         case EK_ISA_AVX2: self = .avx2
         case EK_ISA_AVX512: self = .avx512
         case EK_ISA_NEON: self = .neon
+        case EK_ISA_AVX2_PLAIN: self = .avx2NoVNNI
         default: self = .scalar
         }
     }
@@ -28,6 +35,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         case .avx2: EK_ISA_AVX2
         case .avx512: EK_ISA_AVX512
         case .neon: EK_ISA_NEON
+        case .avx2NoVNNI: EK_ISA_AVX2_PLAIN
         }
     }
 

@@ -1,0 +1,60 @@
+/*
+ * quant_impl.h — private to CKernels: the packed layout and the per-ISA
+ * kernel entry points that quant_dispatch.c chooses between.
+ *
+ * Packed layout. Rows are taken sixteen at a time (a *group*; the last group
+ * is padded with zero rows). A group's K/32 *group-blocks* follow each other;
+ * one group-block holds block b of its sixteen rows:
+ *
+ *   d[16]   fp16 scales, row order                         32 bytes
+ *   m[16]   fp16 minimums, row order (Q4_1 only)           32 bytes
+ *   quants  Q4: 4 chunks of 64 bytes, Q8: 8 chunks of 64 bytes
+ *
+ * Chunk c, byte 4·r + t (row r, t = 0…3): for Q4 it is the GGUF byte
+ * qs[4c + t] of row r — low nibble element 4c + t, high nibble element
+ * 16 + 4c + t; for Q8 it is element 4c + t of row r plus 128 (as uint8).
+ * So a 32-bit lane r of a 64-byte chunk holds four consecutive elements of
+ * row r, and one broadcast of four activation bytes feeds all sixteen rows.
+ */
+#ifndef EK_QUANT_IMPL_H
+#define EK_QUANT_IMPL_H
+
+#include "ek_quant.h"
+
+#define EK_GROUP_SCALE_BYTES(format) ((format) == EK_FORMAT_Q4_1 ? 64 : 32)
+#define EK_GROUP_QUANT_BYTES(format) ((format) == EK_FORMAT_Q8_0 ? 512 : 256)
+#define EK_GROUP_BLOCK_BYTES(format) (EK_GROUP_SCALE_BYTES(format) + EK_GROUP_QUANT_BYTES(format))
+
+/* One ISA's matrix kernel over packed weights; arguments already validated. */
+typedef void (*ek_gemm_kernel)(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m,
+                               float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
+/* One ISA's activation quantizer for one row (`q8_1`: fill s for Q4_1 weights). */
+typedef void (*ek_quantize_act_kernel)(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
+/* One ISA's row quantizer / dequantizer for a GGUF format. */
+typedef void (*ek_quantize_row_kernel)(const float *x, void *blocks, int64_t nblocks);
+typedef void (*ek_dequantize_row_kernel)(const void *blocks, float *y, int64_t nblocks);
+
+/* Everything one ISA provides. Entries may be NULL where the ISA falls back to the reference. */
+typedef struct ek_isa_kernels {
+    ek_gemm_kernel gemm[3];                 /* indexed by ek_format */
+    ek_quantize_act_kernel quantize_act;
+    ek_quantize_row_kernel quantize_row[3]; /* indexed by ek_format */
+    ek_quantize_row_kernel quantize_row_q8_1;
+    ek_dequantize_row_kernel dequantize_row[3];
+    uint64_t (*read_stream)(const void *data, size_t bytes);
+} ek_isa_kernels;
+
+extern const ek_isa_kernels ek_kernels_scalar;
+#if defined(__x86_64__)
+extern const ek_isa_kernels ek_kernels_avx512;
+extern const ek_isa_kernels ek_kernels_avx2;
+extern const ek_isa_kernels ek_kernels_avx2_plain;
+#endif
+#if defined(__aarch64__)
+extern const ek_isa_kernels ek_kernels_neon;
+#endif
+
+/* Scalar kernels over the packed layout and the reference quantizers per block count. */
+void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
+
+#endif /* EK_QUANT_IMPL_H */

@@ -1,0 +1,276 @@
+/*
+ * x86_avx2_body.h — the AVX2 kernels, included twice: by x86_avx2.c with
+ * AVX-VNNI (VPDPBUSD on 256-bit registers) and by x86_avx2_plain.c without
+ * it (VPMADDUBSW + VPMADDWD). Before including, define
+ *   EK_AVX2_TARGET  the function attribute (target features),
+ *   EK_AVX2_VNNI    1 or 0,
+ *   EK_AVX2_NAME(x) how to name this variant's functions.
+ *
+ * A 256-bit register holds eight rows: each 64-byte chunk of a packed group
+ * is two halves, rows 0–7 then rows 8–15, processed one after the other.
+ */
+#include <immintrin.h>
+#include <string.h>
+#include "quant_impl.h"
+
+#define EK_AVX2_INLINE static inline __attribute__((always_inline))
+
+EK_AVX2_TARGET EK_AVX2_INLINE __m256i EK_AVX2_NAME(broadcast4)(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* acc + Σ of four unsigned×signed byte products per 32-bit lane (no saturation for the inputs used). */
+EK_AVX2_TARGET EK_AVX2_INLINE __m256i EK_AVX2_NAME(dot_u8s8)(__m256i acc, __m256i u, __m256i s) {
+#if EK_AVX2_VNNI
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    /* Pairs of products fit in int16: unsigned inputs here are at most 15 (Q4) or 128 (|Q8|). */
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(hmax)(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+EK_AVX2_TARGET EK_AVX2_INLINE int32_t EK_AVX2_NAME(hsum)(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* One 32-block to Q8: nearest, ties to even, whatever MXCSR says. Returns d before fp16 rounding. */
+EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(quantize_q8_block)(const float *x, int8_t *qs, int32_t *sum) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_loadu_ps(x + 8 * j);
+        amax = _mm256_max_ps(amax, _mm256_and_ps(v[j], abs_mask));
+    }
+    float max_value = EK_AVX2_NAME(hmax)(amax);
+    float d = max_value / 127.0f;
+    float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256 scale = _mm256_set1_ps(inverse);
+    __m256i q[4];
+    for (int j = 0; j < 4; j++) {
+        q[j] = _mm256_cvtps_epi32(
+            _mm256_round_ps(_mm256_mul_ps(v[j], scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    *sum = EK_AVX2_NAME(hsum)(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qs, packed);
+    return d;
+}
+
+EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(fp16_round)(float value) {
+    return _cvtsh_ss(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(quantize_act)(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1) {
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t sum;
+        float d = EK_AVX2_NAME(quantize_q8_block)(x + b * EK_BLOCK, act[b].qs, &sum);
+        act[b].d = EK_AVX2_NAME(fp16_round)(d);
+        act[b].s = q8_1 ? EK_AVX2_NAME(fp16_round)(d * (float)sum) : 0.0f;
+        act[b].sum = sum;
+        act[b].reserved = 0;
+    }
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(quantize_row_q8_0)(const float *x, void *out, int64_t blocks) {
+    ek_block_q8_0 *y = out;
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t sum;
+        float d = EK_AVX2_NAME(quantize_q8_block)(x + b * EK_BLOCK, y[b].qs, &sum);
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(quantize_row_q8_1)(const float *x, void *out, int64_t blocks) {
+    ek_block_q8_1 *y = out;
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t sum;
+        float d = EK_AVX2_NAME(quantize_q8_block)(x + b * EK_BLOCK, y[b].qs, &sum);
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        y[b].s = _cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q8_0)(const void *in, float *y, int64_t blocks) {
+    const ek_block_q8_0 *x = in;
+    for (int64_t b = 0; b < blocks; b++) {
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(x[b].d));
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x[b].qs + 8 * j)));
+            _mm256_storeu_ps(y + b * EK_BLOCK + 8 * j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4)(const uint8_t *qs, float *y, __m256 d, __m256 m, int offset, bool add_min) {
+    const __m256i mask = _mm256_set1_epi32(0x0f), bias = _mm256_set1_epi32(offset);
+    for (int j = 0; j < 2; j++) {
+        __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * j)));
+        __m256 low = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(bytes, mask), bias)), d);
+        __m256 high = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bytes, 4), bias)), d);
+        if (add_min) {
+            low = _mm256_add_ps(low, m);
+            high = _mm256_add_ps(high, m);
+        }
+        _mm256_storeu_ps(y + 8 * j, low);
+        _mm256_storeu_ps(y + 16 + 8 * j, high);
+    }
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4_0)(const void *in, float *y, int64_t blocks) {
+    const ek_block_q4_0 *x = in;
+    for (int64_t b = 0; b < blocks; b++) {
+        EK_AVX2_NAME(dequantize_row_q4)(x[b].qs, y + b * EK_BLOCK, _mm256_set1_ps(_cvtsh_ss(x[b].d)),
+                                        _mm256_setzero_ps(), 8, false);
+    }
+}
+
+EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4_1)(const void *in, float *y, int64_t blocks) {
+    const ek_block_q4_1 *x = in;
+    for (int64_t b = 0; b < blocks; b++) {
+        EK_AVX2_NAME(dequantize_row_q4)(x[b].qs, y + b * EK_BLOCK, _mm256_set1_ps(_cvtsh_ss(x[b].d)),
+                                        _mm256_set1_ps(_cvtsh_ss(x[b].m)), 0, true);
+    }
+}
+
+/*
+ * Eight weight rows (half `half` of a group) against `tile` activation rows.
+ */
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int tile, const uint8_t *gb, int half,
+                                                          int64_t blocks, const ek_block_q8_act *act, __m256 *acc) {
+    const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
+    const __m256i low_mask = _mm256_set1_epi8(0x0f);
+#if EK_AVX2_VNNI
+    const float q8_offset = 128.0f;
+#else
+    const float q8_offset = 0.0f; /* the sign trick below multiplies the signed weights directly */
+#endif
+    const float offset = format == EK_FORMAT_Q4_0 ? 8.0f : (format == EK_FORMAT_Q8_0 ? q8_offset : 0.0f);
+    for (int i = 0; i < tile; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++, gb += group_block) {
+        const uint8_t *quants = gb + scale_bytes + 32 * half;
+        __m256i w[8];
+        if (format == EK_FORMAT_Q8_0) {
+            for (int c = 0; c < 8; c++) {
+                w[c] = _mm256_loadu_si256((const __m256i *)(quants + 64 * c));
+#if !EK_AVX2_VNNI
+                w[c] = _mm256_xor_si256(w[c], _mm256_set1_epi8((char)0x80)); /* back to signed */
+#endif
+            }
+        } else {
+            for (int c = 0; c < 4; c++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(quants + 64 * c));
+                w[c] = _mm256_and_si256(raw, low_mask);
+                w[4 + c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * half)));
+        __m256 mins = _mm256_setzero_ps();
+        if (format == EK_FORMAT_Q4_1) mins = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * half)));
+        for (int i = 0; i < tile; i++) {
+            const ek_block_q8_act *a = act + i * blocks + b;
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            for (int c = 0; c < 8; c += 2) {
+                __m256i x0 = EK_AVX2_NAME(broadcast4)(a->qs + 4 * c), x1 = EK_AVX2_NAME(broadcast4)(a->qs + 4 * (c + 1));
+#if !EK_AVX2_VNNI
+                if (format == EK_FORMAT_Q8_0) { /* |w| × (x with w's sign): unsigned×signed without saturation */
+                    s0 = EK_AVX2_NAME(dot_u8s8)(s0, _mm256_abs_epi8(w[c]), _mm256_sign_epi8(x0, w[c]));
+                    s1 = EK_AVX2_NAME(dot_u8s8)(s1, _mm256_abs_epi8(w[c + 1]), _mm256_sign_epi8(x1, w[c + 1]));
+                    continue;
+                }
+#endif
+                s0 = EK_AVX2_NAME(dot_u8s8)(s0, w[c], x0);
+                s1 = EK_AVX2_NAME(dot_u8s8)(s1, w[c + 1], x1);
+            }
+            __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+            if (offset != 0.0f) dot = _mm256_sub_ps(dot, _mm256_set1_ps(offset * (float)a->sum));
+            acc[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(d, _mm256_set1_ps(a->d)), acc[i]);
+            if (format == EK_FORMAT_Q4_1) acc[i] = _mm256_fmadd_ps(mins, _mm256_set1_ps(a->s), acc[i]);
+        }
+    }
+}
+
+#define EK_AVX2_TILE 4
+
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, const uint8_t *packed, int64_t blocks,
+                                                     const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
+                                                     int64_t row_begin, int64_t row_end) {
+    const size_t group_block = EK_GROUP_BLOCK_BYTES(format);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t first = (row_begin / 8) * 8; first < row_end; first += 8) {
+        const int64_t g = first / EK_PACK_ROWS;
+        const int half = (int)((first / 8) % 2);
+        const int64_t lo = row_begin > first ? row_begin - first : 0;
+        const int64_t hi = row_end - first < 8 ? row_end - first : 8;
+        /* Lanes lo…hi−1 are stored: sign bit set where lo ≤ lane < hi. */
+        const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane),
+                                              _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));
+        const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
+        int64_t i = 0;
+        for (; i + EK_AVX2_TILE <= m; i += EK_AVX2_TILE) {
+            __m256 acc[EK_AVX2_TILE];
+            EK_AVX2_NAME(half_tile)(format, EK_AVX2_TILE, gb, half, blocks, act + i * blocks, acc);
+            for (int t = 0; t < EK_AVX2_TILE; t++) _mm256_maskstore_ps(y + (i + t) * ldy + first, mask, acc[t]);
+        }
+        for (; i < m; i++) {
+            __m256 acc[1];
+            EK_AVX2_NAME(half_tile)(format, 1, gb, half, blocks, act + i * blocks, acc);
+            _mm256_maskstore_ps(y + i * ldy + first, mask, acc[0]);
+        }
+    }
+}
+
+#define EK_AVX2_GEMM(suffix, format)                                                                            \
+    EK_AVX2_TARGET static void EK_AVX2_NAME(gemm_##suffix)(const uint8_t *packed, int64_t blocks,               \
+                                                          const ek_block_q8_act *act, int64_t m, float *y,      \
+                                                          int64_t ldy, int64_t row_begin, int64_t row_end) {    \
+        EK_AVX2_NAME(gemm)(format, packed, blocks, act, m, y, ldy, row_begin, row_end);                         \
+    }
+EK_AVX2_GEMM(q8_0, EK_FORMAT_Q8_0)
+EK_AVX2_GEMM(q4_0, EK_FORMAT_Q4_0)
+EK_AVX2_GEMM(q4_1, EK_FORMAT_Q4_1)
+
+EK_AVX2_TARGET static uint64_t EK_AVX2_NAME(read_stream)(const void *data, size_t bytes) {
+    const uint8_t *p = data;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 128 <= bytes; i += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i *)(p + i + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_loadu_si256((const __m256i *)(p + i + 96)));
+    }
+    __m256i all = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    uint64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)lanes, all);
+    uint64_t sum = lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, sizeof word);
+        sum ^= word;
+    }
+    return sum;
+}
+
+const ek_isa_kernels EK_AVX2_TABLE = {
+    .gemm = {EK_AVX2_NAME(gemm_q8_0), EK_AVX2_NAME(gemm_q4_0), EK_AVX2_NAME(gemm_q4_1)},
+    .quantize_act = EK_AVX2_NAME(quantize_act),
+    .quantize_row = {EK_AVX2_NAME(quantize_row_q8_0), NULL, NULL},
+    .quantize_row_q8_1 = EK_AVX2_NAME(quantize_row_q8_1),
+    .dequantize_row = {EK_AVX2_NAME(dequantize_row_q8_0), EK_AVX2_NAME(dequantize_row_q4_0),
+                       EK_AVX2_NAME(dequantize_row_q4_1)},
+    .read_stream = EK_AVX2_NAME(read_stream),
+};

@@ -1,0 +1,278 @@
+/*
+ * x86_avx512.c — AVX-512 VNNI kernels on 512-bit registers.
+ *
+ * One 32-bit lane per weight row: a 64-byte chunk of the packed layout holds
+ * four consecutive quants of each of sixteen rows, so one VPDPBUSD with four
+ * activation bytes broadcast does 64 multiply-adds for sixteen rows. VPDPBUSD
+ * multiplies unsigned weight bytes by signed activation bytes; the offsets the
+ * formats need (−8 for Q4_0, the +128 the packed Q8_0 carries) come off
+ * afterwards as offset·Σq, which the activation quantizer computes once per
+ * block. Integer sums are exact, so each block's dot product equals the
+ * oracle's; only the fp32 accumulation (FMA here) rounds differently.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+#include "quant_impl.h"
+
+#define EK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
+#define EK_INLINE static inline __attribute__((always_inline))
+
+EK_AVX512 EK_INLINE __m512i broadcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+EK_AVX512 EK_INLINE float fp16_round(float value) {
+    return _cvtsh_ss(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* ------------------------------------------------------------ activations */
+
+/* One 32-block: scale, quants (nearest, ties to even), Σq. Returns d before fp16 rounding. */
+EK_AVX512 EK_INLINE float quantize_q8_block(const float *x, int8_t *qs, int32_t *sum) {
+    __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    float d = amax / 127.0f;
+    float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    __m512 scale = _mm512_set1_ps(inverse);
+    __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)qs, _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtsepi32_epi8(q1));
+    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    return d;
+}
+
+EK_AVX512 static void quantize_act_avx512(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1) {
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t sum;
+        float d = quantize_q8_block(x + b * EK_BLOCK, act[b].qs, &sum);
+        act[b].d = fp16_round(d);
+        act[b].s = q8_1 ? fp16_round(d * (float)sum) : 0.0f;
+        act[b].sum = sum;
+        act[b].reserved = 0;
+    }
+}
+
+EK_AVX512 static void quantize_row_q8_0_avx512(const float *x, void *out, int64_t blocks) {
+    ek_block_q8_0 *y = out;
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t sum;
+        float d = quantize_q8_block(x + b * EK_BLOCK, y[b].qs, &sum);
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+EK_AVX512 static void quantize_row_q8_1_avx512(const float *x, void *out, int64_t blocks) {
+    ek_block_q8_1 *y = out;
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t sum;
+        float d = quantize_q8_block(x + b * EK_BLOCK, y[b].qs, &sum);
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        y[b].s = _cvtss_sh(d * (float)sum, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+/* ------------------------------------------------------- weight rows */
+
+/* Sixteen 4-bit values per register: element j in the low nibble, j + 16 in the high. */
+EK_AVX512 EK_INLINE void store_nibbles(__m512i low, __m512i high, uint8_t *qs) {
+    __m128i lo = _mm512_cvtepi32_epi8(low), hi = _mm512_cvtepi32_epi8(high);
+    _mm_storeu_si128((__m128i *)qs, _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+}
+
+EK_AVX512 static void quantize_row_q4_0_avx512(const float *x, void *out, int64_t blocks) {
+    ek_block_q4_0 *y = out;
+    for (int64_t b = 0; b < blocks; b++) {
+        const float *v = x + b * EK_BLOCK;
+        __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+        __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+        float extreme = 0.0f;
+        if (amax > 0.0f) { /* the first element of largest magnitude, as the oracle picks it */
+            __m512 target = _mm512_set1_ps(amax);
+            uint32_t hits = (uint32_t)_mm512_cmp_ps_mask(a0, target, _CMP_EQ_OQ)
+                | ((uint32_t)_mm512_cmp_ps_mask(a1, target, _CMP_EQ_OQ) << 16);
+            extreme = v[__builtin_ctz(hits)];
+        }
+        float d = extreme / -8.0f;
+        float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m512 scale = _mm512_set1_ps(inverse), half = _mm512_set1_ps(8.5f);
+        __m512i fifteen = _mm512_set1_epi32(15);
+        __m512i q0 = _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(v0, scale), half)), fifteen);
+        __m512i q1 = _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(v1, scale), half)), fifteen);
+        store_nibbles(q0, q1, y[b].qs);
+    }
+}
+
+EK_AVX512 static void quantize_row_q4_1_avx512(const float *x, void *out, int64_t blocks) {
+    ek_block_q4_1 *y = out;
+    for (int64_t b = 0; b < blocks; b++) {
+        const float *v = x + b * EK_BLOCK;
+        __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+        float lo = _mm512_reduce_min_ps(_mm512_min_ps(v0, v1));
+        float hi = _mm512_reduce_max_ps(_mm512_max_ps(v0, v1));
+        float d = (hi - lo) / 15.0f;
+        float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        y[b].m = _cvtss_sh(lo, _MM_FROUND_TO_NEAREST_INT);
+        __m512 minimum = _mm512_set1_ps(lo), scale = _mm512_set1_ps(inverse), half = _mm512_set1_ps(0.5f);
+        __m512i fifteen = _mm512_set1_epi32(15);
+        __m512i q0 = _mm512_min_epi32(
+            _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v0, minimum), scale), half)), fifteen);
+        __m512i q1 = _mm512_min_epi32(
+            _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v1, minimum), scale), half)), fifteen);
+        store_nibbles(q0, q1, y[b].qs);
+    }
+}
+
+EK_AVX512 static void dequantize_row_q8_0_avx512(const void *in, float *y, int64_t blocks) {
+    const ek_block_q8_0 *x = in;
+    for (int64_t b = 0; b < blocks; b++) {
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d));
+        __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)x[b].qs));
+        __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x[b].qs + 16)));
+        _mm512_storeu_ps(y + b * EK_BLOCK, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d));
+        _mm512_storeu_ps(y + b * EK_BLOCK + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d));
+    }
+}
+
+EK_AVX512 EK_INLINE void unpack_nibbles(const uint8_t *qs, __m512 *low, __m512 *high, int offset) {
+    __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    __m512i bias = _mm512_set1_epi32(offset), mask = _mm512_set1_epi32(0x0f);
+    *low = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(bytes, mask), bias));
+    *high = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(bytes, 4), bias));
+}
+
+EK_AVX512 static void dequantize_row_q4_0_avx512(const void *in, float *y, int64_t blocks) {
+    const ek_block_q4_0 *x = in;
+    for (int64_t b = 0; b < blocks; b++) {
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d)), low, high;
+        unpack_nibbles(x[b].qs, &low, &high, 8);
+        _mm512_storeu_ps(y + b * EK_BLOCK, _mm512_mul_ps(low, d));
+        _mm512_storeu_ps(y + b * EK_BLOCK + 16, _mm512_mul_ps(high, d));
+    }
+}
+
+EK_AVX512 static void dequantize_row_q4_1_avx512(const void *in, float *y, int64_t blocks) {
+    const ek_block_q4_1 *x = in;
+    for (int64_t b = 0; b < blocks; b++) {
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(x[b].d)), m = _mm512_set1_ps(_cvtsh_ss(x[b].m)), low, high;
+        unpack_nibbles(x[b].qs, &low, &high, 0);
+        _mm512_storeu_ps(y + b * EK_BLOCK, _mm512_add_ps(_mm512_mul_ps(low, d), m));
+        _mm512_storeu_ps(y + b * EK_BLOCK + 16, _mm512_add_ps(_mm512_mul_ps(high, d), m));
+    }
+}
+
+/* ------------------------------------------------------------- matmul */
+
+/*
+ * One group of sixteen weight rows against `tile` activation rows: acc[i]
+ * lane r = Σ over all blocks of row r · activation row i.
+ */
+EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, const uint8_t *gb, int64_t blocks,
+                                    const ek_block_q8_act *act, __m512 *acc) {
+    const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
+    const __m512i low_mask = _mm512_set1_epi8(0x0f);
+    const float offset = format == EK_FORMAT_Q4_0 ? 8.0f : (format == EK_FORMAT_Q8_0 ? 128.0f : 0.0f);
+    for (int i = 0; i < tile; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++, gb += group_block) {
+        const uint8_t *quants = gb + scale_bytes;
+        __m512i w[8];
+        if (format == EK_FORMAT_Q8_0) {
+            for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512(quants + 64 * c);
+        } else {
+            for (int c = 0; c < 4; c++) {
+                __m512i raw = _mm512_loadu_si512(quants + 64 * c);
+                w[c] = _mm512_and_si512(raw, low_mask);                         /* elements 4c…4c+3      */
+                w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask); /* elements 16+4c…16+4c+3 */
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+        __m512 mins = _mm512_setzero_ps();
+        if (format == EK_FORMAT_Q4_1) mins = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)));
+        for (int i = 0; i < tile; i++) {
+            const ek_block_q8_act *a = act + i * blocks + b;
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (int c = 0; c < 8; c += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, w[c], broadcast4(a->qs + 4 * c));
+                s1 = _mm512_dpbusd_epi32(s1, w[c + 1], broadcast4(a->qs + 4 * (c + 1)));
+            }
+            __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            if (offset != 0.0f) dot = _mm512_sub_ps(dot, _mm512_set1_ps(offset * (float)a->sum));
+            acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d, _mm512_set1_ps(a->d)), acc[i]);
+            if (format == EK_FORMAT_Q4_1) acc[i] = _mm512_fmadd_ps(mins, _mm512_set1_ps(a->s), acc[i]);
+        }
+    }
+}
+
+#define EK_TILE 4
+
+EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, int64_t blocks,
+                                     const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
+                                     int64_t row_begin, int64_t row_end) {
+    const size_t group_block = EK_GROUP_BLOCK_BYTES(format);
+    for (int64_t g = row_begin / EK_PACK_ROWS; g * EK_PACK_ROWS < row_end; g++) {
+        const int64_t first = g * EK_PACK_ROWS;
+        const int64_t lo = row_begin > first ? row_begin - first : 0;
+        const int64_t hi = row_end - first < EK_PACK_ROWS ? row_end - first : EK_PACK_ROWS;
+        const __mmask16 mask = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+        const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
+        int64_t i = 0;
+        for (; i + EK_TILE <= m; i += EK_TILE) {
+            __m512 acc[EK_TILE];
+            group_tile(format, EK_TILE, gb, blocks, act + i * blocks, acc);
+            for (int t = 0; t < EK_TILE; t++) _mm512_mask_storeu_ps(y + (i + t) * ldy + first, mask, acc[t]);
+        }
+        for (; i < m; i++) {
+            __m512 acc[1];
+            group_tile(format, 1, gb, blocks, act + i * blocks, acc);
+            _mm512_mask_storeu_ps(y + i * ldy + first, mask, acc[0]);
+        }
+    }
+}
+
+#define EK_AVX512_GEMM(name, format)                                                                       \
+    EK_AVX512 static void name(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m, \
+                               float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {                \
+        gemm_avx512(format, packed, blocks, act, m, y, ldy, row_begin, row_end);                           \
+    }
+EK_AVX512_GEMM(gemm_q8_0_avx512, EK_FORMAT_Q8_0)
+EK_AVX512_GEMM(gemm_q4_0_avx512, EK_FORMAT_Q4_0)
+EK_AVX512_GEMM(gemm_q4_1_avx512, EK_FORMAT_Q4_1)
+
+EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
+    const uint8_t *p = data;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 256 <= bytes; i += 256) {
+        a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(p + i));
+        a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(p + i + 64));
+        a2 = _mm512_xor_si512(a2, _mm512_loadu_si512(p + i + 128));
+        a3 = _mm512_xor_si512(a3, _mm512_loadu_si512(p + i + 192));
+    }
+    __m512i all = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+    uint64_t lanes[8];
+    _mm512_storeu_si512(lanes, all);
+    uint64_t sum = 0;
+    for (int j = 0; j < 8; j++) sum ^= lanes[j];
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, sizeof word);
+        sum ^= word;
+    }
+    return sum;
+}
+
+const ek_isa_kernels ek_kernels_avx512 = {
+    .gemm = {gemm_q8_0_avx512, gemm_q4_0_avx512, gemm_q4_1_avx512},
+    .quantize_act = quantize_act_avx512,
+    .quantize_row = {quantize_row_q8_0_avx512, quantize_row_q4_0_avx512, quantize_row_q4_1_avx512},
+    .quantize_row_q8_1 = quantize_row_q8_1_avx512,
+    .dequantize_row = {dequantize_row_q8_0_avx512, dequantize_row_q4_0_avx512, dequantize_row_q4_1_avx512},
+    .read_stream = read_stream_avx512,
+};
+#endif /* __x86_64__ */

@@ -1,0 +1,101 @@
+import CKernels
+
+/// A weight matrix W[rows × columns] in a GGUF block format, owned by Ember
+/// in the packed layout the SIMD kernels read.
+///
+/// The packing (rows interleaved sixteen at a time, the scales of a block
+/// side by side, Q8_0 offset by +128) happens once, here; the GGUF bytes it is
+/// made from — typically memory-mapped from a model file — are not kept.
+/// Packed and GGUF sizes are equal, so the kernels read exactly as many
+/// weight bytes as the file holds.
+public final class QuantizedMatrix: @unchecked Sendable {
+    /// The block format.
+    public let format: QuantizedFormat
+    /// Output features (N).
+    public let rows: Int
+    /// Input features (K), a multiple of 32.
+    public let columns: Int
+    /// The packed blocks (`ek_packed_size` bytes, 64-byte aligned).
+    let packed: TensorStorage
+
+    /// Bytes of the matrix in GGUF blocks: what one pass over the weights reads.
+    public var byteCount: Int { format.byteCount(rows: rows, columns: columns) }
+
+    /// Packs `blocks`: `rows` rows of `columns / 32` GGUF blocks each, row after row.
+    public init(format: QuantizedFormat, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws {
+        packed = try Self.pack(format: format, rows: rows, columns: columns, blocks: blocks)
+        self.format = format
+        self.rows = rows
+        self.columns = columns
+    }
+
+    /// Quantizes fp32 weights [rows, columns] to `format` (the oracle's rounding, bit for bit).
+    public convenience init(quantizing weights: Tensor, to format: QuantizedFormat, isa: KernelISA = .active) throws {
+        guard weights.dtype == .float32 else {
+            throw TensorError.dtypeMismatch(argument: "weights", expected: .float32, found: weights.dtype)
+        }
+        guard weights.rank == 2 else { throw TensorError.shapeMismatch(argument: "weights", expected: "[N, K]", found: weights.shape) }
+        let (rows, columns) = (weights.shape[0], weights.shape[1])
+        try Self.validate(rows: rows, columns: columns)
+        var blocks = [UInt8](repeating: 0, count: format.byteCount(rows: rows, columns: columns))
+        let rowBytes = (columns / 32) * format.blockBytes
+        try weights.withUnsafeBufferPointer { values in
+            try blocks.withUnsafeMutableBytes { out in
+                for row in 0..<rows {
+                    try KernelError.check(
+                        ek_quantize_row(isa.cValue, format.cValue, values.baseAddress! + row * columns,
+                                        out.baseAddress! + row * rowBytes, Int64(columns)),
+                        kernel: "ek_quantize_row", argument: { _ in "weights" })
+                }
+            }
+        }
+        try self.init(format: format, rows: rows, columns: columns, blockBytes: blocks)
+    }
+
+    private convenience init(format: QuantizedFormat, rows: Int, columns: Int, blockBytes: [UInt8]) throws {
+        let storage = try blockBytes.withUnsafeBytes { try Self.pack(format: format, rows: rows, columns: columns, blocks: $0) }
+        self.init(format: format, rows: rows, columns: columns, packed: storage)
+    }
+
+    private init(format: QuantizedFormat, rows: Int, columns: Int, packed: TensorStorage) {
+        self.format = format
+        self.rows = rows
+        self.columns = columns
+        self.packed = packed
+    }
+
+    private static func pack(format: QuantizedFormat, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws -> TensorStorage {
+        try validate(rows: rows, columns: columns)
+        let expected = format.byteCount(rows: rows, columns: columns)
+        guard blocks.count == expected else {
+            throw KernelError.invalidArgument(
+                argument: "blocks", found: "\(blocks.count) bytes",
+                expected: "\(expected) bytes (\(rows) rows × \(columns / 32) blocks × \(format.blockBytes))")
+        }
+        let size = ek_packed_size(format.cValue, Int64(rows), Int64(columns))
+        guard size > 0 || rows == 0 || columns == 0 else {
+            throw KernelError.invalidArgument(argument: "rows", found: "\(rows)", expected: "a matrix whose packed size fits in memory")
+        }
+        let storage = TensorStorage(zeroedByteCount: size)
+        if size > 0, let base = blocks.baseAddress {
+            try KernelError.check(
+                ek_pack_weights(format.cValue, base, Int64(rows), Int64(columns), storage.baseAddress, size),
+                kernel: "ek_pack_weights", argument: { _ in "blocks" })
+        }
+        return storage
+    }
+
+    static func validate(rows: Int, columns: Int) throws {
+        guard rows >= 0 else { throw KernelError.invalidArgument(argument: "rows", found: "\(rows)", expected: "≥ 0") }
+        guard columns >= 0, columns % QuantizedFormat.blockSize == 0 else {
+            throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of 32")
+        }
+        guard rows <= Int(Int32.max), columns <= Int(Int32.max) else {
+            throw KernelError.invalidArgument(argument: "rows", found: "\(rows)×\(columns)", expected: "dimensions below 2³¹")
+        }
+    }
+
+    var cMatrix: ek_packed_matrix {
+        ek_packed_matrix(format: format.cValue, n: Int64(rows), k: Int64(columns), data: packed.baseAddress)
+    }
+}

@@ -1,0 +1,118 @@
+/*
+ * kernel_check.c — checks one ISA's packed kernels against the scalar oracle
+ * from plain C, so the arm64 NEON kernels can be checked on an x86 machine:
+ * `make test-arm64` cross-compiles CKernels with this file and runs it under
+ * qemu-aarch64. Same checks as the Swift suite, fewer shapes:
+ *   - activation quantization equals the oracle's, byte for byte;
+ *   - integer-exact inputs give bit-identical products;
+ *   - random inputs agree within the fp32 accumulation bound.
+ * Prints "N passed, N failed" and exits non-zero on any failure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ek_quant.h"
+
+static uint64_t state = 0x5eed;
+static uint64_t next_random(void) {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float uniform(float scale) { return ((float)(next_random() >> 40) / 16777216.0f * 2.0f - 1.0f) * scale; }
+
+static int passed = 0, failed = 0;
+static void check(int ok, const char *what, ek_format format, int m, int n, int k) {
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        printf("FAIL %s %s m=%d n=%d k=%d\n", what, ek_format_name(format), m, n, k);
+    }
+}
+
+static void quantize_rows_ref(ek_format format, const float *x, uint8_t *blocks, int rows, int k) {
+    size_t row_bytes = (size_t)(k / EK_BLOCK) * ek_format_block_bytes(format);
+    for (int r = 0; r < rows; r++) {
+        const float *src = x + (size_t)r * k;
+        void *dst = blocks + (size_t)r * row_bytes;
+        if (format == EK_FORMAT_Q8_0) ek_quantize_row_q8_0_ref(src, dst, k);
+        if (format == EK_FORMAT_Q4_0) ek_quantize_row_q4_0_ref(src, dst, k);
+        if (format == EK_FORMAT_Q4_1) ek_quantize_row_q4_1_ref(src, dst, k);
+    }
+}
+
+static void run(ek_isa isa, ek_format format, int m, int n, int k, int integer_exact) {
+    size_t block_bytes = ek_format_block_bytes(format), blocks = (size_t)n * (k / EK_BLOCK);
+    uint8_t *gguf = malloc(blocks * block_bytes);
+    float *x = malloc(sizeof(float) * (size_t)m * k), *w = malloc(sizeof(float) * (size_t)n * k);
+    float *expected = malloc(sizeof(float) * (size_t)m * n), *got = malloc(sizeof(float) * (size_t)m * n);
+    if (integer_exact) { /* scales 1 (Q4_1: minimum −3), integer activations with block maximum 127 */
+        for (size_t b = 0; b < blocks; b++) {
+            uint8_t *block = gguf + b * block_bytes;
+            for (size_t j = 0; j < block_bytes; j++) block[j] = (uint8_t)next_random();
+            ek_fp16 one = ek_fp32_to_fp16(1.0f), minus3 = ek_fp32_to_fp16(-3.0f);
+            memcpy(block, &one, 2);
+            if (format == EK_FORMAT_Q4_1) memcpy(block + 2, &minus3, 2);
+            if (format == EK_FORMAT_Q8_0)
+                for (size_t j = 2; j < block_bytes; j++) if (block[j] == 0x80) block[j] = 0x81;
+        }
+        for (int i = 0; i < m * k; i++) x[i] = (float)((int)(next_random() % 255) - 127);
+        for (int i = 0; i < m * k; i += EK_BLOCK) x[i + 7] = 127.0f;
+    } else {
+        for (int i = 0; i < n * k; i++) w[i] = uniform(1.0f);
+        for (int i = 0; i < m * k; i++) x[i] = uniform(4.0f);
+        quantize_rows_ref(format, w, gguf, n, k);
+    }
+    size_t packed_bytes = ek_packed_size(format, n, k);
+    void *packed = malloc(packed_bytes);
+    ek_pack_weights(format, gguf, n, k, packed, packed_bytes);
+    ek_block_q8_act *act = malloc(ek_activation_size(m, k)), *act_ref = malloc(ek_activation_size(m, k));
+    check(ek_quantize_activations(isa, format, x, m, k, act, ek_activation_size(m, k)) == EK_OK, "quantize status", format, m, n, k);
+    ek_quantize_activations(EK_ISA_SCALAR, format, x, m, k, act_ref, ek_activation_size(m, k));
+    check(memcmp(act, act_ref, ek_activation_size(m, k)) == 0, "activations equal oracle", format, m, n, k);
+
+    ek_gemm_ref(format, gguf, x, expected, m, n, k, 0, n);
+    ek_packed_matrix matrix = {format, n, k, packed};
+    check(ek_gemm_packed(isa, &matrix, act, m, got, n, 0, n) == EK_OK, "gemm status", format, m, n, k);
+    int ok = 1;
+    for (int i = 0; i < m * n; i++) {
+        if (integer_exact) {
+            if (memcmp(&got[i], &expected[i], sizeof(float)) != 0) ok = 0;
+        } else {
+            /* Loose bound from the magnitudes of the fp32 inputs: quantization aside, both sum the same terms. */
+            double magnitude = 0;
+            for (int j = 0; j < k; j++) magnitude += fabs((double)x[(i / n) * k + j]) * 2.0;
+            double tolerance = (k / EK_BLOCK + 4) * 1.2e-7 * magnitude * 16;
+            if (fabs((double)got[i] - expected[i]) > tolerance) ok = 0;
+        }
+    }
+    check(ok, integer_exact ? "gemm bit-exact" : "gemm within bound", format, m, n, k);
+    free(gguf); free(x); free(w); free(expected); free(got); free(packed); free(act); free(act_ref);
+}
+
+int main(int argc, char **argv) {
+    ek_isa isa;
+    if (argc < 2 || ek_isa_parse(argv[1], &isa) != EK_OK) {
+        fprintf(stderr, "usage: kernel_check scalar|avx2|avx512|neon|avx2-novnni\n");
+        return 2;
+    }
+    ek_cpu_features features = ek_cpu_features_detect();
+    if (!ek_isa_supported(isa, &features)) {
+        fprintf(stderr, "%s is not supported here\n", argv[1]);
+        return 2;
+    }
+    static const int shapes[][3] = {{1, 1, 32}, {1, 17, 576}, {1, 100, 1024}, {3, 16, 128}, {4, 33, 96},
+                                    {5, 48, 576}, {7, 9, 256}, {17, 31, 160}};
+    for (int f = 0; f < 3; f++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            run(isa, (ek_format)f, shapes[s][0], shapes[s][1], shapes[s][2], 0);
+        }
+        run(isa, (ek_format)f, 6, 35, 512, 1);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,221 @@
+import CKernels
+import Foundation
+import Testing
+@testable import Ember
+
+/// Every SIMD path against the scalar oracle: rows bit for bit, matrix
+/// products exactly where all arithmetic is exact and within the fp32
+/// accumulation bound elsewhere.
+@Suite("Quantized kernels")
+struct QuantizedKernelTests {
+    // MARK: fp16
+
+    @Test func fp16ToFp32MatchesSwiftForEveryHalf() {
+        for bits in 0...UInt16.max {
+            let expected = Float(Float16(bitPattern: bits))
+            let got = ek_fp16_to_fp32(bits)
+            if expected.isNaN { #expect(got.isNaN); continue }
+            if got.bitPattern != expected.bitPattern { Issue.record("half \(bits): \(got) ≠ \(expected)"); return }
+        }
+    }
+
+    @Test func fp32ToFp16RoundsToNearestEven() {
+        var generator = SplitMix64(seed: 11)
+        var values: [Float] = [0, -0.0, 1, -1, 65504, 65519.99, 65520, 1e6, -1e6, .infinity, -.infinity,
+                               Float(Float16.leastNonzeroMagnitude), Float(Float16.leastNonzeroMagnitude) / 2,
+                               Float(Float16.leastNonzeroMagnitude) * 0.75, Float(Float16.leastNormalMagnitude),
+                               Float(Float16.leastNormalMagnitude) * 0.999, 1e-10, .leastNonzeroMagnitude]
+        for _ in 0..<200_000 {
+            values.append(Float(bitPattern: UInt32(truncatingIfNeeded: generator.next())))
+        }
+        for value in values where !value.isNaN {
+            let expected = Float16(value).bitPattern
+            let got = ek_fp32_to_fp16(value)
+            if got != expected { Issue.record("\(value): \(got) ≠ \(expected)"); return }
+        }
+        #expect(ek_fp16_to_fp32(ek_fp32_to_fp16(.nan)).isNaN)
+    }
+
+    // MARK: rows
+
+    /// Rows of random values, plus the edge cases: zeros, large magnitudes, one huge outlier per block.
+    static func testRows(k: Int, seed: UInt64) -> [[Float]] {
+        var generator = SplitMix64(seed: seed)
+        var rows = [Quant.randomValues(k, &generator), Quant.randomValues(k, &generator, scale: 1e-3),
+                    [Float](repeating: 0, count: k), [Float](repeating: 65504, count: k),
+                    (0..<k).map { $0.isMultiple(of: 2) ? 3e4 : -3e4 }]
+        var outliers = Quant.randomValues(k, &generator)
+        for block in 0..<(k / 32) { outliers[block * 32 + Int(generator.next() % 32)] = block.isMultiple(of: 2) ? 1e4 : -1e4 }
+        rows.append(outliers)
+        rows.append((0..<k).map { Float(($0 % 7) - 3) }) // ties in magnitude, both signs
+        return rows
+    }
+
+    @Test(arguments: Quant.simdISAs)
+    func quantizeRowEqualsOracle(isa: KernelISA) throws {
+        for k in [32, 96, 576, 4096] {
+            for (index, row) in Self.testRows(k: k, seed: UInt64(k)).enumerated() {
+                for format in QuantizedFormat.allCases {
+                    let expected = Quant.ggufBlocks(format, row, rows: 1, k: k)
+                    var got = [UInt8](repeating: 0xee, count: expected.count)
+                    #expect(ek_quantize_row(isa.cValue, format.cValue, row, &got, Int64(k)) == EK_OK)
+                    #expect(got == expected, "\(isa) \(format) k=\(k) row \(index)")
+                }
+                var expected = [ek_block_q8_1](repeating: ek_block_q8_1(), count: k / 32)
+                var got = expected
+                _ = ek_quantize_row_q8_1_ref(row, &expected, Int64(k))
+                #expect(ek_quantize_row_q8_1(isa.cValue, row, &got, Int64(k)) == EK_OK)
+                #expect(got.flatMap(Quant.bytes) == expected.flatMap(Quant.bytes), "\(isa) q8_1 k=\(k) row \(index)")
+            }
+        }
+    }
+
+    @Test(arguments: Quant.simdISAs)
+    func dequantizeRowEqualsOracle(isa: KernelISA) throws {
+        var generator = SplitMix64(seed: 5)
+        for format in QuantizedFormat.allCases {
+            // Random bytes are valid blocks of every format once the scales are finite.
+            var blocks = (0..<(format.blockBytes * 64)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            for block in 0..<64 {
+                blocks[block * format.blockBytes + 1] &= 0x3b // keep the fp16 exponent below infinity
+                if format == .q4_1 { blocks[block * format.blockBytes + 3] &= 0x3b }
+            }
+            let expected = Quant.dequantize(format, blocks, rows: 1, k: 64 * 32)
+            var got = [Float](repeating: .nan, count: expected.count)
+            #expect(ek_dequantize_row(isa.cValue, format.cValue, blocks, &got, Int64(got.count)) == EK_OK)
+            #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa) \(format)")
+        }
+    }
+
+    @Test(arguments: QuantizedFormat.allCases)
+    func roundTripErrorIsBounded(format: QuantizedFormat) {
+        var generator = SplitMix64(seed: 21)
+        let k = 4096
+        let x = Quant.randomValues(k, &generator, scale: 3)
+        let y = Quant.dequantize(format, Quant.ggufBlocks(format, x, rows: 1, k: k), rows: 1, k: k)
+        for block in 0..<(k / 32) {
+            let values = x[(block * 32)..<((block + 1) * 32)]
+            let amax = values.map(abs).max()!, lo = values.min()!, hi = values.max()!
+            let halfULP: Float = 1.0 / 2048 // fp16 scale rounding, relative
+            let bound: Float = switch format {
+            case .q8_0: amax / 127 * (0.5 + 127 * halfULP) * 1.001
+            case .q4_0: amax / 8 * (1 + 8 * halfULP) * 1.001 // the positive end may clamp to 7·d
+            case .q4_1: (hi - lo) / 15 * (0.5 + 15 * halfULP) * 1.001 + abs(lo) * halfULP
+            }
+            for j in values.indices where abs(y[j] - x[j]) > bound {
+                Issue.record("\(format) block \(block): |\(y[j]) − \(x[j])| > \(bound)")
+                return
+            }
+        }
+    }
+
+    // MARK: matrix products
+
+    static let shapes: [(m: Int, n: Int, k: Int)] = [
+        (1, 1, 32), (1, 15, 64), (1, 16, 96), (1, 17, 576), (1, 100, 4096), (2, 37, 64), (3, 16, 128),
+        (4, 33, 96), (5, 48, 576), (7, 9, 1536), (8, 65, 256), (17, 31, 160), (33, 20, 576), (12, 3, 4096),
+    ]
+
+    @Test(arguments: Quant.allISAs, QuantizedFormat.allCases)
+    func gemmMatchesOracle(isa: KernelISA, format: QuantizedFormat) throws {
+        for (index, shape) in Self.shapes.enumerated() {
+            var generator = SplitMix64(seed: UInt64(index * 31 + format.blockBytes))
+            let wValues = Quant.randomValues(shape.n * shape.k, &generator)
+            var xValues = Quant.randomValues(shape.m * shape.k, &generator, scale: 4)
+            if index == 3 { xValues[5] = 500 } // one outlier
+            let blocks = Quant.ggufBlocks(format, wValues, rows: shape.n, k: shape.k)
+            let expected = Quant.referenceGEMM(format, blocks, xValues, m: shape.m, n: shape.n, k: shape.k)
+            let w = try blocks.withUnsafeBytes { try QuantizedMatrix(format: format, rows: shape.n, columns: shape.k, blocks: $0) }
+            let y = try matmul(try Tensor(shape: [shape.m, shape.k], values: xValues), w, isa: isa, threads: 2)
+            let got = try y.scalars()
+            if isa == .scalar {
+                // Same order, no fused multiply-add: the packed scalar kernel equals the oracle exactly.
+                #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(format) \(shape)")
+                continue
+            }
+            let magnitude = Quant.magnitudes(format, blocks, xValues, m: shape.m, n: shape.n, k: shape.k)
+            let tolerance = Double(shape.k / 32 + 4) * Double(Float.ulpOfOne)
+            var worst = 0.0
+            for i in got.indices {
+                worst = max(worst, abs(Double(got[i]) - Double(expected[i])) / (tolerance * magnitude[i] + 1e-30))
+            }
+            #expect(worst <= 1, "\(isa) \(format) \(shape): error \(worst)× the bound")
+        }
+    }
+
+    /// Scales of 1 and integer activations with a block maximum of 127 make every
+    /// step exact, so SIMD and oracle must agree to the bit: the integer dot
+    /// products are the same.
+    @Test(arguments: Quant.simdISAs, QuantizedFormat.allCases)
+    func integerDotProductsAreExact(isa: KernelISA, format: QuantizedFormat) throws {
+        var generator = SplitMix64(seed: 99)
+        let (m, n, k) = (6, 35, 512)
+        var blocks = [UInt8]()
+        for _ in 0..<(n * k / 32) {
+            var block = [UInt8](repeating: 0, count: format.blockBytes)
+            withUnsafeBytes(of: ek_fp32_to_fp16(1)) { block[0] = $0[0]; block[1] = $0[1] }
+            if format == .q4_1 { withUnsafeBytes(of: ek_fp32_to_fp16(-3)) { block[2] = $0[0]; block[3] = $0[1] } }
+            let quants = format == .q4_1 ? 4 : 2
+            for j in quants..<block.count { block[j] = UInt8(truncatingIfNeeded: generator.next()) }
+            if format == .q8_0 { for j in 2..<block.count where block[j] == 0x80 { block[j] = 0x81 } } // −128 is not a Q8_0 value
+            blocks += block
+        }
+        var x = (0..<(m * k)).map { _ in Float(Int(generator.next() % 255) - 127) }
+        for block in 0..<(m * k / 32) { x[block * 32 + 7] = 127 } // block maximum 127: scale exactly 1
+        let expected = Quant.referenceGEMM(format, blocks, x, m: m, n: n, k: k)
+        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(format: format, rows: n, columns: k, blocks: $0) }
+        let got = try matmul(try Tensor(shape: [m, k], values: x), w, isa: isa, threads: 1).scalars()
+        #expect(got.map(\.bitPattern) == expected.map(\.bitPattern))
+        #expect(expected.allSatisfy { $0 == $0.rounded() }, "the oracle's results are integers")
+    }
+
+    @Test(arguments: Quant.allISAs)
+    func rowRangeWritesOnlyItsColumns(isa: KernelISA) throws {
+        var generator = SplitMix64(seed: 3)
+        let (m, n, k) = (5, 53, 64)
+        let blocks = Quant.ggufBlocks(.q4_0, Quant.randomValues(n * k, &generator), rows: n, k: k)
+        let x = Quant.randomValues(m * k, &generator)
+        let expected = Quant.referenceGEMM(.q4_0, blocks, x, m: m, n: n, k: k)
+        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(format: .q4_0, rows: n, columns: k, blocks: $0) }
+        var act = [ek_block_q8_act](repeating: ek_block_q8_act(), count: m * k / 32)
+        #expect(ek_quantize_activations(isa.cValue, EK_FORMAT_Q4_0, x, Int64(m), Int64(k), &act, act.count * 48) == EK_OK)
+        for (begin, end) in [(0, 53), (5, 37), (16, 32), (17, 18), (50, 53), (9, 9)] {
+            var y = [Float](repeating: .nan, count: m * n)
+            var matrix = w.cMatrix
+            #expect(ek_gemm_packed(isa.cValue, &matrix, act, Int64(m), &y, Int64(n), Int64(begin), Int64(end)) == EK_OK)
+            for i in 0..<m {
+                for r in 0..<n {
+                    let value = y[i * n + r]
+                    if (begin..<end).contains(r) {
+                        #expect(abs(value - expected[i * n + r]) <= 1e-4 * max(1, abs(expected[i * n + r])), "\(isa) [\(begin), \(end)) row \(r)")
+                    } else {
+                        #expect(value.isNaN, "\(isa) [\(begin), \(end)) wrote row \(r)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func threadSplitDoesNotChangeResults() throws {
+        var generator = SplitMix64(seed: 8)
+        let (m, n, k) = (9, 301, 1024)
+        let w = try QuantizedMatrix(quantizing: try Tensor(shape: [n, k], values: Quant.randomValues(n * k, &generator)), to: .q4_1)
+        let x = try Tensor(shape: [m, k], values: Quant.randomValues(m * k, &generator))
+        let one = try matmul(x, w, threads: 1).scalars()
+        for threads in [2, 3, 8] {
+            #expect(try matmul(x, w, threads: threads).scalars() == one, "\(threads) threads")
+        }
+    }
+
+    @Test func quantizingInitMatchesOracleBlocks() throws {
+        var generator = SplitMix64(seed: 12)
+        let values = Quant.randomValues(20 * 64, &generator)
+        let fromTensor = try QuantizedMatrix(quantizing: try Tensor(shape: [20, 64], values: values), to: .q8_0)
+        let fromBlocks = try Quant.ggufBlocks(.q8_0, values, rows: 20, k: 64).withUnsafeBytes {
+            try QuantizedMatrix(format: .q8_0, rows: 20, columns: 64, blocks: $0)
+        }
+        let size = ek_packed_size(EK_FORMAT_Q8_0, 20, 64)
+        #expect(memcmp(fromTensor.packed.baseAddress, fromBlocks.packed.baseAddress, size) == 0)
+        #expect(fromTensor.byteCount == 20 * 2 * 34)
+    }
+}
