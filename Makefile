@@ -66,9 +66,11 @@ models: build
 demo: build models
 	$(EMBER) info
 	$(EMBER) bench blas --quick
+	$(EMBER) bench kernels --quick
 
 bench: build
 	$(EMBER) bench blas
+	$(EMBER) bench kernels
 
 # The package-benchmark suites under Benchmarks/ (statistics, allocations).
 bench-suite: deps

@@ -73,6 +73,12 @@ let benchmarkTargets: [Target] = [
         path: "Benchmarks/BLASBenchmarks",
         plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ),
+    .executableTarget(
+        name: "KernelBenchmarks",
+        dependencies: ["Ember", .product(name: "Benchmark", package: "benchmark")],
+        path: "Benchmarks/KernelBenchmarks",
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
 ]
 
 let package = Package(

@@ -17,6 +17,7 @@
 
 #define EK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 #define EK_INLINE static inline __attribute__((always_inline))
+#define EK_PREFETCH 4096 /* bytes ahead the GEMV prefetches the packed weights */
 
 EK_AVX512 EK_INLINE __m512i broadcast4(const int8_t *p) {
     int32_t v;
@@ -181,6 +182,9 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, const uint8_t *g
     for (int i = 0; i < tile; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *quants = gb + scale_bytes;
+        if (tile == 1) { /* GEMV streams the weights once: fetch ahead of the hardware prefetcher */
+            for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_PREFETCH + line, _MM_HINT_T0);
+        }
         __m512i w[8];
         if (format == EK_FORMAT_Q8_0) {
             for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512(quants + 64 * c);
@@ -244,19 +248,21 @@ EK_AVX512_GEMM(gemm_q8_0_avx512, EK_FORMAT_Q8_0)
 EK_AVX512_GEMM(gemm_q4_0_avx512, EK_FORMAT_Q4_0)
 EK_AVX512_GEMM(gemm_q4_1_avx512, EK_FORMAT_Q4_1)
 
+/* Eight independent accumulators and a prefetch 4 KiB ahead: the fastest plain read loop found here. */
 EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
     const uint8_t *p = data;
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    __m512i acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_si512();
     size_t i = 0;
-    for (; i + 256 <= bytes; i += 256) {
-        a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(p + i));
-        a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(p + i + 64));
-        a2 = _mm512_xor_si512(a2, _mm512_loadu_si512(p + i + 128));
-        a3 = _mm512_xor_si512(a3, _mm512_loadu_si512(p + i + 192));
+    for (; i + 512 <= bytes; i += 512) {
+        for (int j = 0; j < 8; j++) {
+            _mm_prefetch((const char *)p + i + 4096 + 64 * j, _MM_HINT_T0);
+            acc[j] = _mm512_xor_si512(acc[j], _mm512_loadu_si512(p + i + 64 * j));
+        }
     }
-    __m512i all = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+    for (int j = 1; j < 8; j++) acc[0] = _mm512_xor_si512(acc[0], acc[j]);
     uint64_t lanes[8];
-    _mm512_storeu_si512(lanes, all);
+    _mm512_storeu_si512(lanes, acc[0]);
     uint64_t sum = 0;
     for (int j = 0; j < 8; j++) sum ^= lanes[j];
     for (; i + 8 <= bytes; i += 8) {

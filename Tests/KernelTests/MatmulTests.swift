@@ -135,3 +135,19 @@ struct MatmulTests {
     try matmul(x, w, transposeB: true, into: &out)
     #expect(try out.scalars() == (try y.scalars()))
 }
+
+/// The README's int4 lines, kept compiling. Weights −8…7 in every block are
+/// exact in Q4_1 (d = 1, m = −8), so only activation rounding remains: at
+/// most half a step (amax/254) per element, times Σ|w|.
+@Test func readmeQuantizedSnippetWorks() throws {
+    let x = try Tensor(shape: [2, 32], values: (0..<64).map { Float($0 % 7) - 3 })
+    let w = try Tensor(shape: [4, 32], values: (0..<128).map { Float(($0 * 5 + $0 / 32) % 16) - 8 })
+    let w4 = try QuantizedMatrix(quantizing: w, to: .q4_1)
+    let y4 = try matmul(x, w4)
+    let exact = try matmul(x, w, transposeB: true)
+    #expect(y4.shape == [2, 4])
+    let weightSum = (0..<4).map { row in try! w.scalars()[(row * 32)..<(row * 32 + 32)].map(abs).reduce(0, +) }
+    for (index, (a, b)) in zip(try y4.scalars(), try exact.scalars()).enumerated() {
+        #expect(abs(a - b) <= 3.0 / 254 * weightSum[index % 4] + 1e-4, "output \(index)")
+    }
+}

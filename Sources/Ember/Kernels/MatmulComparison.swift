@@ -91,15 +91,13 @@ public struct MatmulComparison: Sendable {
         }
         // Warm up both (page faults, OpenBLAS thread start-up), then size a round.
         try ember()
-        raw()
-        let single = Self.seconds { raw() }
-        let calls = max(1, Int((minimumRoundSeconds / max(single, 1e-9)).rounded(.up)))
+        let calls = Measurement.callsPerRound(lasting: minimumRoundSeconds) { raw() }
 
         var emberRates = [Double](), rawRates = [Double](), ratios = [Double]()
         for round in 0..<rounds {
             var emberSeconds = 0.0, rawSeconds = 0.0
-            let timeEmber = { emberSeconds = try Self.seconds { for _ in 0..<calls { try ember() } } }
-            let timeRaw = { rawSeconds = Self.seconds { for _ in 0..<calls { raw() } } }
+            let timeEmber = { emberSeconds = try Measurement.seconds { for _ in 0..<calls { try ember() } } }
+            let timeRaw = { rawSeconds = Measurement.seconds { for _ in 0..<calls { raw() } } }
             if round.isMultiple(of: 2) { try timeEmber(); timeRaw() } else { timeRaw(); try timeEmber() }
             let emberRate = shape.flops * Double(calls) / emberSeconds / 1e9
             let rawRate = shape.flops * Double(calls) / rawSeconds / 1e9
@@ -107,25 +105,12 @@ public struct MatmulComparison: Sendable {
             rawRates.append(rawRate)
             ratios.append(emberRate / rawRate)
         }
-        let emberGflops = Self.median(emberRates), rawGflops = Self.median(rawRates)
+        let emberGflops = Measurement.median(emberRates), rawGflops = Measurement.median(rawRates)
         return Result(
             m: testCase.m, n: testCase.n, k: testCase.k, transposeB: testCase.transposeB,
             emberRoute: (testCase.m == 1 || testCase.n == 1) ? "sgemv" : "sgemm",
-            emberGflops: emberGflops, rawGflops: rawGflops, ratio: Self.median(ratios),
+            emberGflops: emberGflops, rawGflops: rawGflops, ratio: Measurement.median(ratios),
             overheadNanoseconds: shape.flops / emberGflops - shape.flops / rawGflops,
             rounds: rounds, callsPerRound: calls)
-    }
-
-    static func seconds(_ body: () throws -> Void) rethrows -> Double {
-        let start = DispatchTime.now().uptimeNanoseconds
-        try body()
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-    }
-
-    static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return .nan }
-        let middle = sorted.count / 2
-        return sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
     }
 }

@@ -57,7 +57,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
         self.init(format: format, rows: rows, columns: columns, packed: storage)
     }
 
-    private init(format: QuantizedFormat, rows: Int, columns: Int, packed: TensorStorage) {
+    fileprivate init(format: QuantizedFormat, rows: Int, columns: Int, packed: TensorStorage) {
         self.format = format
         self.rows = rows
         self.columns = columns
@@ -97,5 +97,12 @@ public final class QuantizedMatrix: @unchecked Sendable {
 
     var cMatrix: ek_packed_matrix {
         ek_packed_matrix(format: format.cValue, n: Int64(rows), k: Int64(columns), data: packed.baseAddress)
+    }
+}
+
+extension QuantizedMatrix {
+    /// An independent copy of the packed weights (benchmarks rotate copies so no call finds its weights in cache).
+    func copy() -> QuantizedMatrix {
+        QuantizedMatrix(format: format, rows: rows, columns: columns, packed: packed.copy())
     }
 }
