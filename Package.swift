@@ -33,11 +33,14 @@ let implementationTargets: [Target] = [
         pkgConfig: "openblas",
         providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]
     ),
+    // Thread ids, scheduling policies, futexes: what Glibc's Swift module lacks.
+    .target(name: "_CEmberThreads", path: "Sources/_CEmberThreads"),
     .target(
         name: "Ember",
         dependencies: [
             "CKernels",
             "CBLAS",
+            "_CEmberThreads",
             .product(name: "ZIPFoundation", package: "ZIPFoundation"),
         ],
         path: "Sources/Ember"
@@ -58,6 +61,7 @@ let testTargets: [Target] = [
     .testTarget(name: "TensorTests", dependencies: ["Ember"], path: "Tests/TensorTests"),
     .testTarget(name: "KernelTests", dependencies: ["Ember", "CKernels", "CBLAS"], path: "Tests/KernelTests"),
     .testTarget(name: "ModelCatalogTests", dependencies: ["Ember"], path: "Tests/ModelCatalogTests"),
+    .testTarget(name: "ThreadTests", dependencies: ["Ember", "_CEmberThreads"], path: "Tests/ThreadTests"),
 ]
 
 // MARK: - Benchmarks

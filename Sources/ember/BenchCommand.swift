@@ -19,7 +19,7 @@ struct BenchBLASCommand: ParsableCommand {
     @Flag(help: "Print one JSON object: blas_core, threads, results[{m, n, k, ember_gflops, raw_gflops, ratio}].")
     var json = false
 
-    @Option(help: "OpenBLAS threads (default: OpenBLAS's own setting).")
+    @Option(help: "Threads on both sides: Ember's workers, and OpenBLAS's for the raw call (default: every core).")
     var threads: Int?
 
     @Option(help: "Timed rounds per shape; medians are reported.")
@@ -51,14 +51,14 @@ struct BenchBLASCommand: ParsableCommand {
     }
 
     func run() throws {
-        if let threads { BLASLibrary.setThreads(threads) }
+        let threads = threads ?? KernelThreads.default
         let library = BLASLibrary.current
         let warning = library.coreWarning()
         let comparison = quick
-            ? MatmulComparison(rounds: 3, minimumRoundSeconds: 0.02)
-            : MatmulComparison(rounds: rounds, minimumRoundSeconds: 0.05)
+            ? MatmulComparison(rounds: 3, minimumRoundSeconds: 0.02, threads: threads)
+            : MatmulComparison(rounds: rounds, minimumRoundSeconds: 0.05, threads: threads)
         if !json {
-            print("OpenBLAS \(library.version ?? "?"), core \(library.coreName) (\(library.coreLevel?.description ?? "level unknown")), \(library.threads) thread(s)")
+            print("OpenBLAS \(library.version ?? "?"), core \(library.coreName) (\(library.coreLevel?.description ?? "level unknown")); \(threads) thread(s) each side: Ember's workers vs OpenBLAS's threads")
             if let warning { print("warning: \(warning)") }
             print("median of \(comparison.rounds) alternating rounds; ratio = Ember ÷ raw sgemm, per round, median")
             print(pad("m×n×k", 22) + pad("Ember route", 13) + pad("Ember GFLOP/s", 15, right: true)
@@ -78,7 +78,7 @@ struct BenchBLASCommand: ParsableCommand {
         if json {
             try printJSON(Report(
                 blasCore: library.coreName, blasCoreLevel: library.coreLevel?.description, blasVersion: library.version,
-                threads: library.threads,
+                threads: threads,
                 method: "median of \(comparison.rounds) alternating rounds of >= \(comparison.minimumRoundSeconds) s; ratio = median per-round Ember/raw",
                 warnings: warning.map { [$0] } ?? [], results: results))
         }
@@ -140,14 +140,13 @@ struct BenchKernelsCommand: ParsableCommand {
 
     func run() throws {
         let threads = threads ?? KernelThreads.default
-        BLASLibrary.setThreads(threads)
         let benchmark = KernelBenchmark(threads: threads, rounds: quick ? 3 : rounds, minimumRoundSeconds: quick ? 0.02 : 0.05)
         let library = BLASLibrary.current
         let buffer = KernelBenchmark.ReadBuffer()
         let bandwidth = benchmark.readBandwidth(buffer)
         let shapes = quick ? Array(KernelBenchmark.standardShapes.prefix(3)) : KernelBenchmark.standardShapes
         if !json {
-            print("kernels \(benchmark.isa), \(threads) thread(s); fp32 reference: OpenBLAS core \(library.coreName), \(library.threads) thread(s)")
+            print("kernels \(benchmark.isa), \(threads) worker thread(s); fp32 reference: OpenBLAS core \(library.coreName) on the same workers")
             if let warning = library.coreWarning() { print("warning: \(warning)") }
             print(String(format: "read bandwidth (streaming loop over 512 MiB): %.1f GB/s; GEMV rounds alternate with reads and", bandwidth))
             print("rotate over weight copies spanning ≥ 256 MiB (cold caches); × bandwidth is the median per-round ratio")
@@ -168,7 +167,7 @@ struct BenchKernelsCommand: ParsableCommand {
         }
         if json {
             try printJSON(Report(isa: benchmark.isa.rawValue, threads: threads, blasCore: library.coreName,
-                                 blasThreads: library.threads, readBandwidthGBs: bandwidth, results: results))
+                                 blasThreads: threads, readBandwidthGBs: bandwidth, results: results))
         }
     }
 

@@ -124,7 +124,7 @@ public struct KernelBenchmark: Sendable {
             let x = try Tensor(shape: [m, k], values: (0..<(m * k)).map { _ in generator.nextUnitFloat() * 2 - 1 })
             var y = try Tensor(zeros: [m, n])
             let flops = 2 * Double(m) * Double(n) * Double(k)
-            let sgemmSeconds = try time { try matmul(x, weights, transposeB: true, into: &y) }.seconds
+            let sgemmSeconds = try time { try matmul(x, weights, transposeB: true, into: &y, threads: threads) }.seconds
             for format in formats {
                 let w = try QuantizedMatrix(quantizing: weights, to: format, isa: isa)
                 let copies = m == 1 ? min(4096, max(1, (rotationBytes + w.byteCount - 1) / w.byteCount)) : 1

@@ -30,6 +30,10 @@ public struct MatmulShape: Sendable, Equatable, CustomStringConvertible {
         (self.m, self.n, self.k, self.transposeB) = (m, n, k, transposeB)
     }
 
+    init(m: Int, n: Int, k: Int, transposeB: Bool) {
+        (self.m, self.n, self.k, self.transposeB) = (m, n, k, transposeB)
+    }
+
     /// Multiply-adds one product takes, times two: the FLOP count GFLOP/s figures use.
     public var flops: Double { 2 * Double(m) * Double(n) * Double(k) }
 
@@ -52,7 +56,8 @@ public func matmul(_ a: Tensor, _ b: Tensor, transposeB: Bool = false) throws ->
 /// with `a` or `b`: owned storage shared by value is copied first; borrowed
 /// memory that overlaps is refused.
 public func matmul(
-    _ a: Tensor, _ b: Tensor, transposeB: Bool = false, into c: inout Tensor, accumulate: Bool = false
+    _ a: Tensor, _ b: Tensor, transposeB: Bool = false, into c: inout Tensor, accumulate: Bool = false,
+    threads: Int = KernelThreads.default
 ) throws {
     let shape = try MatmulShape(a, b, transposeB: transposeB)
     guard c.dtype == .float32 else { throw TensorError.dtypeMismatch(argument: "c", expected: .float32, found: c.dtype) }
@@ -70,28 +75,54 @@ public func matmul(
     }
     blasMultiply(
         shape, a: a.baseAddress.assumingMemoryBound(to: Float.self),
-        b: b.baseAddress.assumingMemoryBound(to: Float.self), c: y, beta: accumulate ? 1 : 0)
+        b: b.baseAddress.assumingMemoryBound(to: Float.self), c: y, beta: accumulate ? 1 : 0,
+        threads: threads)
 }
 
-/// The BLAS call for one validated product on raw row-major buffers.
+/// The BLAS call for one validated product, split over Ember's workers
+/// (OpenBLAS itself runs one thread, so every compute thread has a known QoS):
+/// along M when it is the larger side, else along N.
+func blasMultiply(
+    _ shape: MatmulShape, a: UnsafePointer<Float>, b: UnsafePointer<Float>, c: UnsafeMutablePointer<Float>,
+    beta: Float, threads: Int
+) {
+    let splitRows = shape.m >= shape.n
+    RowSplit.run(rows: splitRows ? shape.m : shape.n, threads: threads, alignment: splitRows ? 1 : 16,
+                 workPerRow: (splitRows ? shape.n : shape.m) * shape.k) { range in
+        let offset = range.lowerBound
+        if splitRows {
+            let part = MatmulShape(m: range.count, n: shape.n, k: shape.k, transposeB: shape.transposeB)
+            blasMultiply(part, a: a + offset * shape.k, b: b, c: c + offset * shape.n, beta: beta, ldb: nil, ldc: shape.n)
+        } else {
+            let part = MatmulShape(m: shape.m, n: range.count, k: shape.k, transposeB: shape.transposeB)
+            let columns = shape.transposeB ? b + offset * shape.k : b + offset
+            blasMultiply(part, a: a, b: columns, c: c + offset, beta: beta,
+                         ldb: shape.transposeB ? shape.k : shape.n, ldc: shape.n)
+        }
+    }
+}
+
+/// One BLAS call on row-major buffers; `ldb`/`ldc` default to the dense strides.
 @inline(__always)
 func blasMultiply(
-    _ shape: MatmulShape, a: UnsafePointer<Float>, b: UnsafePointer<Float>, c: UnsafeMutablePointer<Float>, beta: Float
+    _ shape: MatmulShape, a: UnsafePointer<Float>, b: UnsafePointer<Float>, c: UnsafeMutablePointer<Float>,
+    beta: Float, ldb: Int?, ldc: Int
 ) {
     let (m, n, k) = (Int32(shape.m), Int32(shape.n), Int32(shape.k))
+    let ldb = Int32(ldb ?? (shape.transposeB ? shape.k : shape.n)), ldc = Int32(ldc)
     if shape.m == 1 {
         // y[N] = Bᵀ·a (B is [K, N]) or B·a (B is [N, K]).
         if shape.transposeB {
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1, b, k, a, 1, beta, c, 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1, b, ldb, a, 1, beta, c, 1)
         } else {
-            cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1, b, n, a, 1, beta, c, 1)
+            cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1, b, ldb, a, 1, beta, c, 1)
         }
     } else if shape.n == 1 {
-        // y[M] = A·b, and b's K elements are contiguous in either layout.
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1, a, k, b, 1, beta, c, 1)
+        // y[M] = A·b, b's K elements at stride 1 ([N=1, K]) or ldb ([K, N=1]).
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1, a, k, b, shape.transposeB ? 1 : ldb, beta, c, ldc)
     } else {
         cblas_sgemm(
             CblasRowMajor, CblasNoTrans, shape.transposeB ? CblasTrans : CblasNoTrans,
-            m, n, k, 1, a, k, b, shape.transposeB ? k : n, beta, c, n)
+            m, n, k, 1, a, k, b, ldb, beta, c, ldc)
     }
 }

@@ -9,6 +9,10 @@ import Foundation
 /// round times enough calls to last ``minimumRoundSeconds``. Reported figures
 /// are medians over rounds, and the ratio is the median of the per-round
 /// ratios Ember / raw (≥ 1 means Ember is at least as fast).
+///
+/// Both sides get the same number of threads: Ember splits the product over
+/// its ``WorkerPool`` with OpenBLAS at one thread; the raw call runs with
+/// OpenBLAS's own threading set to that many threads for its rounds.
 public struct MatmulComparison: Sendable {
     /// One product to measure.
     public struct Case: Sendable, Equatable {
@@ -61,10 +65,13 @@ public struct MatmulComparison: Sendable {
     public var rounds: Int
     /// Each round repeats the call until it has run at least this long.
     public var minimumRoundSeconds: Double
+    /// Threads on both sides.
+    public var threads: Int
 
-    public init(rounds: Int = 7, minimumRoundSeconds: Double = 0.05) {
+    public init(rounds: Int = 7, minimumRoundSeconds: Double = 0.05, threads: Int = KernelThreads.default) {
         self.rounds = max(1, rounds)
         self.minimumRoundSeconds = minimumRoundSeconds
+        self.threads = max(1, threads)
     }
 
     /// Measures one shape.
@@ -83,21 +90,28 @@ public struct MatmulComparison: Sendable {
         let pb = b.baseAddress.assumingMemoryBound(to: Float.self)
         let pc = c.baseAddress.assumingMemoryBound(to: Float.self)
 
-        let ember = { try matmul(a, b, transposeB: testCase.transposeB, into: &c) }
-        let raw = {
+        let threads = self.threads
+        let ember = { try matmul(a, b, transposeB: testCase.transposeB, into: &c, threads: threads) }
+        let rawCall = {
             cblas_sgemm(
                 CblasRowMajor, CblasNoTrans, testCase.transposeB ? CblasTrans : CblasNoTrans,
                 m, n, k, 1, pa, k, pb, ldb, 0, pc, n)
         }
+        // OpenBLAS threads for the raw side's rounds only; Ember's own calls need it at one.
+        func withRawThreads<R>(_ body: () throws -> R) rethrows -> R {
+            openblas_set_num_threads(Int32(threads))
+            defer { openblas_set_num_threads(1) }
+            return try body()
+        }
         // Warm up both (page faults, OpenBLAS thread start-up), then size a round.
         try ember()
-        let calls = Measurement.callsPerRound(lasting: minimumRoundSeconds) { raw() }
+        let calls = withRawThreads { Measurement.callsPerRound(lasting: minimumRoundSeconds, rawCall) }
 
         var emberRates = [Double](), rawRates = [Double](), ratios = [Double]()
         for round in 0..<rounds {
             var emberSeconds = 0.0, rawSeconds = 0.0
             let timeEmber = { emberSeconds = try Measurement.seconds { for _ in 0..<calls { try ember() } } }
-            let timeRaw = { rawSeconds = Measurement.seconds { for _ in 0..<calls { raw() } } }
+            let timeRaw = { rawSeconds = withRawThreads { Measurement.seconds { for _ in 0..<calls { rawCall() } } } }
             if round.isMultiple(of: 2) { try timeEmber(); timeRaw() } else { timeRaw(); try timeEmber() }
             let emberRate = shape.flops * Double(calls) / emberSeconds / 1e9
             let rawRate = shape.flops * Double(calls) / rawSeconds / 1e9

@@ -1,0 +1,73 @@
+/*
+ * ember_threads.h — what Swift's Glibc module does not expose: gettid,
+ * SCHED_IDLE / SCHED_BATCH, per-thread nice and policy by thread id, futexes,
+ * a PTHREAD_PRIO_INHERIT mutex, and the spin-then-park work slot the
+ * WorkerPool runs on. An implementation detail of Ember; no Swift API.
+ */
+#ifndef EMBER_THREADS_H
+#define EMBER_THREADS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The calling thread's kernel thread id (Linux); 0 elsewhere. */
+int et_thread_id(void);
+
+/* Scheduling policies, as the kernel numbers them (−1 where the OS has none). */
+int et_sched_other(void);
+int et_sched_batch(void);
+int et_sched_idle(void);
+
+/* Sets thread `tid`'s policy (priority 0); 0 or an errno. */
+int et_thread_set_policy(int tid, int policy);
+/* Thread `tid`'s policy, or −1. */
+int et_thread_policy(int tid);
+/* Sets thread `tid`'s nice value; 0 or an errno. */
+int et_thread_set_nice(int tid, int nice);
+/* Thread `tid`'s nice value into *nice; 0 or an errno. */
+int et_thread_nice(int tid, int *nice);
+
+/* The lowest nice value RLIMIT_NICE allows without privilege (20 − rlim_cur), 20 when it is 0. */
+int et_nice_floor_from_rlimit(void);
+/* Whether a new thread may set its own nice value to `nice` (tried on a throwaway thread). */
+bool et_can_set_nice(int nice);
+
+/* Darwin: pthread_set_qos_class_self_np(raw, 0); 0 or an errno. Elsewhere ENOTSUP. */
+int et_set_qos_class_self(unsigned int raw_qos_class);
+
+/* A mutex with PTHREAD_PRIO_INHERIT (kernel inheritance for real-time threads). */
+typedef struct et_mutex et_mutex;
+et_mutex *et_mutex_create(void);
+void et_mutex_destroy(et_mutex *mutex);
+void et_mutex_lock(et_mutex *mutex);
+bool et_mutex_trylock(et_mutex *mutex);
+void et_mutex_unlock(et_mutex *mutex);
+
+/*
+ * A work slot: one caller publishes `count` parts, workers claim part
+ * indices, the caller waits until all are done. Waiting spins for
+ * `spin_ns`, then parks on a futex (a condition variable off Linux).
+ */
+typedef struct et_work_slot et_work_slot;
+et_work_slot *et_work_slot_create(void);
+void et_work_slot_destroy(et_work_slot *slot);
+/* Caller: make `count` parts available and wake parked workers; returns the job's generation. */
+uint64_t et_work_slot_publish(et_work_slot *slot, int count);
+/* Worker: wait until the generation differs from `seen`; returns the new one (or seen when stopping). */
+uint64_t et_work_slot_wait(et_work_slot *slot, uint64_t seen, int64_t spin_ns);
+/* Worker: the next unclaimed part index of job `generation`, or −1 when none is left. */
+int et_work_slot_claim(et_work_slot *slot, uint64_t generation);
+/* Worker: `parts` parts are done; wakes the caller after the last. */
+void et_work_slot_complete(et_work_slot *slot, int parts);
+/* Caller: wait until every part published is complete. */
+void et_work_slot_wait_done(et_work_slot *slot, int64_t spin_ns);
+/* Wake every worker with the stop flag set (they return from et_work_slot_wait). */
+void et_work_slot_stop(et_work_slot *slot);
+bool et_work_slot_stopping(et_work_slot *slot);
+
+
+/* The QoS class Ember last gave the calling thread (a qos_class_t raw value; 0 = none), thread-local. */
+unsigned int et_current_qos(void);
+void et_set_current_qos(unsigned int raw_qos_class);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * threads.c — Linux thread priorities and the spin-then-park work slot.
+ * _GNU_SOURCE is defined here, in the .c file, so gettid, SCHED_IDLE and
+ * SCHED_BATCH are visible; the header Swift imports needs none of it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include "ember_threads.h"
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+#if defined(__APPLE__)
+#include <pthread/qos.h>
+#endif
+
+int et_thread_id(void) {
+#if defined(__linux__)
+    return (int)syscall(SYS_gettid);
+#else
+    return 0;
+#endif
+}
+
+int et_sched_other(void) { return SCHED_OTHER; }
+int et_sched_batch(void) {
+#if defined(SCHED_BATCH)
+    return SCHED_BATCH;
+#else
+    return -1;
+#endif
+}
+int et_sched_idle(void) {
+#if defined(SCHED_IDLE)
+    return SCHED_IDLE;
+#else
+    return -1;
+#endif
+}
+
+int et_thread_set_policy(int tid, int policy) {
+#if defined(__linux__)
+    struct sched_param param = {0};
+    return sched_setscheduler(tid, policy, &param) == 0 ? 0 : errno;
+#else
+    (void)tid; (void)policy;
+    return ENOTSUP;
+#endif
+}
+
+int et_thread_policy(int tid) {
+#if defined(__linux__)
+    return sched_getscheduler(tid);
+#else
+    (void)tid;
+    return -1;
+#endif
+}
+
+int et_thread_set_nice(int tid, int nice) {
+#if defined(__linux__)
+    return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
+#else
+    (void)tid; (void)nice;
+    return ENOTSUP;
+#endif
+}
+
+int et_thread_nice(int tid, int *nice) {
+#if defined(__linux__)
+    errno = 0;
+    int value = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (value == -1 && errno != 0) return errno;
+    *nice = value;
+    return 0;
+#else
+    (void)tid; (void)nice;
+    return ENOTSUP;
+#endif
+}
+
+int et_nice_floor_from_rlimit(void) {
+#if defined(RLIMIT_NICE)
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NICE, &limit) != 0 || limit.rlim_cur == 0) return 20;
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > 40) return -20;
+    return 20 - (int)limit.rlim_cur;
+#else
+    return 0;
+#endif
+}
+
+struct probe { int nice; int result; };
+
+static void *probe_thread(void *argument) {
+    struct probe *probe = argument;
+    probe->result = et_thread_set_nice(et_thread_id(), probe->nice);
+    return NULL;
+}
+
+bool et_can_set_nice(int nice) {
+#if defined(__linux__)
+    struct probe probe = {nice, -1};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, probe_thread, &probe) != 0) return false;
+    pthread_join(thread, NULL);
+    return probe.result == 0;
+#else
+    (void)nice;
+    return false;
+#endif
+}
+
+int et_set_qos_class_self(unsigned int raw_qos_class) {
+#if defined(__APPLE__)
+    return pthread_set_qos_class_self_np((qos_class_t)raw_qos_class, 0);
+#else
+    (void)raw_qos_class;
+    return ENOTSUP;
+#endif
+}
+
+/* ------------------------------------------------------------ mutex --- */
+
+struct et_mutex { pthread_mutex_t mutex; };
+
+et_mutex *et_mutex_create(void) {
+    et_mutex *m = malloc(sizeof *m);
+    if (m == NULL) return NULL;
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+#if defined(_POSIX_THREAD_PRIO_INHERIT) && _POSIX_THREAD_PRIO_INHERIT > 0
+    pthread_mutexattr_setprotocol(&attributes, PTHREAD_PRIO_INHERIT);
+#endif
+    pthread_mutex_init(&m->mutex, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+    return m;
+}
+void et_mutex_destroy(et_mutex *m) { if (m) { pthread_mutex_destroy(&m->mutex); free(m); } }
+void et_mutex_lock(et_mutex *m) { pthread_mutex_lock(&m->mutex); }
+bool et_mutex_trylock(et_mutex *m) { return pthread_mutex_trylock(&m->mutex) == 0; }
+void et_mutex_unlock(et_mutex *m) { pthread_mutex_unlock(&m->mutex); }
+
+/* -------------------------------------------------------- work slot --- */
+
+struct et_work_slot {
+    _Atomic uint64_t ticket;      /* generation << 32 | next part index to claim */
+    _Atomic uint32_t wake;        /* futex word the workers park on */
+    _Atomic uint32_t done;        /* futex word the caller parks on */
+    _Atomic int count;            /* parts published */
+    _Atomic int remaining;        /* parts not yet complete */
+    _Atomic int sleepers;         /* workers parked */
+    _Atomic int caller_parked;
+    _Atomic bool stopping;
+#if !defined(__linux__)
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+#endif
+};
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/*
+ * One step of a spin-wait. Mostly a pause; every 32nd step yields the CPU,
+ * because with a worker on every core a spinning thread would otherwise hold
+ * a core that a computing thread (or the caller waiting for it) needs until
+ * its time slice ends.
+ */
+static inline void spin_step(unsigned spins) {
+    if ((spins & 31) == 31) {
+        sched_yield();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void park(et_work_slot *slot, _Atomic uint32_t *word, uint32_t expected) {
+#if defined(__linux__)
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&slot->mutex);
+    if (atomic_load(word) == expected) pthread_cond_wait(&slot->cond, &slot->mutex);
+    pthread_mutex_unlock(&slot->mutex);
+#endif
+}
+
+static void unpark_all(et_work_slot *slot, _Atomic uint32_t *word) {
+#if defined(__linux__)
+    (void)slot;
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+#else
+    (void)word;
+    pthread_mutex_lock(&slot->mutex);
+    pthread_cond_broadcast(&slot->cond);
+    pthread_mutex_unlock(&slot->mutex);
+#endif
+}
+
+et_work_slot *et_work_slot_create(void) {
+    et_work_slot *slot = calloc(1, sizeof *slot);
+#if !defined(__linux__)
+    if (slot) {
+        pthread_mutex_init(&slot->mutex, NULL);
+        pthread_cond_init(&slot->cond, NULL);
+    }
+#endif
+    return slot;
+}
+
+void et_work_slot_destroy(et_work_slot *slot) {
+#if !defined(__linux__)
+    if (slot) {
+        pthread_mutex_destroy(&slot->mutex);
+        pthread_cond_destroy(&slot->cond);
+    }
+#endif
+    free(slot);
+}
+
+/*
+ * Publishing and parking follow the Dekker pattern (a store, then a load of
+ * the other side's flag), so those accesses are sequentially consistent:
+ * either the publisher sees a sleeper and wakes it, or the sleeper sees the
+ * new generation before it parks. The futex re-checks its word, so a wake
+ * between the check and the park is not lost.
+ */
+uint64_t et_work_slot_publish(et_work_slot *slot, int count) {
+    atomic_store_explicit(&slot->count, count, memory_order_relaxed);
+    atomic_store_explicit(&slot->remaining, count, memory_order_relaxed);
+    atomic_store_explicit(&slot->done, 0, memory_order_relaxed);
+    uint64_t generation = (atomic_load_explicit(&slot->ticket, memory_order_relaxed) >> 32) + 1;
+    atomic_store_explicit(&slot->ticket, (generation & 0xffffffffu) << 32, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&slot->wake, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&slot->sleepers, memory_order_seq_cst) > 0) unpark_all(slot, &slot->wake);
+    return generation & 0xffffffffu;
+}
+
+uint64_t et_work_slot_wait(et_work_slot *slot, uint64_t seen, int64_t spin_ns) {
+    int64_t deadline = now_ns() + spin_ns;
+    for (unsigned spins = 0;; spins++) {
+        uint64_t generation = atomic_load_explicit(&slot->ticket, memory_order_acquire) >> 32;
+        if (generation != seen || atomic_load_explicit(&slot->stopping, memory_order_acquire)) return generation;
+        if ((spins & 63) == 63 && now_ns() > deadline) break;
+        spin_step(spins);
+    }
+    for (;;) {
+        uint32_t word = atomic_load_explicit(&slot->wake, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&slot->sleepers, 1, memory_order_seq_cst);
+        uint64_t generation = atomic_load_explicit(&slot->ticket, memory_order_seq_cst) >> 32;
+        if (generation != seen || atomic_load_explicit(&slot->stopping, memory_order_seq_cst)) {
+            atomic_fetch_sub_explicit(&slot->sleepers, 1, memory_order_seq_cst);
+            return generation;
+        }
+        park(slot, &slot->wake, word);
+        atomic_fetch_sub_explicit(&slot->sleepers, 1, memory_order_seq_cst);
+    }
+}
+
+int et_work_slot_claim(et_work_slot *slot, uint64_t generation) {
+    uint64_t ticket = atomic_load_explicit(&slot->ticket, memory_order_acquire);
+    for (;;) {
+        if ((ticket >> 32) != (generation & 0xffffffffu)) return -1; /* a later job: not ours to take */
+        int index = (int)(ticket & 0xffffffffu);
+        if (index >= atomic_load_explicit(&slot->count, memory_order_relaxed)) return -1;
+        if (atomic_compare_exchange_weak_explicit(&slot->ticket, &ticket, ticket + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            return index;
+        }
+    }
+}
+
+void et_work_slot_complete(et_work_slot *slot, int parts) {
+    if (parts <= 0) return;
+    if (atomic_fetch_sub_explicit(&slot->remaining, parts, memory_order_seq_cst) == parts) {
+        atomic_store_explicit(&slot->done, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&slot->caller_parked, memory_order_seq_cst)) unpark_all(slot, &slot->done);
+    }
+}
+
+void et_work_slot_wait_done(et_work_slot *slot, int64_t spin_ns) {
+    int64_t deadline = now_ns() + spin_ns;
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(&slot->remaining, memory_order_acquire) == 0) return;
+        if ((spins & 63) == 63 && now_ns() > deadline) break;
+        spin_step(spins);
+    }
+    atomic_store_explicit(&slot->caller_parked, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&slot->remaining, memory_order_seq_cst) != 0) park(slot, &slot->done, 0);
+    atomic_store_explicit(&slot->caller_parked, 0, memory_order_seq_cst);
+}
+
+void et_work_slot_stop(et_work_slot *slot) {
+    atomic_store_explicit(&slot->stopping, true, memory_order_release);
+    atomic_fetch_add_explicit(&slot->wake, 1, memory_order_release);
+    unpark_all(slot, &slot->wake);
+}
+
+bool et_work_slot_stopping(et_work_slot *slot) {
+    return atomic_load_explicit(&slot->stopping, memory_order_acquire);
+}
+
+/* ------------------------------------------------- current QoS (TLS) --- */
+
+static _Thread_local unsigned int current_qos = 0;
+unsigned int et_current_qos(void) { return current_qos; }
+void et_set_current_qos(unsigned int raw_qos_class) { current_qos = raw_qos_class; }
