@@ -158,6 +158,8 @@ struct et_work_slot {
     _Atomic int count;            /* parts published */
     _Atomic int remaining;        /* parts not yet complete */
     _Atomic int sleepers;         /* workers parked */
+    _Atomic int spinning;         /* workers spinning for the next job */
+    int max_spinners;             /* at most this many spin; the rest park at once */
     _Atomic int caller_parked;
     _Atomic bool stopping;
 #if !defined(__linux__)
@@ -178,8 +180,9 @@ static int64_t now_ns(void) {
  * a core that a computing thread (or the caller waiting for it) needs until
  * its time slice ends.
  */
+static int yield_every = 0;
 static inline void spin_step(unsigned spins) {
-    if ((spins & 31) == 31) {
+    if (yield_every > 0 && (spins % (unsigned)yield_every) == (unsigned)yield_every - 1) {
         sched_yield();
         return;
     }
@@ -212,8 +215,11 @@ static void unpark_all(et_work_slot *slot, _Atomic uint32_t *word) {
 #endif
 }
 
-et_work_slot *et_work_slot_create(void) {
+void et_set_spin_yield_every(int steps) { yield_every = steps; }
+
+et_work_slot *et_work_slot_create(int max_spinners) {
     et_work_slot *slot = calloc(1, sizeof *slot);
+    if (slot) slot->max_spinners = max_spinners;
 #if !defined(__linux__)
     if (slot) {
         pthread_mutex_init(&slot->mutex, NULL);
@@ -240,25 +246,37 @@ void et_work_slot_destroy(et_work_slot *slot) {
  * new generation before it parks. The futex re-checks its word, so a wake
  * between the check and the park is not lost.
  */
-uint64_t et_work_slot_publish(et_work_slot *slot, int count) {
+uint64_t et_work_slot_publish(et_work_slot *slot, int count, int helpers_needed) {
     atomic_store_explicit(&slot->count, count, memory_order_relaxed);
     atomic_store_explicit(&slot->remaining, count, memory_order_relaxed);
     atomic_store_explicit(&slot->done, 0, memory_order_relaxed);
     uint64_t generation = (atomic_load_explicit(&slot->ticket, memory_order_relaxed) >> 32) + 1;
     atomic_store_explicit(&slot->ticket, (generation & 0xffffffffu) << 32, memory_order_seq_cst);
     atomic_fetch_add_explicit(&slot->wake, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&slot->sleepers, memory_order_seq_cst) > 0) unpark_all(slot, &slot->wake);
+    /* Spinning workers see the new generation by themselves; wake the parked ones only if more are needed. */
+    if (atomic_load_explicit(&slot->sleepers, memory_order_seq_cst) > 0 &&
+        helpers_needed > atomic_load_explicit(&slot->spinning, memory_order_seq_cst)) {
+        unpark_all(slot, &slot->wake);
+    }
     return generation & 0xffffffffu;
 }
 
 uint64_t et_work_slot_wait(et_work_slot *slot, uint64_t seen, int64_t spin_ns) {
-    int64_t deadline = now_ns() + spin_ns;
-    for (unsigned spins = 0;; spins++) {
-        uint64_t generation = atomic_load_explicit(&slot->ticket, memory_order_acquire) >> 32;
-        if (generation != seen || atomic_load_explicit(&slot->stopping, memory_order_acquire)) return generation;
-        if ((spins & 63) == 63 && now_ns() > deadline) break;
-        spin_step(spins);
+    /* Spin only while fewer than max_spinners do: more spinners than spare cores would take cores from the computing threads. */
+    int spinners = atomic_fetch_add_explicit(&slot->spinning, 1, memory_order_seq_cst);
+    if (spinners < slot->max_spinners) {
+        int64_t deadline = now_ns() + spin_ns;
+        for (unsigned spins = 0;; spins++) {
+            uint64_t generation = atomic_load_explicit(&slot->ticket, memory_order_acquire) >> 32;
+            if (generation != seen || atomic_load_explicit(&slot->stopping, memory_order_acquire)) {
+                atomic_fetch_sub_explicit(&slot->spinning, 1, memory_order_seq_cst);
+                return generation;
+            }
+            if ((spins & 63) == 63 && now_ns() > deadline) break;
+            spin_step(spins);
+        }
     }
+    atomic_fetch_sub_explicit(&slot->spinning, 1, memory_order_seq_cst);
     for (;;) {
         uint32_t word = atomic_load_explicit(&slot->wake, memory_order_seq_cst);
         atomic_fetch_add_explicit(&slot->sleepers, 1, memory_order_seq_cst);

@@ -7,7 +7,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Ember against its references in one run.",
-        subcommands: [BenchBLASCommand.self, BenchKernelsCommand.self])
+        subcommands: [BenchBLASCommand.self, BenchKernelsCommand.self, BenchQoSCommand.self])
 }
 
 /// `ember bench blas`: Ember's fp32 matmul vs a raw cblas_sgemm on the same buffers.
@@ -182,5 +182,51 @@ struct BenchKernelsCommand: ParsableCommand {
             let space = String(repeating: " ", count: max(0, width - text.count))
             return index < 3 ? text + space : space + text
         }.joined(separator: " ")
+    }
+}
+
+/// `ember bench qos`: what QoS classes and promotion buy under load.
+struct BenchQoSCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "qos",
+        abstract: "Interactive latency under background load, and waiting on a background job with and without promotion.")
+
+    @Flag(help: "Print one JSON object: contention, inversion, mapping.")
+    var json = false
+
+    @Option(help: "Repetitions of the interactive job per case (at least 10).")
+    var repetitions = 200
+
+    struct Report: Encodable {
+        var contention: QoSBenchmark.Contention
+        var inversion: QoSBenchmark.Inversion
+        var mapping: QoSMapping
+    }
+
+    func run() throws {
+        let benchmark = QoSBenchmark(repetitions: repetitions)
+        if !benchmark.mapping.canRaise {
+            printError("note: \(benchmark.mapping.reason); promotion is unavailable, the inversion case shows it")
+        }
+        let contention = try benchmark.contention()
+        let inversion = try benchmark.inversion()
+        if json {
+            try printJSON(Report(contention: contention, inversion: inversion, mapping: benchmark.mapping))
+            return
+        }
+        print("QoS mapping (\(benchmark.mapping.reason)):")
+        benchmark.mapping.lines.forEach { print("  \($0)") }
+        print("contention: user-interactive chain of \(contention.chainLength) int8 matmuls, \(contention.repetitions) repetitions per case, cases alternating in 4 blocks")
+        for (name, p50, p99) in [("unloaded", contention.unloadedP50Ms, contention.unloadedP99Ms),
+                                 ("load at background", contention.backgroundP50Ms, contention.backgroundP99Ms),
+                                 ("load at same QoS", contention.sameQoSP50Ms, contention.sameQoSP99Ms)] {
+            print("  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
+                + String(format: " p50 %7.2f ms   p99 %7.2f ms   p99 ÷ unloaded p99 %5.2f", p50, p99, p99 / contention.unloadedP99Ms))
+        }
+        print(String(format: "inversion: background job holds the serial queue (%.1f ms alone), default load on every core",
+                     inversion.holderAloneMs))
+        print(String(format: "  user-interactive wait: promoted %.1f ms, not promoted %.1f ms (load capped at %.0f ms): ratio %.3f",
+                     inversion.promotedWaitMs, inversion.unpromotedWaitMs, inversion.loadCapMs,
+                     inversion.promotedWaitMs / inversion.unpromotedWaitMs))
     }
 }

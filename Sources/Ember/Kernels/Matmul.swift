@@ -52,12 +52,13 @@ public func matmul(_ a: Tensor, _ b: Tensor, transposeB: Bool = false) throws ->
 /// or added to what `c` holds with `accumulate`.
 ///
 /// A one-row A (decode: one token) or a one-column result goes to
-/// `cblas_sgemv`, everything else to `cblas_sgemm`. `c` must not share memory
+/// `cblas_sgemv`, everything else to `cblas_sgemm`; the product is split over
+/// `threads` workers of `pool` at the caller's ``QoSClass/current``. `c` must not share memory
 /// with `a` or `b`: owned storage shared by value is copied first; borrowed
 /// memory that overlaps is refused.
 public func matmul(
     _ a: Tensor, _ b: Tensor, transposeB: Bool = false, into c: inout Tensor, accumulate: Bool = false,
-    threads: Int = KernelThreads.default
+    threads: Int = KernelThreads.default, pool: WorkerPool = .shared
 ) throws {
     let shape = try MatmulShape(a, b, transposeB: transposeB)
     guard c.dtype == .float32 else { throw TensorError.dtypeMismatch(argument: "c", expected: .float32, found: c.dtype) }
@@ -76,7 +77,7 @@ public func matmul(
     blasMultiply(
         shape, a: a.baseAddress.assumingMemoryBound(to: Float.self),
         b: b.baseAddress.assumingMemoryBound(to: Float.self), c: y, beta: accumulate ? 1 : 0,
-        threads: threads)
+        threads: threads, pool: pool)
 }
 
 /// The BLAS call for one validated product, split over Ember's workers
@@ -84,11 +85,11 @@ public func matmul(
 /// along M when it is the larger side, else along N.
 func blasMultiply(
     _ shape: MatmulShape, a: UnsafePointer<Float>, b: UnsafePointer<Float>, c: UnsafeMutablePointer<Float>,
-    beta: Float, threads: Int
+    beta: Float, threads: Int, pool: WorkerPool
 ) {
     let splitRows = shape.m >= shape.n
     RowSplit.run(rows: splitRows ? shape.m : shape.n, threads: threads, alignment: splitRows ? 1 : 16,
-                 workPerRow: (splitRows ? shape.n : shape.m) * shape.k) { range in
+                 workPerRow: (splitRows ? shape.n : shape.m) * shape.k, pool: pool) { range in
         let offset = range.lowerBound
         if splitRows {
             let part = MatmulShape(m: range.count, n: shape.n, k: shape.k, transposeB: shape.transposeB)

@@ -67,6 +67,8 @@ public struct MatmulComparison: Sendable {
     public var minimumRoundSeconds: Double
     /// Threads on both sides.
     public var threads: Int
+    /// Pause after a raw round while OpenBLAS's spinning threads go to sleep.
+    static let openBLASSettleSeconds = 0.15
 
     public init(rounds: Int = 7, minimumRoundSeconds: Double = 0.05, threads: Int = KernelThreads.default) {
         self.rounds = max(1, rounds)
@@ -98,9 +100,14 @@ public struct MatmulComparison: Sendable {
                 m, n, k, 1, pa, k, pb, ldb, 0, pc, n)
         }
         // OpenBLAS threads for the raw side's rounds only; Ember's own calls need it at one.
+        // OpenBLAS's threads busy-wait ~2²⁸ cycles after a call before sleeping; a pause
+        // after each raw round keeps them from taking cores from Ember's next round.
         func withRawThreads<R>(_ body: () throws -> R) rethrows -> R {
             openblas_set_num_threads(Int32(threads))
-            defer { openblas_set_num_threads(1) }
+            defer {
+                openblas_set_num_threads(1)
+                if threads > 1 { Thread.sleep(forTimeInterval: Self.openBLASSettleSeconds) }
+            }
             return try body()
         }
         // Warm up both (page faults, OpenBLAS thread start-up), then size a round.

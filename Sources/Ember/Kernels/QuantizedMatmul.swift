@@ -21,11 +21,12 @@ public func matmul(
 ///
 /// Each activation row is quantized per 32-block (Q8_0 for Q8_0 and Q4_0
 /// weights, Q8_1 for Q4_1), then the weight rows are split across `threads`
-/// in 16-row groups; `isa` picks the kernel family (``KernelISA/active`` by
-/// default, which honours `EMBER_ISA`).
+/// in 16-row groups on `pool`'s workers of the caller's ``QoSClass/current``;
+/// `isa` picks the kernel family (``KernelISA/active`` by default, which
+/// honours `EMBER_ISA`).
 public func matmul(
     _ x: Tensor, _ w: QuantizedMatrix, into y: inout Tensor, isa: KernelISA = .active,
-    threads: Int = KernelThreads.default
+    threads: Int = KernelThreads.default, pool: WorkerPool = .shared
 ) throws {
     guard x.dtype == .float32 else { throw TensorError.dtypeMismatch(argument: "x", expected: .float32, found: x.dtype) }
     guard x.rank == 2, x.shape[1] == w.columns else {
@@ -54,7 +55,7 @@ public func matmul(
 
     // Quantize the activations, rows split across threads when there are many.
     let quantizeStatus = StatusCollector()
-    RowSplit.run(rows: m, threads: threads, alignment: 1, workPerRow: k * 8) { range in
+    RowSplit.run(rows: m, threads: threads, alignment: 1, workPerRow: k * 8, pool: pool) { range in
         quantizeStatus.record(ek_quantize_activations(
             isaValue, format, xBase + range.lowerBound * k, Int64(range.count), Int64(k),
             act + range.lowerBound * blocks, ek_activation_size(Int64(range.count), Int64(k))))
@@ -65,7 +66,7 @@ public func matmul(
     let gemmStatus = StatusCollector()
     var matrix = w.cMatrix
     withExtendedLifetime(w) {
-        RowSplit.run(rows: w.rows, threads: threads, alignment: 16, workPerRow: m * k) { range in
+        RowSplit.run(rows: w.rows, threads: threads, alignment: 16, workPerRow: m * k, pool: pool) { range in
             gemmStatus.record(ek_gemm_packed(
                 isaValue, &matrix, act, Int64(m), yBase, Int64(w.rows), Int64(range.lowerBound), Int64(range.upperBound)))
         }

@@ -33,7 +33,9 @@ public final class WorkerPool: @unchecked Sendable {
     private var groups: [QoSClass: WorkerGroup] = [:]
 
     public init(threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount, mapping: QoSMapping = .current,
-                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil) {
+                workerSpinNanoseconds: Int64 = Int64(ProcessInfo.processInfo.environment["EMBER_WORKER_SPIN_NS"] ?? "") ?? 100_000,
+                callerSpinNanoseconds: Int64? = nil) {
+        if let yield = Int32(ProcessInfo.processInfo.environment["EMBER_SPIN_YIELD_EVERY"] ?? "") { et_set_spin_yield_every(yield) }
         self.threadsPerClass = max(1, threadsPerClass)
         self.mapping = mapping
         self.workerSpinNanoseconds = workerSpinNanoseconds
@@ -85,7 +87,9 @@ final class WorkerGroup: @unchecked Sendable {
         self.qos = qos
         self.workerSpin = workerSpin
         self.callerSpin = callerSpin
-        slot = et_work_slot_create()
+        // A participating caller computes too: with one spare core fewer spinning
+        // workers than cores never oversubscribe the machine.
+        slot = et_work_slot_create(Int32(max(1, min(count, ProcessInfo.processInfo.activeProcessorCount - 1))))
         job.initialize(to: nil)
         for index in 0..<count {
             let thread = Thread { [self] in
@@ -115,7 +119,7 @@ final class WorkerGroup: @unchecked Sendable {
         withoutActuallyEscaping(body) { body in
             let box = Unmanaged.passRetained(Job(body))
             job.pointee = UnsafeRawPointer(box.toOpaque())
-            let generation = et_work_slot_publish(slot, Int32(count))
+            let generation = et_work_slot_publish(slot, Int32(count), Int32(participate ? count - 1 : count))
             if participate { et_work_slot_complete(slot, runParts(of: generation)) }
             et_work_slot_wait_done(slot, callerSpin)
             job.pointee = nil

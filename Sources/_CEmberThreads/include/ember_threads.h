@@ -49,10 +49,14 @@ void et_mutex_unlock(et_mutex *mutex);
  * `spin_ns`, then parks on a futex (a condition variable off Linux).
  */
 typedef struct et_work_slot et_work_slot;
-et_work_slot *et_work_slot_create(void);
+/* At most `max_spinners` workers spin between jobs (the rest park at once). */
+et_work_slot *et_work_slot_create(int max_spinners);
 void et_work_slot_destroy(et_work_slot *slot);
-/* Caller: make `count` parts available and wake parked workers; returns the job's generation. */
-uint64_t et_work_slot_publish(et_work_slot *slot, int count);
+/* Spin loops yield the CPU every `steps` steps (0: never, the default). */
+void et_set_spin_yield_every(int steps);
+/* Caller: make `count` parts available, waking parked workers when more than the
+   spinning ones are needed for `helpers_needed` parts; returns the job's generation. */
+uint64_t et_work_slot_publish(et_work_slot *slot, int count, int helpers_needed);
 /* Worker: wait until the generation differs from `seen`; returns the new one (or seen when stopping). */
 uint64_t et_work_slot_wait(et_work_slot *slot, uint64_t seen, int64_t spin_ns);
 /* Worker: the next unclaimed part index of job `generation`, or −1 when none is left. */
