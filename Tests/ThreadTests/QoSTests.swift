@@ -109,3 +109,37 @@ struct QoSTests {
         }
     }
 }
+
+@Suite("QoS without the right to raise priorities")
+struct UnprivilegedQoSTests {
+    /// The unprivileged table applied to real workers, read back from /proc.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/proc/self/task")))
+    func unprivilegedTableOnWorkers() throws {
+        let pool = WorkerPool(threadsPerClass: 1, mapping: .unprivileged)
+        for qos in QoSClass.concrete {
+            let expected = try #require(QoSMapping.unprivileged.priority(for: qos))
+            let stat = try #require(procStat(tid: pool.threadIDs(for: qos)[0]))
+            #expect(stat.policy == Int(expected.policy.kernelValue), "\(qos)")
+            if expected.policy != .idle { #expect(stat.nice == expected.nice, "\(qos)") }
+        }
+    }
+
+    /// `ember info` in a child without CAP_SYS_NICE detects it and reports the fallback table.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && getuid() == 0))
+    func probeDetectsMissingCapability() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let ember = root.appendingPathComponent(".build/release/ember")
+        try #require(FileManager.default.isExecutableFile(atPath: ember.path), "build ember first (make test does)")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--inh-caps=-sys_nice", "--bounding-set=-sys_nice", ember.path, "info", "--json"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let report = try JSONDecoder().decode(SystemReport.self, from: data)
+        #expect(report.qos == .unprivileged)
+        #expect(report.warnings.contains { $0.contains("CAP_SYS_NICE") })
+    }
+}

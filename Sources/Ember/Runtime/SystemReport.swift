@@ -64,11 +64,13 @@ public struct SystemReport: Sendable, Codable {
     public var cpu: CPU
     public var kernels: Kernels
     public var blas: BLAS
+    /// How QoS classes become thread priorities in this process.
+    public var qos: QoSMapping
     /// Things that cost speed or correctness, each with its fix.
     public var warnings: [String]
 
     enum CodingKeys: String, CodingKey {
-        case cpu, kernels, blas, warnings
+        case cpu, kernels, blas, warnings, qos
         case emberVersion = "ember_version"
     }
 
@@ -90,6 +92,11 @@ public struct SystemReport: Sendable, Codable {
         if let warning = library.coreWarning(cpu: features, environment: environment) {
             warnings.append(warning)
         }
+        let mapping = QoSMapping.current
+        if !mapping.canRaise {
+            warnings.append("this process \(mapping.reason); priority promotion is unavailable. "
+                + "Fix: grant CAP_SYS_NICE (setcap cap_sys_nice+ep on the binary) or raise RLIMIT_NICE to 28.")
+        }
         return SystemReport(
             emberVersion: emberVersion,
             cpu: CPU(
@@ -104,6 +111,7 @@ public struct SystemReport: Sendable, Codable {
                 coreLevel: library.coreLevel?.description, threads: library.threads,
                 parallelism: library.parallelism, configuration: library.configuration,
                 coreTypeOverride: environment[BLASLibrary.coreTypeVariable]),
+            qos: mapping,
             warnings: warnings)
     }
 
@@ -124,9 +132,12 @@ public struct SystemReport: Sendable, Codable {
             "kernels    \(kernelsLine)",
             "BLAS       \(blas.library) \(blas.version ?? "?"), core \(blas.core) (\(blas.coreLevel ?? "level unknown"))"
                 + "\(blas.coreTypeOverride.map { ", forced by OPENBLAS_CORETYPE=\($0)" } ?? ""), "
-                + "\(blas.threads) thread\(blas.threads == 1 ? "" : "s") (\(blas.parallelism))",
+                + "\(blas.threads) thread\(blas.threads == 1 ? "" : "s") (\(blas.parallelism)); "
+                + "Ember runs it on one thread per call, split over its own QoS workers",
             "           \(blas.configuration)",
         ]
+        result.append("QoS        \(qos.reason)")
+        result += qos.lines.map { "           \($0)" }
         result += warnings.map { "warning: \($0)" }
         return result
     }

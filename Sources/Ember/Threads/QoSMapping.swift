@@ -17,6 +17,11 @@ public struct QoSMapping: Sendable, Equatable, Codable {
     /// A short account of why this table was chosen.
     public var reason: String
 
+    enum CodingKeys: String, CodingKey {
+        case priorities, reason
+        case canRaise = "can_raise"
+    }
+
     /// With the right to raise priorities.
     public static let privileged = QoSMapping(
         table: [
