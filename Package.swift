@@ -62,6 +62,7 @@ let testTargets: [Target] = [
     .testTarget(name: "KernelTests", dependencies: ["Ember", "CKernels", "CBLAS"], path: "Tests/KernelTests"),
     .testTarget(name: "ModelCatalogTests", dependencies: ["Ember"], path: "Tests/ModelCatalogTests"),
     .testTarget(name: "ThreadTests", dependencies: ["Ember", "_CEmberThreads"], path: "Tests/ThreadTests"),
+    .testTarget(name: "ComputeTests", dependencies: ["Ember", "CKernels"], path: "Tests/ComputeTests"),
 ]
 
 // MARK: - Benchmarks

@@ -151,3 +151,13 @@ struct MatmulTests {
         #expect(abs(a - b) <= 3.0 / 254 * weightSum[index % 4] + 1e-4, "output \(index)")
     }
 }
+
+/// The README's compute-unit lines, kept compiling.
+@Test func readmeComputeUnitSnippetWorks() throws {
+    let x = try Tensor(shape: [2, 32], values: (0..<64).map { Float($0 % 7) - 3 })
+    let w = try Tensor(shape: [4, 32], values: (0..<128).map { Float(($0 * 5 + $0 / 32) % 16) - 8 })
+    let weights = try WeightMatrix(w, as: .q4_1)
+    let result = try ComputeEngine.shared.matmul(x, weights, units: .cpuAndNeuralEngine)
+    #expect(result.output.shape == [2, 4])
+    #expect(result.placement.unit == (KernelISA.active == .scalar ? .cpu : .neuralEngine))
+}

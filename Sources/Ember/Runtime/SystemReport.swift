@@ -66,11 +66,33 @@ public struct SystemReport: Sendable, Codable {
     public var blas: BLAS
     /// How QoS classes become thread priorities in this process.
     public var qos: QoSMapping
+    /// The compute units and their profiles.
+    public var units: [UnitProfile]
+    /// Every registered kernel, with where it came from.
+    public var registeredKernels: [KernelSummary]
+    /// Plugins loaded, and refusals.
+    public var plugins: [String]
+    public var pluginFailures: [String]
+    /// Whether energy figures are measured (RAPL) or modelled.
+    public var energySource: String
+
+    /// One registered kernel, for reports.
+    public struct KernelSummary: Sendable, Codable {
+        public var name: String
+        public var op: String
+        public var formats: [String]
+        public var unit: String
+        public var score: Int
+        public var source: String
+    }
     /// Things that cost speed or correctness, each with its fix.
     public var warnings: [String]
 
     enum CodingKeys: String, CodingKey {
-        case cpu, kernels, blas, warnings, qos
+        case cpu, kernels, blas, warnings, qos, units, plugins
+        case registeredKernels = "registered_kernels"
+        case pluginFailures = "plugin_failures"
+        case energySource = "energy_source"
         case emberVersion = "ember_version"
     }
 
@@ -112,7 +134,15 @@ public struct SystemReport: Sendable, Codable {
                 parallelism: library.parallelism, configuration: library.configuration,
                 coreTypeOverride: environment[BLASLibrary.coreTypeVariable]),
             qos: mapping,
-            warnings: warnings)
+            units: UnitProfile.current,
+            registeredKernels: KernelRegistry.shared.all.map {
+                KernelSummary(name: $0.name, op: $0.op.rawValue, formats: $0.formats.map(\.rawValue), unit: $0.unit.rawValue,
+                              score: $0.score, source: $0.source.description)
+            },
+            plugins: KernelRegistry.shared.plugins.map { "\($0.name) (\($0.path)): \($0.kernels.joined(separator: ", "))" },
+            pluginFailures: KernelRegistry.shared.pluginFailures,
+            energySource: EnergyCounter.isAvailable ? "measured (RAPL, /sys/class/powercap)" : "modelled (no RAPL counter readable)",
+            warnings: warnings + KernelRegistry.shared.pluginFailures.map { "plugin refused: \($0)" })
     }
 
     /// The report as aligned, human-readable lines.
@@ -138,6 +168,21 @@ public struct SystemReport: Sendable, Codable {
         ]
         result.append("QoS        \(qos.reason)")
         result += qos.lines.map { "           \($0)" }
+        for profile in units {
+            let supports = profile.supports.keys.sorted { $0.rawValue < $1.rawValue }.map(\.rawValue)
+            let costs = profile.costs.keys.sorted().map { precision -> String in
+                let cost = profile.costs[precision]!
+                return String(format: "%@ %.0f GOPS (%@) %.1f pJ/op", precision.rawValue, cost.throughputGOPS,
+                              cost.throughputSource, cost.joulesPerOperation * 1e12)
+            }
+            result.append("unit       \(profile.unit.rawValue.padding(toLength: 14, withPad: " ", startingAt: 0)) \(profile.resource.rawValue); "
+                + "\(supports.count == ComputeOperation.allCases.count ? "every op" : supports.joined(separator: ", ")); \(costs.joined(separator: ", "))")
+        }
+        result.append("energy     \(energySource)")
+        for kernel in registeredKernels {
+            result.append("kernel     \(kernel.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(kernel.op) "
+                + "[\(kernel.formats.joined(separator: ","))] on \(kernel.unit), score \(kernel.score), \(kernel.source)")
+        }
         result += warnings.map { "warning: \($0)" }
         return result
     }

@@ -1,0 +1,144 @@
+import Foundation
+
+/// A batch of work for the GPU route: encode ops, commit, then wait for
+/// completion — command-buffer style. Ops run in order on the GPU route's
+/// submission queue (using every core through the workers of `qos`).
+public final class CommandBuffer: @unchecked Sendable {
+    public enum Status: Sendable { case encoding, committed, completed, failed }
+
+    private let queue: PromotingSerialQueue
+    private let qos: QoSClass
+    private var ops: [() throws -> Void] = []
+    private let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var state: Status = .encoding
+    private var failure: Error?
+
+    init(queue: PromotingSerialQueue, qos: QoSClass) {
+        self.queue = queue
+        self.qos = qos
+    }
+
+    public var status: Status { lock.withLock { state } }
+
+    /// Adds an op; only before ``commit()``.
+    public func encode(_ op: @escaping () throws -> Void) {
+        lock.withLock {
+            precondition(state == .encoding, "encode after commit")
+            ops.append(op)
+        }
+    }
+
+    /// Submits the batch.
+    public func commit() {
+        let batch = lock.withLock { () -> [() throws -> Void] in
+            state = .committed
+            return ops
+        }
+        let box = UncheckedSendable(batch)
+        queue.async(qos: qos) { [self] in
+            var error: Error?
+            for op in box.value where error == nil {
+                do { try op() } catch let failed { error = failed }
+            }
+            lock.withLock {
+                failure = error
+                state = error == nil ? .completed : .failed
+            }
+            done.signal()
+        }
+    }
+
+    /// Waits for the batch; rethrows the first op's error.
+    public func waitUntilCompleted() throws {
+        done.wait()
+        done.signal() // later waits return at once
+        if let failure = lock.withLock({ failure }) { throw failure }
+    }
+}
+
+/// The execution resources behind the three units: the neural-engine
+/// route's one shared serial queue, and the GPU route's submission queue.
+/// The CPU route runs on the caller's workers and needs no queue.
+public final class ComputeRoutes: @unchecked Sendable {
+    public static let shared = ComputeRoutes()
+
+    /// One job at a time, as on the real engine; promotes for higher-QoS waiters.
+    public let neuralEngine = PromotingSerialQueue(label: "ember-neural-engine")
+    /// Command buffers run in submission order.
+    public let gpuQueue = PromotingSerialQueue(label: "ember-gpu")
+
+    public init() {}
+
+    /// A new command buffer for the GPU route.
+    public func makeCommandBuffer(qos: QoSClass = .current) -> CommandBuffer {
+        CommandBuffer(queue: gpuQueue, qos: qos.resolved)
+    }
+}
+
+/// The outcome of one op run through the registry.
+public struct ComputeResult: Sendable {
+    public var output: Tensor
+    public var placement: Placement
+    public var seconds: Double
+    public var energy: EnergyEstimate
+}
+
+/// Runs ops where the registry places them: picks the kernel for the allowed
+/// units, runs it on its unit's execution resource, and reports time and energy.
+public final class ComputeEngine: @unchecked Sendable {
+    public static let shared = ComputeEngine()
+
+    public let registry: KernelRegistry
+    public let routes: ComputeRoutes
+    public let profiles: [ComputeUnit: UnitProfile]
+
+    public init(registry: KernelRegistry = .shared, routes: ComputeRoutes = .shared,
+                profiles: [UnitProfile] = UnitProfile.current) {
+        self.registry = registry
+        self.routes = routes
+        self.profiles = Dictionary(uniqueKeysWithValues: profiles.map { ($0.unit, $0) })
+    }
+
+    /// Y[M×N] = X[M×K]·Wᵀ on the best unit `units` allow, at `qos`.
+    public func matmul(_ x: Tensor, _ w: WeightMatrix, units: ComputeUnits = .all, qos: QoSClass = .current) throws -> ComputeResult {
+        guard x.rank == 2, x.shape[1] == w.columns, x.dtype == .float32 else {
+            throw TensorError.shapeMismatch(argument: "x", expected: "fp32 [M, \(w.columns)] (K from w)", found: x.shape)
+        }
+        let (kernel, placement) = registry.select(.matmul, format: w.format, units: units)
+        guard let kernel else {
+            throw KernelError.invalidArgument(argument: "w", found: "\(w.format)", expected: "a format some matmul kernel takes")
+        }
+        var y = try Tensor(zeros: [x.shape[0], w.rows])
+        let energyBefore = EnergyCounter.microjoules()
+        let start = DispatchTime.now().uptimeNanoseconds
+        switch placement.unit {
+        case .neuralEngine:
+            try routes.neuralEngine.sync(qos: qos) { try kernel.run(x, w, &y) }
+        case .gpu:
+            let buffer = routes.makeCommandBuffer(qos: qos)
+            let output = ResultBox<Tensor>()
+            buffer.encode {
+                var result = try Tensor(zeros: [x.shape[0], w.rows])
+                try kernel.run(x, w, &result)
+                output.value = result
+            }
+            buffer.commit()
+            try buffer.waitUntilCompleted()
+            y = output.value!
+        case .cpu:
+            try kernel.run(x, w, &y)
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        let operations = 2 * Double(x.shape[0]) * Double(w.rows) * Double(w.columns)
+        let energy: EnergyEstimate
+        if let before = energyBefore, let after = EnergyCounter.microjoules(), after >= before {
+            energy = EnergyEstimate(joules: Double(after - before) / 1e6, source: .measured)
+        } else {
+            let precision = kernel.formats.contains(.f32) ? Precision.fp32 : w.format.precision
+            let joules = profiles[placement.unit]?.estimate(operations: operations, precision: precision)?.joules ?? 0
+            energy = EnergyEstimate(joules: joules, source: .modelled)
+        }
+        return ComputeResult(output: y, placement: placement, seconds: seconds, energy: energy)
+    }
+}

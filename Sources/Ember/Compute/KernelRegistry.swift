@@ -1,0 +1,141 @@
+import Foundation
+
+/// Where a kernel came from.
+public enum KernelSource: Sendable, Equatable, Codable, CustomStringConvertible {
+    case builtIn
+    case plugin(name: String, path: String)
+
+    public var description: String {
+        switch self {
+        case .builtIn: "built-in"
+        case let .plugin(name, path): "plugin \(name) (\(path))"
+        }
+    }
+}
+
+/// One registered kernel: what it computes, on which unit, how good it is.
+public struct RegisteredKernel: Sendable {
+    public var name: String
+    public var op: ComputeOperation
+    /// Weight formats it takes.
+    public var formats: [WeightFormat]
+    public var unit: ComputeUnit
+    /// The kernel family it needs (built-in SIMD kernels), if any.
+    public var requiredISA: KernelISA?
+    public var score: Int
+    public var source: KernelSource
+    /// What the kernel does to weights not in its native format ("dequantized to fp32 once, cached").
+    public var conversion: String?
+    /// Y = X·Wᵀ into `y` ([M, N]).
+    let run: @Sendable (_ x: Tensor, _ w: WeightMatrix, _ y: inout Tensor) throws -> Void
+
+    public init(name: String, op: ComputeOperation, formats: [WeightFormat], unit: ComputeUnit, requiredISA: KernelISA? = nil,
+                score: Int, source: KernelSource = .builtIn, conversion: String? = nil,
+                run: @escaping @Sendable (_ x: Tensor, _ w: WeightMatrix, _ y: inout Tensor) throws -> Void) {
+        self.name = name
+        self.op = op
+        self.formats = formats
+        self.unit = unit
+        self.requiredISA = requiredISA
+        self.score = score
+        self.source = source
+        self.conversion = conversion
+        self.run = run
+    }
+
+    /// Whether this machine can run it.
+    public var isAvailable: Bool { requiredISA.map { $0.isSupported() } ?? true }
+}
+
+/// Where one op runs and why: an entry of a ``ComputePlan``.
+public struct Placement: Sendable, Equatable, Codable, CustomStringConvertible {
+    public var op: ComputeOperation
+    public var format: WeightFormat
+    public var unit: ComputeUnit
+    /// The kernel, or nil for ops the model code runs itself on the CPU route.
+    public var kernel: String?
+    public var source: String?
+    public var reason: String
+
+    public var description: String {
+        "\(op) \(format) → \(unit)\(kernel.map { " [\($0)]" } ?? ""): \(reason)"
+    }
+}
+
+/// Every kernel Ember can run, built-in and from plugins, keyed by
+/// (op, weight format, unit) with a score. Lookup takes the allowed units in
+/// preference order (neural engine, GPU, CPU), picks the best available
+/// kernel on the first unit that has one, and falls back op by op — finally
+/// to the CPU route, which runs everything.
+public final class KernelRegistry: @unchecked Sendable {
+    /// The registry every model uses: the built-in kernels, plus plugins from `EMBER_PLUGIN_PATH`.
+    public static let shared: KernelRegistry = {
+        let registry = KernelRegistry()
+        registry.registerBuiltIns()
+        registry.loadPluginsFromEnvironment()
+        return registry
+    }()
+
+    private let lock = NSLock()
+    private var kernels: [RegisteredKernel] = []
+    private var loadedPlugins: [LoadedPlugin] = []
+    private var failures: [String] = []
+
+    public init() {}
+
+    /// Adds a kernel (built-ins register through here too).
+    public func register(_ kernel: RegisteredKernel) {
+        lock.withLock { kernels.append(kernel) }
+    }
+
+    /// Every registered kernel, best first within each (op, unit).
+    public var all: [RegisteredKernel] {
+        lock.withLock { kernels.sorted { ($0.op.rawValue, $0.unit.rawValue, -$0.score) < ($1.op.rawValue, $1.unit.rawValue, -$1.score) } }
+    }
+
+    /// Plugins loaded, and why the refused ones were refused.
+    public var plugins: [LoadedPlugin] { lock.withLock { loadedPlugins } }
+    public var pluginFailures: [String] { lock.withLock { failures } }
+
+    func recordPlugin(_ plugin: LoadedPlugin, kernels added: [RegisteredKernel]) {
+        lock.withLock {
+            loadedPlugins.append(plugin)
+            kernels.append(contentsOf: added)
+        }
+    }
+
+    func recordFailure(_ text: String) { lock.withLock { failures.append(text) } }
+
+    /// The kernel and placement for `op` on weights of `format` under `units`.
+    public func select(_ op: ComputeOperation, format: WeightFormat, units: ComputeUnits) -> (RegisteredKernel?, Placement) {
+        let candidates = lock.withLock { kernels.filter { $0.op == op && $0.formats.contains(format) && $0.isAvailable } }
+        var passed: [String] = []
+        for unit in units.searchOrder {
+            if let best = candidates.filter({ $0.unit == unit }).max(by: { $0.score < $1.score }) {
+                var reason = passed.isEmpty ? "\(unit) is the preferred allowed unit" : passed.joined(separator: "; ") + "; fell back to \(unit)"
+                if !units.contains(unit) { reason += " (the CPU route is always the last resort)" }
+                if let conversion = best.conversion, format != .f32 { reason += "; \(conversion)" }
+                return (best, Placement(op: op, format: format, unit: unit, kernel: best.name,
+                                        source: best.source.description, reason: reason))
+            }
+            passed.append("\(unit) has no \(op) kernel for \(format)")
+        }
+        let reason = (passed.isEmpty ? "" : passed.joined(separator: "; ") + "; ") + "runs in the model's portable code on the CPU route"
+        return (nil, Placement(op: op, format: format, unit: .cpu, kernel: nil, source: nil, reason: reason))
+    }
+
+    /// Where each op of `ops` would run under `units`, like Core ML's `MLComputePlan`.
+    public func plan(_ ops: [(ComputeOperation, WeightFormat)], units: ComputeUnits) -> ComputePlan {
+        ComputePlan(units: units, placements: ops.map { select($0.0, format: $0.1, units: units).1 })
+    }
+}
+
+/// Per op, the unit it runs on and why.
+public struct ComputePlan: Sendable, Codable, CustomStringConvertible {
+    public var units: ComputeUnits
+    public var placements: [Placement]
+
+    public var description: String {
+        (["compute plan for \(units):"] + placements.map { "  \($0)" }).joined(separator: "\n")
+    }
+}

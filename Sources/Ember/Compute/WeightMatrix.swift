@@ -1,0 +1,116 @@
+import CKernels
+import Foundation
+
+/// A weight matrix W[rows × columns] as a model file holds it (GGUF blocks
+/// or fp32 rows), with the variants the routes need built on first use and
+/// cached: the packed copy the SIMD kernels read, and an fp32 copy for the
+/// BLAS route (dequantized once).
+public final class WeightMatrix: @unchecked Sendable {
+    public let format: WeightFormat
+    public let rows: Int
+    public let columns: Int
+    /// The GGUF (or fp32) bytes, owned or borrowed from `owner` (e.g. a memory-mapped file).
+    let bytes: UnsafeRawBufferPointer
+    private let owner: AnyObject?
+    private let lock = NSLock()
+    private var packedVariant: QuantizedMatrix?
+    private var fp32Variant: Tensor?
+
+    /// Copies `blocks` (rows × columns in `format`).
+    public convenience init(format: WeightFormat, rows: Int, columns: Int, copying blocks: UnsafeRawBufferPointer) throws {
+        let storage = Self.copy(blocks)
+        try self.init(format: format, rows: rows, columns: columns,
+                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: blocks.count), owner: storage)
+    }
+
+    private static func copy(_ blocks: UnsafeRawBufferPointer) -> TensorStorage {
+        let storage = TensorStorage(zeroedByteCount: blocks.count)
+        if let base = blocks.baseAddress { storage.baseAddress.copyMemory(from: base, byteCount: blocks.count) }
+        return storage
+    }
+
+    /// Uses `blocks` in place; `owner` keeps them alive.
+    public init(format: WeightFormat, rows: Int, columns: Int, borrowing blocks: UnsafeRawBufferPointer, owner: AnyObject?) throws {
+        guard rows >= 0, columns >= 0, format == .f32 || columns % 32 == 0 else {
+            throw KernelError.invalidArgument(argument: "columns", found: "\(columns)",
+                                              expected: format == .f32 ? "≥ 0" : "a multiple of 32")
+        }
+        let expected = format.byteCount(rows: rows, columns: columns)
+        guard blocks.count == expected else {
+            throw KernelError.invalidArgument(argument: "blocks", found: "\(blocks.count) bytes", expected: "\(expected) bytes")
+        }
+        self.format = format
+        self.rows = rows
+        self.columns = columns
+        bytes = blocks
+        self.owner = owner
+    }
+
+    /// fp32 weights [rows, columns] as a matrix in `format` (quantized here when not f32).
+    public convenience init(_ weights: Tensor, as format: WeightFormat) throws {
+        guard weights.rank == 2, weights.dtype == .float32 else {
+            throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
+        }
+        let (rows, columns) = (weights.shape[0], weights.shape[1])
+        var data = [UInt8](repeating: 0, count: format.byteCount(rows: rows, columns: columns))
+        try weights.withUnsafeBufferPointer { values in
+            try data.withUnsafeMutableBytes { out in
+                guard let quantized = format.quantized else {
+                    out.copyMemory(from: UnsafeRawBufferPointer(values))
+                    return
+                }
+                let rowBytes = columns / 32 * quantized.blockBytes
+                for row in 0..<rows {
+                    try KernelError.check(
+                        ek_quantize_row(KernelISA.active.cValue, quantized.cValue, values.baseAddress! + row * columns,
+                                        out.baseAddress! + row * rowBytes, Int64(columns)),
+                        kernel: "ek_quantize_row", argument: { _ in "weights" })
+                }
+            }
+        }
+        let storage = data.withUnsafeBytes { Self.copy($0) }
+        try self.init(format: format, rows: rows, columns: columns,
+                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: data.count), owner: storage)
+    }
+
+    /// The packed copy for the SIMD and scalar quantized kernels (built once).
+    public func packed() throws -> QuantizedMatrix {
+        try lock.withLock {
+            if let packedVariant { return packedVariant }
+            guard let quantized = format.quantized else {
+                throw KernelError.invalidArgument(argument: "format", found: "f32", expected: "a quantized format")
+            }
+            let made = try QuantizedMatrix(format: quantized, rows: rows, columns: columns, blocks: bytes)
+            packedVariant = made
+            return made
+        }
+    }
+
+    /// The weights as fp32 [rows, columns] (dequantized once, then cached; f32 weights are borrowed).
+    public func fp32() throws -> Tensor {
+        try lock.withLock {
+            if let fp32Variant { return fp32Variant }
+            let made: Tensor
+            if let quantized = format.quantized {
+                var values = try Tensor(zeros: [rows, columns])
+                let rowBytes = columns / 32 * quantized.blockBytes
+                try values.withUnsafeMutableBufferPointer { out in
+                    for row in 0..<rows {
+                        try KernelError.check(
+                            ek_dequantize_row(KernelISA.active.cValue, quantized.cValue, bytes.baseAddress! + row * rowBytes,
+                                              out.baseAddress! + row * columns, Int64(columns)),
+                            kernel: "ek_dequantize_row", argument: { _ in "blocks" })
+                    }
+                }
+                made = values
+            } else {
+                made = try Tensor(borrowing: bytes.baseAddress!, shape: [rows, columns], owner: owner)
+            }
+            fp32Variant = made
+            return made
+        }
+    }
+
+    /// Whether the fp32 copy exists yet (for tests of the caching).
+    public var hasFP32Copy: Bool { lock.withLock { fp32Variant != nil } }
+}
