@@ -67,6 +67,7 @@ demo: build models
 	$(EMBER) info
 	$(EMBER) bench blas --quick
 	$(EMBER) bench kernels --quick
+	$(EMBER) bench qos --repetitions 60
 
 bench: build
 	$(EMBER) bench blas
