@@ -63,6 +63,7 @@ let testTargets: [Target] = [
     .testTarget(name: "ModelCatalogTests", dependencies: ["Ember"], path: "Tests/ModelCatalogTests"),
     .testTarget(name: "ThreadTests", dependencies: ["Ember", "_CEmberThreads"], path: "Tests/ThreadTests"),
     .testTarget(name: "ComputeTests", dependencies: ["Ember", "CKernels"], path: "Tests/ComputeTests"),
+    .testTarget(name: "PolicyTests", dependencies: ["Ember"], path: "Tests/PolicyTests"),
 ]
 
 // MARK: - Benchmarks

@@ -75,6 +75,9 @@ public struct SystemReport: Sendable, Codable {
     public var pluginFailures: [String]
     /// Whether energy figures are measured (RAPL) or modelled.
     public var energySource: String
+    /// The power state now, and where it comes from.
+    public var power: PowerState?
+    public var powerSource: String
 
     /// One registered kernel, for reports.
     public struct KernelSummary: Sendable, Codable {
@@ -93,6 +96,8 @@ public struct SystemReport: Sendable, Codable {
         case registeredKernels = "registered_kernels"
         case pluginFailures = "plugin_failures"
         case energySource = "energy_source"
+        case power
+        case powerSource = "power_source"
         case emberVersion = "ember_version"
     }
 
@@ -113,6 +118,17 @@ public struct SystemReport: Sendable, Codable {
         let library = BLASLibrary.current
         if let warning = library.coreWarning(cpu: features, environment: environment) {
             warnings.append(warning)
+        }
+        var powerState: PowerState?
+        var powerSource = environment[PowerOverride.environmentVariable].map { "\(PowerOverride.environmentVariable)=\($0)" } ?? "sysfs"
+        do {
+            powerState = try SystemPower.source(environment: environment).current()
+            if powerSource == "sysfs", powerState?.batteryLevel == nil, powerState?.externalPower == true {
+                powerSource += " (no battery found: external power assumed, level unknown)"
+            }
+        } catch {
+            warnings.append("\(error); power state unknown")
+            powerSource = "unreadable"
         }
         let mapping = QoSMapping.current
         if !mapping.canRaise {
@@ -142,6 +158,7 @@ public struct SystemReport: Sendable, Codable {
             plugins: KernelRegistry.shared.plugins.map { "\($0.name) (\($0.path)): \($0.kernels.joined(separator: ", "))" },
             pluginFailures: KernelRegistry.shared.pluginFailures,
             energySource: EnergyCounter.isAvailable ? "measured (RAPL, /sys/class/powercap)" : "modelled (no RAPL counter readable)",
+            power: powerState, powerSource: powerSource,
             warnings: warnings + KernelRegistry.shared.pluginFailures.map { "plugin refused: \($0)" })
     }
 
@@ -179,6 +196,7 @@ public struct SystemReport: Sendable, Codable {
                 + "\(supports.count == ComputeOperation.allCases.count ? "every op" : supports.joined(separator: ", ")); \(costs.joined(separator: ", "))")
         }
         result.append("energy     \(energySource)")
+        result.append("power      \(power.map(\.description) ?? "unknown") — \(powerSource)")
         for kernel in registeredKernels {
             result.append("kernel     \(kernel.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(kernel.op) "
                 + "[\(kernel.formats.joined(separator: ","))] on \(kernel.unit), score \(kernel.score), \(kernel.source)")

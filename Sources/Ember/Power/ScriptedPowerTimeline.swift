@@ -1,0 +1,137 @@
+import Foundation
+
+/// A clock a timeline runs on: the real one, or a virtual one in tests.
+public protocol PowerClock: Sendable {
+    /// Seconds since some fixed start.
+    func now() -> Double
+    /// Returns once `now() >= time` (or the task is cancelled).
+    func sleep(until time: Double) async
+}
+
+/// The monotonic wall clock.
+public struct SystemPowerClock: PowerClock {
+    private let start = DispatchTime.now().uptimeNanoseconds
+    public init() {}
+    public func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+    public func sleep(until time: Double) async {
+        let wait = time - now()
+        if wait > 0 { try? await Task.sleep(for: .seconds(wait)) }
+    }
+}
+
+/// A power state that changes on a script: tests, demos, and app developers
+/// who want to see their app under a draining battery on a desktop.
+///
+/// JSON: `{"steps": [{"at": 0, "battery": 1.0, "charging": "charging"},
+/// {"at": 30, "battery": 0.5, "charging": "unplugged"}, {"at": 60,
+/// "lowPower": true}, {"at": 90, "thermal": "serious"}]}` — each step changes
+/// only the fields it names, at `at` seconds after the timeline starts.
+public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
+    public struct Step: Sendable, Codable, Equatable {
+        public var at: Double
+        public var battery: Double?
+        public var charging: PowerState.Charging?
+        public var external: Bool?
+        public var lowPower: Bool?
+        public var thermal: PowerState.Thermal?
+
+        public init(at: Double, battery: Double? = nil, charging: PowerState.Charging? = nil, external: Bool? = nil,
+                    lowPower: Bool? = nil, thermal: PowerState.Thermal? = nil) {
+            (self.at, self.battery, self.charging, self.external, self.lowPower, self.thermal) =
+                (at, battery, charging, external, lowPower, thermal)
+        }
+    }
+
+    /// Why a timeline file was refused.
+    public enum TimelineError: Error, Equatable, CustomStringConvertible {
+        case invalid(file: String, field: String, reason: String)
+        public var description: String {
+            switch self {
+            case let .invalid(file, field, reason): "\(file): \(field): \(reason)"
+            }
+        }
+    }
+
+    public let steps: [Step]
+    private let clock: PowerClock
+    private let start: Double
+
+    public init(steps: [Step], clock: PowerClock = SystemPowerClock()) {
+        self.steps = steps.sorted { $0.at < $1.at }
+        self.clock = clock
+        start = clock.now()
+    }
+
+    /// Reads a timeline file; every step is checked (times ≥ 0, battery 0…1).
+    public convenience init(contentsOf url: URL, clock: PowerClock = SystemPowerClock()) throws {
+        struct File: Codable { var steps: [Step] }
+        let file: File
+        do {
+            file = try JSONDecoder().decode(File.self, from: Data(contentsOf: url))
+        } catch {
+            throw TimelineError.invalid(file: url.path, field: "(document)", reason: "\(error)")
+        }
+        for (index, step) in file.steps.enumerated() {
+            guard step.at >= 0, step.at.isFinite else {
+                throw TimelineError.invalid(file: url.path, field: "steps[\(index)].at", reason: "\(step.at) is not a time ≥ 0")
+            }
+            if let battery = step.battery, !(0...1).contains(battery) {
+                throw TimelineError.invalid(file: url.path, field: "steps[\(index)].battery", reason: "\(battery) is not within 0…1")
+            }
+        }
+        self.init(steps: file.steps, clock: clock)
+    }
+
+    /// The state `seconds` after the start.
+    public func state(at seconds: Double) -> PowerState {
+        var state = PowerState.mains
+        for step in steps where step.at <= seconds {
+            if let battery = step.battery { state.batteryLevel = battery }
+            if let charging = step.charging {
+                state.charging = charging
+                state.externalPower = charging != .unplugged
+            }
+            if let external = step.external { state.externalPower = external }
+            if let lowPower = step.lowPower { state.lowPowerMode = lowPower }
+            if let thermal = step.thermal { state.thermal = thermal }
+        }
+        return state
+    }
+
+    public func current() -> PowerState { state(at: clock.now() - start) }
+
+    public func changes() -> AsyncStream<PowerState> {
+        let (clock, start, steps) = (clock, start, steps)
+        return AsyncStream { continuation in
+            let task = Task { [self] in
+                var last = current()
+                for step in steps where step.at > clock.now() - start {
+                    await clock.sleep(until: start + step.at)
+                    if Task.isCancelled { break }
+                    let next = state(at: step.at)
+                    if !next.sameConditions(as: last) {
+                        continuation.yield(next)
+                        last = next
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}
+
+/// The power source for this process.
+public enum SystemPower {
+    /// `EMBER_POWER` when set, else the OS's (sysfs on Linux).
+    public static func source(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> any PowerSource {
+        if let text = environment[PowerOverride.environmentVariable], !text.isEmpty {
+            return FixedPowerSource(try PowerOverride.parse(text))
+        }
+        #if os(Linux)
+        return LinuxPowerSource()
+        #else
+        return FixedPowerSource(.mains)
+        #endif
+    }
+}
