@@ -63,7 +63,10 @@ let testTargets: [Target] = [
     .testTarget(name: "ModelCatalogTests", dependencies: ["Ember"], path: "Tests/ModelCatalogTests"),
     .testTarget(name: "ThreadTests", dependencies: ["Ember", "_CEmberThreads"], path: "Tests/ThreadTests"),
     .testTarget(name: "ComputeTests", dependencies: ["Ember", "CKernels"], path: "Tests/ComputeTests"),
-    .testTarget(name: "PolicyTests", dependencies: ["Ember"], path: "Tests/PolicyTests"),
+    // Fakes the tests share (a virtual clock); named as fakes, never used outside tests.
+    .target(name: "EmberTestSupport", dependencies: ["Ember"], path: "Tests/TestSupport"),
+    .testTarget(name: "PolicyTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/PolicyTests"),
+    .testTarget(name: "SchedulerTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/SchedulerTests"),
 ]
 
 // MARK: - Benchmarks

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Ember
+import EmberTestSupport
 
 /// Builds a fake sysfs tree in a temporary folder (named as a fake: it is not the real /sys).
 final class FakeSysfs {
@@ -116,38 +117,6 @@ struct PowerSourceTests {
         #expect(throws: PowerOverride.ParseError.self) { try PowerOverride.parse("volume=11") }
         let source = try SystemPower.source(environment: ["EMBER_POWER": "battery=0.3"])
         #expect(source.current().batteryLevel == 0.3)
-    }
-}
-
-/// A virtual clock for timelines (a fake: time moves only when the test says so).
-final class FakeManualClock: PowerClock, @unchecked Sendable {
-    private let lock = NSLock()
-    private var time = 0.0
-    private var sleepers: [(Double, CheckedContinuation<Void, Never>)] = []
-
-    func now() -> Double { lock.withLock { time } }
-
-    func sleep(until target: Double) async {
-        await withCheckedContinuation { continuation in
-            let ready = lock.withLock { () -> Bool in
-                if time >= target { return true }
-                sleepers.append((target, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
-    }
-
-    var sleeping: Int { lock.withLock { sleepers.count } }
-
-    func advance(to target: Double) {
-        let due = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
-            time = target
-            let ready = sleepers.filter { $0.0 <= target }.map(\.1)
-            sleepers.removeAll { $0.0 <= target }
-            return ready
-        }
-        due.forEach { $0.resume() }
     }
 }
 

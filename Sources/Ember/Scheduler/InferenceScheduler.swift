@@ -1,0 +1,339 @@
+import Foundation
+
+/// The one door every request goes through: it asks ``BackendPolicy`` what
+/// the request may do in the current power state, runs it, defers it until
+/// the state allows it, or drops it with a reason.
+///
+/// - Deferral: deferred requests wait in a bounded queue (overflow drops the
+///   oldest lowest-tier request) and are re-evaluated on every power-state
+///   change; a deadline drops one that waited too long. Cancelling the
+///   caller's task ends its request at any time.
+/// - Coalescing: requests with the same signature within ``coalescingWindow``
+///   run once; every caller gets the result. A higher-tier joiner promotes
+///   the shared request.
+/// - Batching: batchable requests with the same key and decision that arrive
+///   within ``batchingWindow`` run as one batch.
+/// - Preemption: a running non-critical request waits at its next
+///   ``RunContext/checkpoint()`` while critical work runs on its route.
+/// Every request ends exactly once: a result, an error, or a drop with a reason.
+public actor InferenceScheduler {
+    public let configuration: PolicyConfiguration
+    public let coalescingWindow: Double
+    public let batchingWindow: Double
+    public let deferredCapacity: Int
+    public private(set) var powerState: PowerState
+    public private(set) var metrics = SchedulerMetrics()
+
+    private enum Phase { case pending, deferred, running }
+
+    private final class Waiter {
+        let id: Int
+        let tier: Tier
+        let submitted: Double
+        let coalesced: Bool
+        let continuation: CheckedContinuation<InferenceResult, Error>
+        let sink: (@Sendable (String) -> Void)?
+        init(id: Int, tier: Tier, submitted: Double, coalesced: Bool,
+             continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?) {
+            (self.id, self.tier, self.submitted, self.coalesced, self.continuation, self.sink) =
+                (id, tier, submitted, coalesced, continuation, sink)
+        }
+    }
+
+    private final class Job {
+        let id: Int
+        let request: InferenceRequest
+        let submitted: Double
+        var tier: Tier
+        var phase: Phase = .pending
+        var waiters: [Waiter] = []
+        var decision: Decision?
+        var task: Task<Void, Never>?
+        var route: ComputeUnit = .cpu
+        init(id: Int, request: InferenceRequest, tier: Tier, submitted: Double) {
+            (self.id, self.request, self.tier, self.submitted) = (id, request, tier, submitted)
+        }
+    }
+
+    private var nextID = 0
+    private var jobs: [Int: Job] = [:]
+    private var deferred: [Int] = []            // job ids, oldest first
+    private var batchQueues: [String: [Int]] = [:]
+    private var criticalRunning: [ComputeUnit: Int] = [:]
+    private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
+    private var cancelledEarly = Set<Int>()
+    private nonisolated(unsafe) var watcher: Task<Void, Never>?
+    private let clockStart = DispatchTime.now().uptimeNanoseconds
+
+    public init(source: any PowerSource, configuration: PolicyConfiguration = PolicyConfiguration(),
+                coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256) {
+        self.configuration = configuration
+        self.coalescingWindow = coalescingWindow
+        self.batchingWindow = batchingWindow
+        self.deferredCapacity = max(1, deferredCapacity)
+        powerState = source.current()
+        let changes = source.changes()
+        watcher = Task { [weak self] in
+            for await state in changes { await self?.powerChanged(state) }
+        }
+    }
+
+    deinit { watcher?.cancel() }
+
+    private var now: Double { Double(DispatchTime.now().uptimeNanoseconds - clockStart) / 1e9 }
+
+    // MARK: Submitting
+
+    /// Runs `request` at `tier` (overriding the tier in its requirements) and returns its result.
+    public func submit(_ request: InferenceRequest, tier: Tier) async throws -> InferenceResult {
+        try await submit(request, tier: tier, sink: nil)
+    }
+
+    /// Runs `request` and streams what it emits; the stream ends when the request does.
+    public nonisolated func stream(_ request: InferenceRequest, tier: Tier) -> AsyncThrowingStream<String, Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    _ = try await self.submit(request, tier: tier, sink: { continuation.yield($0) })
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    private func submit(_ request: InferenceRequest, tier: Tier, sink: (@Sendable (String) -> Void)?) async throws -> InferenceResult {
+        try Task.checkCancellation()
+        nextID += 1
+        let waiterID = nextID
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                enqueue(request, tier: tier, waiterID: waiterID, continuation: continuation, sink: sink)
+            }
+        } onCancel: {
+            Task { await self.cancel(waiterID: waiterID) }
+        }
+    }
+
+    private func enqueue(_ request: InferenceRequest, tier: Tier, waiterID: Int,
+                         continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?) {
+        if cancelledEarly.remove(waiterID) != nil {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        let time = now
+        // Coalescing: join an identical request that is waiting or running and recent enough.
+        if sink == nil, let signature = request.signature,
+           let job = jobs.values.first(where: { $0.request.signature == signature && time - $0.submitted <= coalescingWindow }) {
+            job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: true, continuation: continuation, sink: nil))
+            metrics.coalesced += 1
+            if tier > job.tier {
+                job.tier = tier // a higher-tier joiner promotes the shared request
+                if job.phase == .deferred { evaluate(job) }
+            }
+            return
+        }
+        nextID += 1
+        let job = Job(id: nextID, request: request, tier: tier, submitted: time)
+        job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: false, continuation: continuation, sink: sink))
+        jobs[job.id] = job
+        if let deadline = request.deadline {
+            let delay = max(0, deadline.timeIntervalSinceNow)
+            Task { [id = job.id] in
+                try? await Task.sleep(for: .seconds(delay))
+                self.expire(id)
+            }
+        }
+        evaluate(job)
+    }
+
+    // MARK: Deciding
+
+    private func evaluate(_ job: Job) {
+        var requirements = job.request.requirements
+        requirements.tier = job.tier
+        let decision = BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration)
+        job.decision = decision
+        switch decision.action {
+        case .run:
+            deferred.removeAll { $0 == job.id }
+            if let batch = job.request.batch {
+                queueForBatch(job, key: batch.key + "|\(decision.precision)|\(decision.computeUnits.rawValue)")
+            } else {
+                start([job], decision: decision)
+            }
+        case let .defer(reason):
+            if job.phase != .deferred {
+                job.phase = .deferred
+                deferred.append(job.id)
+                metrics.deferrals[reason, default: 0] += 1
+                enforceCapacity()
+            }
+        case let .drop(reason):
+            finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason)
+        }
+    }
+
+    /// Drops the oldest lowest-tier deferred request while the queue is over capacity.
+    private func enforceCapacity() {
+        while deferred.count > deferredCapacity {
+            let lowest = deferred.compactMap { jobs[$0] }.map(\.tier).min() ?? .background
+            guard let victim = deferred.compactMap({ jobs[$0] }).first(where: { $0.tier == lowest }) else { return }
+            finish(victim, with: .failure(SchedulerError.dropped(reason: "deferred queue full")), reason: "deferred queue full")
+        }
+    }
+
+    /// Re-evaluates every deferred request against the new state.
+    public func powerChanged(_ state: PowerState) {
+        powerState = state
+        let waiting = deferred.compactMap { jobs[$0] }.sorted { $0.tier > $1.tier }
+        for job in waiting where job.phase == .deferred {
+            var requirements = job.request.requirements
+            requirements.tier = job.tier
+            if case .defer = BackendPolicy.decide(request: requirements, state: state, configuration: configuration).action { continue }
+            job.phase = .pending
+            evaluate(job)
+        }
+    }
+
+    private func expire(_ id: Int) {
+        guard let job = jobs[id], job.phase == .deferred || job.phase == .pending else { return }
+        finish(job, with: .failure(SchedulerError.dropped(reason: "deadline passed")), reason: "deadline passed")
+    }
+
+    // MARK: Running
+
+    private func queueForBatch(_ job: Job, key: String) {
+        job.phase = .pending
+        let first = batchQueues[key] == nil
+        batchQueues[key, default: []].append(job.id)
+        guard first else { return }
+        let window = batchingWindow
+        Task {
+            try? await Task.sleep(for: .seconds(window))
+            self.flushBatch(key)
+        }
+    }
+
+    private func flushBatch(_ key: String) {
+        let members = (batchQueues.removeValue(forKey: key) ?? []).compactMap { jobs[$0] }.filter { $0.phase == .pending }
+        guard let decision = members.first?.decision else { return }
+        start(members, decision: decision)
+    }
+
+    private func start(_ group: [Job], decision: Decision) {
+        guard !group.isEmpty else { return }
+        let route = decision.computeUnits.searchOrder.first ?? .cpu
+        let topTier = group.map(\.tier).max() ?? .background
+        for job in group {
+            job.phase = .running
+            job.route = route
+        }
+        if topTier == .critical { criticalRunning[route, default: 0] += 1 }
+        metrics.executions += 1
+        if group.count > 1 { metrics.batches += 1 }
+        let ids = group.map(\.id)
+        let started = now
+        let sinks = group.flatMap { $0.waiters.compactMap(\.sink) }
+        let context = RunContext(
+            yieldPoint: { [weak self] in await self?.checkpoint(tier: topTier, route: route) },
+            sink: { piece in sinks.forEach { $0(piece) } })
+        let requests = group.map(\.request)
+        let task = Task.detached(priority: decision.qos.taskPriority) {
+            let outcome: Result<[any Sendable], Error>
+            do {
+                if requests.count == 1 && requests[0].batch == nil {
+                    outcome = .success([try await requests[0].run(decision, context)])
+                } else {
+                    let batch = requests[0].batch!
+                    let outputs = try await batch.run(requests.map { $0.batch!.input }, decision, context)
+                    guard outputs.count == requests.count else {
+                        throw SchedulerError.dropped(reason: "batch returned \(outputs.count) outputs for \(requests.count) inputs")
+                    }
+                    outcome = .success(outputs)
+                }
+            } catch {
+                outcome = .failure(error)
+            }
+            await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route)
+        }
+        group.forEach { $0.task = task }
+    }
+
+    private func checkpoint(tier: Tier, route: ComputeUnit) async {
+        guard tier < .critical, criticalRunning[route, default: 0] > 0 else { return }
+        metrics.preemptions += 1
+        await withCheckedContinuation { preempted[route, default: []].append($0) }
+    }
+
+    private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit) {
+        let finished = now
+        for (index, id) in ids.enumerated() {
+            guard let job = jobs[id] else { continue }
+            let result = outcome.map { outputs in
+                InferenceResult(output: outputs[index], decision: job.decision!, waitSeconds: 0,
+                                runSeconds: finished - started, coalesced: false, batchSize: ids.count)
+            }
+            finish(job, with: result, reason: nil, started: started)
+        }
+        if critical {
+            criticalRunning[route, default: 1] -= 1
+            if criticalRunning[route, default: 0] == 0 {
+                preempted.removeValue(forKey: route)?.forEach { $0.resume() }
+            }
+        }
+    }
+
+    /// Ends every waiter of `job` exactly once and forgets the job.
+    private func finish(_ job: Job, with result: Result<InferenceResult, Error>, reason: String?, started: Double? = nil) {
+        jobs.removeValue(forKey: job.id)
+        deferred.removeAll { $0 == job.id }
+        if let reason { metrics.drops[reason, default: 0] += 1 }
+        for waiter in job.waiters {
+            switch result {
+            case var .success(value):
+                value.waitSeconds = max(0, (started ?? now) - waiter.submitted)
+                value.coalesced = waiter.coalesced
+                waiter.continuation.resume(returning: value)
+                record(tier: waiter.tier, outcome: "completed", decision: value.decision, wait: value.waitSeconds, run: value.runSeconds)
+            case let .failure(error):
+                waiter.continuation.resume(throwing: error)
+                record(tier: waiter.tier, outcome: reason.map { "dropped: \($0)" } ?? "failed: \(error)", decision: job.decision,
+                       wait: now - waiter.submitted, run: 0)
+            }
+        }
+        job.waiters.removeAll()
+    }
+
+    private func record(tier: Tier, outcome: String, decision: Decision?, wait: Double, run: Double) {
+        metrics.records.append(.init(tier: tier, outcome: outcome, decision: decision, waitSeconds: wait, runSeconds: run, piecesPerSecond: nil))
+        if metrics.records.count > 4096 { metrics.records.removeFirst(metrics.records.count - 4096) }
+    }
+
+    // MARK: Cancelling
+
+    private func cancel(waiterID: Int) {
+        guard let job = jobs.values.first(where: { $0.waiters.contains { $0.id == waiterID } }) else {
+            cancelledEarly.insert(waiterID) // not enqueued yet (or already ended: then this is never looked at)
+            return
+        }
+        let waiter = job.waiters.first { $0.id == waiterID }!
+        job.waiters.removeAll { $0.id == waiterID }
+        waiter.continuation.resume(throwing: CancellationError())
+        metrics.cancellations += 1
+        record(tier: waiter.tier, outcome: "cancelled", decision: job.decision, wait: now - waiter.submitted, run: 0)
+        guard job.waiters.isEmpty else { return }
+        switch job.phase {
+        case .deferred, .pending:
+            jobs.removeValue(forKey: job.id)
+            deferred.removeAll { $0 == job.id }
+        case .running:
+            job.task?.cancel() // it ends at its next cancellation point; its result goes nowhere
+        }
+    }
+
+    /// How many requests are deferred now.
+    public var deferredCount: Int { deferred.count }
+}

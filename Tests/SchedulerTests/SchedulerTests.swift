@@ -1,0 +1,259 @@
+import Foundation
+import Testing
+@testable import Ember
+import EmberTestSupport
+
+/// Counts executions across tasks (a test helper, not a fake of anything).
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func increment() { lock.withLock { value += 1 } }
+    var count: Int { lock.withLock { value } }
+}
+
+/// A source whose state the test sets (a fake power source).
+final class FakePowerSource: PowerSource, @unchecked Sendable {
+    private let lock = NSLock()
+    private var state: PowerState
+    private var continuation: AsyncStream<PowerState>.Continuation?
+    init(_ state: PowerState) { self.state = state }
+    func current() -> PowerState { lock.withLock { state } }
+    func changes() -> AsyncStream<PowerState> {
+        AsyncStream { continuation in lock.withLock { self.continuation = continuation } }
+    }
+    func set(_ newState: PowerState) {
+        let target = lock.withLock { () -> AsyncStream<PowerState>.Continuation? in
+            state = newState
+            return continuation
+        }
+        target?.yield(newState)
+    }
+}
+
+/// A request that reports the precision it ran at.
+func precisionRequest(_ tier: Tier, signature: String? = nil, deadline: Date? = nil, runs: Counter? = nil,
+                      work: Duration = .zero) -> InferenceRequest {
+    InferenceRequest(requirements: RequestRequirements(tier: tier), signature: signature, deadline: deadline) { decision, _ in
+        runs?.increment()
+        if work > .zero { try await Task.sleep(for: work) }
+        return decision.precision
+    }
+}
+
+/// Waits (bounded) until `condition` holds.
+func eventually(_ condition: () async -> Bool) async -> Bool {
+    for _ in 0..<2000 {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return false
+}
+
+let battery50 = PowerState(batteryLevel: 0.5, charging: .unplugged, externalPower: false)
+let charging = PowerState(batteryLevel: 0.9, charging: .charging, externalPower: true)
+
+@Suite("Inference scheduler")
+struct SchedulerTests {
+    /// charging → 50% → 15% → low-power → thermal serious → recovery, driven by a scripted timeline on a virtual clock.
+    @Test func scriptedTimelineDrivesDecisions() async throws {
+        let clock = FakeManualClock()
+        let timeline = ScriptedPowerTimeline(steps: [
+            .init(at: 0, battery: 0.9, charging: .charging),
+            .init(at: 10, battery: 0.5, charging: .unplugged),
+            .init(at: 20, battery: 0.15),
+            .init(at: 30, lowPower: true),
+            .init(at: 40, battery: 0.5, lowPower: false, thermal: .serious),
+            .init(at: 50, battery: 0.6, charging: .charging, thermal: .nominal),
+        ], clock: clock)
+        let scheduler = InferenceScheduler(source: timeline, configuration: PolicyConfiguration(threads: 2))
+        func precision(_ tier: Tier) async throws -> Precision {
+            try await scheduler.submit(precisionRequest(tier), tier: tier).output as! Precision
+        }
+        func move(to time: Double) async {
+            for _ in 0..<1000 where clock.sleeping == 0 { await Task.yield() }
+            clock.advance(to: time)
+            let expected = timeline.state(at: time)
+            #expect(await eventually { await scheduler.powerState.sameConditions(as: expected) }, "state at \(time)")
+        }
+
+        for tier in Tier.allCases { #expect(try await precision(tier) == .fp32) }
+        await move(to: 10)
+        for tier in Tier.allCases { #expect(try await precision(tier) == .int8) }
+        await move(to: 20)
+        #expect(try await precision(.critical) == .int4)
+        let standard = Task { try await precision(.standard) }
+        let background = Task { try await precision(.background) }
+        #expect(await eventually { await scheduler.deferredCount == 2 })
+        await move(to: 30)
+        #expect(try await precision(.critical) == .int4)
+        #expect(await scheduler.deferredCount == 2)
+        await move(to: 40) // 50% again, thermal serious: standard drains at int8 stepped down to int4; background still waits
+        #expect(try await standard.value == .int4)
+        #expect(await scheduler.deferredCount == 1)
+        await move(to: 50) // recovery on the charger: background drains at full precision
+        #expect(try await background.value == .fp32)
+        let metrics = await scheduler.metrics
+        #expect(metrics.deferrals["battery at or below 20%"] == 2)
+        #expect(metrics.drops.isEmpty)
+    }
+
+    @Test func identicalRequestsRunOnce() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging))
+        let runs = Counter()
+        let results = try await withThrowingTaskGroup(of: InferenceResult.self) { group in
+            for index in 0..<10 {
+                group.addTask {
+                    try await scheduler.submit(precisionRequest(index == 9 ? .critical : .background, signature: "minilm|hello", runs: runs,
+                                                                work: .milliseconds(30)), tier: index == 9 ? .critical : .background)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 10)
+        #expect(runs.count == 1)
+        #expect(results.filter(\.coalesced).count == 9)
+        #expect(await scheduler.metrics.coalesced == 9)
+    }
+
+    @Test func cancellingADeferredRequestEndsIt() async throws {
+        let source = FakePowerSource(PowerState(batteryLevel: 0.1, charging: .unplugged, externalPower: false))
+        let scheduler = InferenceScheduler(source: source)
+        let runs = Counter()
+        let task = Task { try await scheduler.submit(precisionRequest(.background, runs: runs), tier: .background) }
+        #expect(await eventually { await scheduler.deferredCount == 1 })
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(await eventually { await scheduler.deferredCount == 0 })
+        source.set(charging)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(runs.count == 0, "a cancelled request never runs")
+        #expect(await scheduler.metrics.cancellations == 1)
+    }
+
+    @Test func cancellingARunningRequestEndsItsCaller() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging))
+        let task = Task { try await scheduler.submit(precisionRequest(.critical, work: .seconds(5)), tier: .critical) }
+        try await Task.sleep(for: .milliseconds(20))
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+
+    @Test func deadlineAndOverflowDropWithReasons() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(PowerState(batteryLevel: 0.1, charging: .unplugged, externalPower: false)),
+                                           deferredCapacity: 2)
+        let late = Task { try await scheduler.submit(precisionRequest(.standard, deadline: Date().addingTimeInterval(0.05)), tier: .standard) }
+        await #expect(throws: SchedulerError.dropped(reason: "deadline passed")) { try await late.value }
+        let first = Task { try await scheduler.submit(precisionRequest(.background), tier: .background) }
+        #expect(await eventually { await scheduler.deferredCount == 1 })
+        let second = Task { try await scheduler.submit(precisionRequest(.background), tier: .background) }
+        #expect(await eventually { await scheduler.deferredCount == 2 })
+        let third = Task { try await scheduler.submit(precisionRequest(.standard), tier: .standard) }
+        await #expect(throws: SchedulerError.dropped(reason: "deferred queue full")) { try await first.value }
+        #expect(await scheduler.deferredCount == 2)
+        second.cancel()
+        third.cancel()
+        _ = await (second.result, third.result)
+        let drops = await scheduler.metrics.drops
+        #expect(drops["deadline passed"] == 1 && drops["deferred queue full"] == 1)
+    }
+
+    @Test func compatibleRequestsRunAsOneBatch() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging), batchingWindow: 0.02)
+        let batches = Counter()
+        let results = try await withThrowingTaskGroup(of: (Int, InferenceResult).self) { group in
+            for index in 0..<5 {
+                group.addTask {
+                    let request = InferenceRequest(
+                        requirements: RequestRequirements(tier: .standard),
+                        batch: .init(key: "embed", input: index) { inputs, _, _ in
+                            batches.increment()
+                            return inputs.map { ($0 as! Int) * 10 }
+                        }) { _, _ in fatalError("batched requests run through the batch") }
+                    return (index, try await scheduler.submit(request, tier: .standard))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(batches.count == 1)
+        for (index, result) in results {
+            #expect(result.output as? Int == index * 10)
+            #expect(result.batchSize == 5)
+        }
+    }
+
+    @Test func backgroundWorkYieldsToCriticalAtCheckpoints() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging))
+        let order = OrderLog()
+        let background = Task {
+            try await scheduler.submit(InferenceRequest(requirements: RequestRequirements(tier: .background)) { _, context in
+                for layer in 0..<20 {
+                    await context.checkpoint()
+                    order.add("b\(layer)")
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                return 0
+            }, tier: .background)
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await scheduler.submit(InferenceRequest(requirements: RequestRequirements(tier: .critical)) { _, _ in
+            order.add("critical-start")
+            try await Task.sleep(for: .milliseconds(40))
+            order.add("critical-end")
+            return 1
+        }, tier: .critical)
+        _ = try await background.value
+        let log = order.all
+        let start = log.firstIndex(of: "critical-start")!, end = log.firstIndex(of: "critical-end")!
+        #expect(end == start + 1, "no background layer ran while the critical request ran: \(log)")
+        #expect(await scheduler.metrics.preemptions >= 1)
+    }
+
+    /// Thousands of requests, random tiers, signatures, state flips and cancellations:
+    /// every submission ends exactly once, and nothing is left waiting.
+    @Test func stressEveryRequestEndsExactlyOnce() async throws {
+        let source = FakePowerSource(charging)
+        let scheduler = InferenceScheduler(source: source, coalescingWindow: 0.01, deferredCapacity: 64)
+        let states = [charging, battery50, PowerState(batteryLevel: 0.1, charging: .unplugged, externalPower: false),
+                      PowerState(batteryLevel: 0.5, charging: .unplugged, externalPower: false, lowPowerMode: true),
+                      PowerState(batteryLevel: 0.5, charging: .unplugged, externalPower: false, thermal: .critical)]
+        let total = 2000
+        var tasks: [Task<String, Never>] = []
+        var generator = SplitMix64(seed: 2024)
+        for index in 0..<total {
+            let tier = Tier.allCases[Int(generator.next() % 3)]
+            let signature = generator.next() % 4 == 0 ? "sig-\(generator.next() % 20)" : nil
+            let deadline = generator.next() % 10 == 0 ? Date().addingTimeInterval(0.02) : nil
+            let request = precisionRequest(tier, signature: signature, deadline: deadline, work: .microseconds(Int(generator.next() % 300)))
+            tasks.append(Task {
+                do {
+                    _ = try await scheduler.submit(request, tier: tier)
+                    return "result"
+                } catch is CancellationError {
+                    return "cancelled"
+                } catch let error as SchedulerError {
+                    return "\(error)"
+                } catch {
+                    return "error: \(error)"
+                }
+            })
+            if generator.next() % 7 == 0 { tasks[Int(generator.next() % UInt64(tasks.count))].cancel() }
+            if index % 100 == 99 {
+                source.set(states[Int(generator.next() % UInt64(states.count))])
+                await Task.yield()
+            }
+        }
+        source.set(charging) // recovery: everything still deferred drains
+        var outcomes: [String: Int] = [:]
+        for task in tasks { outcomes[await task.value, default: 0] += 1 }
+        #expect(outcomes.values.reduce(0, +) == total, "every submission ended once: \(outcomes)")
+        #expect(outcomes.keys.allSatisfy { $0 == "result" || $0 == "cancelled" || $0.hasPrefix("dropped") }, "\(outcomes)")
+        #expect(await eventually { await scheduler.deferredCount == 0 })
+    }
+}
+
+final class OrderLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [String] = []
+    func add(_ entry: String) { lock.withLock { entries.append(entry) } }
+    var all: [String] { lock.withLock { entries } }
+}
