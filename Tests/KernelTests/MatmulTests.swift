@@ -161,3 +161,16 @@ struct MatmulTests {
     #expect(result.output.shape == [2, 4])
     #expect(result.placement.unit == (KernelISA.active == .scalar ? .cpu : .neuralEngine))
 }
+
+/// The README's scheduler lines, kept compiling.
+@Test func readmeSchedulerSnippetWorks() async throws {
+    let x = try Tensor(shape: [2, 32], values: (0..<64).map { Float($0 % 7) - 3 })
+    let weights = try WeightMatrix(try Tensor(shape: [4, 32], values: (0..<128).map { Float($0 % 5) - 2 }), as: .q4_1)
+    let scheduler = InferenceScheduler(source: try SystemPower.source(environment: ["EMBER_POWER": "battery=50%"]))
+    let request = InferenceRequest(requirements: RequestRequirements(tier: .standard)) { decision, context in
+        try ComputeEngine.shared.matmul(x, weights, decision: decision).output
+    }
+    let answer = try await scheduler.submit(request, tier: .standard)
+    #expect(answer.decision.precision == .int8)
+    #expect((answer.output as? Tensor)?.shape == [2, 4])
+}

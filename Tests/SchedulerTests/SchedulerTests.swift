@@ -257,3 +257,77 @@ final class OrderLog: @unchecked Sendable {
     func add(_ entry: String) { lock.withLock { entries.append(entry) } }
     var all: [String] { lock.withLock { entries } }
 }
+
+@Suite("Scheduler: streaming, promotion, variants")
+struct SchedulerExtrasTests {
+    @Test func streamingDeliversPiecesAndMeasuresTheirRate() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging))
+        let request = InferenceRequest(requirements: RequestRequirements(tier: .critical)) { _, context in
+            for token in ["Hello", ",", " world"] {
+                context.emit(token)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            context.report(energy: EnergyEstimate(joules: 0.5, source: .modelled))
+            return 3
+        }
+        var pieces: [String] = []
+        for try await piece in scheduler.stream(request, tier: .critical) { pieces.append(piece) }
+        #expect(pieces == ["Hello", ",", " world"])
+        let record = try #require(await scheduler.metrics.records.last)
+        #expect((record.piecesPerSecond ?? 0) > 0)
+        #expect(record.energy == EnergyEstimate(joules: 0.5, source: .modelled))
+    }
+
+    @Test func higherTierJoinerPromotesARunningSharedRequest() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging))
+        let seen = OrderLog()
+        let request = InferenceRequest(requirements: RequestRequirements(tier: .background), signature: "same") { _, context in
+            for _ in 0..<30 {
+                seen.add(context.qos.description)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            return 0
+        }
+        let first = Task { try await scheduler.submit(request, tier: .background) }
+        #expect(await eventually { !seen.all.isEmpty }, "the shared request started")
+        let joined = try await scheduler.submit(request, tier: .critical)
+        _ = try await first.value
+        #expect(joined.coalesced)
+        #expect(seen.all.first == "background")
+        #expect(seen.all.last == "userInitiated", "the running request moved up to the joiner's class")
+    }
+
+    @Test func oneWeightFileServesEveryPrecision() throws {
+        var generator = SplitMix64(seed: 1)
+        let values = try Tensor(shape: [48, 64], values: (0..<(48 * 64)).map { _ in generator.nextUnitFloat() - 0.5 })
+        let weights = try WeightMatrix(values, as: .q4_1)
+        let int8 = try weights.variant(for: .int8)
+        #expect(int8.format == .q8_0)
+        #expect(try weights.variant(for: .int8) === int8, "derived once, then cached")
+        #expect(try weights.variant(for: .int4) === weights)
+        #expect(try weights.variant(for: .fp32).format == .f32)
+        let x = try Tensor(shape: [2, 64], values: (0..<128).map { _ in generator.nextUnitFloat() })
+        let battery = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: battery50)
+        let result = try ComputeEngine.shared.matmul(x, weights, decision: battery)
+        #expect(result.placement.format == .q8_0, "the decision's int8 picks the int8 variant")
+        let charged = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: charging)
+        #expect(try ComputeEngine.shared.matmul(x, weights, decision: charged).placement.unit == .gpu)
+    }
+}
+
+@Suite("Scheduler: coalescing window")
+struct CoalescingWindowTests {
+    @Test func aDuplicateJustAfterCompletionGetsTheSameResult() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging), coalescingWindow: 0.5)
+        let runs = Counter()
+        let first = try await scheduler.submit(precisionRequest(.standard, signature: "s", runs: runs), tier: .standard)
+        let second = try await scheduler.submit(precisionRequest(.standard, signature: "s", runs: runs), tier: .standard)
+        #expect(runs.count == 1)
+        #expect(!first.coalesced && second.coalesced)
+        let late = InferenceScheduler(source: FixedPowerSource(charging), coalescingWindow: 0.01)
+        _ = try await late.submit(precisionRequest(.standard, signature: "s", runs: runs), tier: .standard)
+        try await Task.sleep(for: .milliseconds(30))
+        _ = try await late.submit(precisionRequest(.standard, signature: "s", runs: runs), tier: .standard)
+        #expect(runs.count == 3, "outside the window it runs again")
+    }
+}

@@ -100,6 +100,12 @@ public final class ComputeEngine: @unchecked Sendable {
         self.profiles = Dictionary(uniqueKeysWithValues: profiles.map { ($0.unit, $0) })
     }
 
+    /// Y = X·Wᵀ as a scheduler ``Decision`` says: the weights' variant at its
+    /// precision, on its units, at its QoS.
+    public func matmul(_ x: Tensor, _ w: WeightMatrix, decision: Decision) throws -> ComputeResult {
+        try matmul(x, try w.variant(for: decision.precision), units: decision.computeUnits, qos: decision.qos)
+    }
+
     /// Y[M×N] = X[M×K]·Wᵀ on the best unit `units` allow, at `qos`.
     public func matmul(_ x: Tensor, _ w: WeightMatrix, units: ComputeUnits = .all, qos: QoSClass = .current) throws -> ComputeResult {
         guard x.rank == 2, x.shape[1] == w.columns, x.dtype == .float32 else {

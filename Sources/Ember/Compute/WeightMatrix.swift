@@ -15,6 +15,7 @@ public final class WeightMatrix: @unchecked Sendable {
     private let lock = NSLock()
     private var packedVariant: QuantizedMatrix?
     private var fp32Variant: Tensor?
+    private var precisionVariants: [Precision: WeightMatrix] = [:]
 
     /// Copies `blocks` (rows × columns in `format`).
     public convenience init(format: WeightFormat, rows: Int, columns: Int, copying blocks: UnsafeRawBufferPointer) throws {
@@ -107,6 +108,31 @@ public final class WeightMatrix: @unchecked Sendable {
                 made = try Tensor(borrowing: bytes.baseAddress!, shape: [rows, columns], owner: owner)
             }
             fp32Variant = made
+            return made
+        }
+    }
+
+    /// The same weights at `precision`, derived on first use and cached: itself
+    /// when already there; fp32 by dequantizing; int8 as Q8_0 and int4 as
+    /// Q4_1, requantized from the fp32 values. One model file thus serves
+    /// every precision the policy picks.
+    public func variant(for precision: Precision) throws -> WeightMatrix {
+        if format.precision == precision { return self }
+        if let cached = lock.withLock({ precisionVariants[precision] }) { return cached }
+        let target: WeightFormat = switch precision {
+        case .fp32: .f32
+        case .int8: .q8_0
+        case .int4: .q4_1
+        }
+        let values = try fp32()
+        let made = target == .f32 // share the cached fp32 copy rather than copy it again
+            ? try WeightMatrix(format: .f32, rows: rows, columns: columns,
+                               borrowing: UnsafeRawBufferPointer(start: values.baseAddress, count: values.byteCount),
+                               owner: values.storage)
+            : try WeightMatrix(values, as: target)
+        return lock.withLock {
+            if let raced = precisionVariants[precision] { return raced }
+            precisionVariants[precision] = made
             return made
         }
     }

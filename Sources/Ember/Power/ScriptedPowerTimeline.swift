@@ -128,7 +128,9 @@ public enum SystemPower {
         if let text = environment[PowerOverride.environmentVariable], !text.isEmpty {
             return FixedPowerSource(try PowerOverride.parse(text))
         }
-        #if os(Linux)
+        #if canImport(Darwin)
+        return DarwinPowerSource()
+        #elseif os(Linux)
         return LinuxPowerSource()
         #else
         return FixedPowerSource(.mains)

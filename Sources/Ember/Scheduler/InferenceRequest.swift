@@ -49,6 +49,10 @@ public struct InferenceResult: Sendable {
     public var coalesced: Bool
     /// How many requests ran in the same batch (1 when alone).
     public var batchSize: Int
+    /// Pieces (tokens) emitted per second of run time, for streaming requests.
+    public var piecesPerSecond: Double?
+    /// The energy the run reported, labelled measured or modelled.
+    public var energy: EnergyEstimate?
 }
 
 /// Why the scheduler did not return a result.
@@ -68,17 +72,42 @@ public enum SchedulerError: Error, Equatable, CustomStringConvertible {
 public final class RunContext: @unchecked Sendable {
     private let yieldPoint: @Sendable () async -> Void
     private let sink: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var currentQoS: QoSClass
+    private var emitted = 0
+    private var energyReported: EnergyEstimate?
 
-    init(yieldPoint: @escaping @Sendable () async -> Void, sink: @escaping @Sendable (String) -> Void) {
+    init(qos: QoSClass, yieldPoint: @escaping @Sendable () async -> Void, sink: @escaping @Sendable (String) -> Void) {
+        currentQoS = qos
         self.yieldPoint = yieldPoint
         self.sink = sink
     }
+
+    /// The class to run the next layer at: the decision's, or higher once a
+    /// higher-tier caller has joined this request (read it at each layer).
+    public var qos: QoSClass { lock.withLock { currentQoS } }
+
+    func promote(to qos: QoSClass) { lock.withLock { currentQoS = max(currentQoS, qos) } }
 
     /// Waits while critical work runs on the same route, if this request is not critical.
     public func checkpoint() async { await yieldPoint() }
 
     /// Sends a piece of output (a token) to streaming callers.
-    public func emit(_ piece: String) { sink(piece) }
+    public func emit(_ piece: String) {
+        lock.withLock { emitted += 1 }
+        sink(piece)
+    }
+
+    /// The energy the run took, as the compute layer reported it (measured or modelled).
+    public func report(energy: EnergyEstimate) {
+        lock.withLock {
+            energyReported = EnergyEstimate(joules: (energyReported?.joules ?? 0) + energy.joules,
+                                            source: energyReported?.source == .modelled ? .modelled : energy.source)
+        }
+    }
+
+    var pieces: Int { lock.withLock { emitted } }
+    var energy: EnergyEstimate? { lock.withLock { energyReported } }
 }
 
 /// Counters and per-request records (`scheduler.metrics`).
@@ -90,6 +119,7 @@ public struct SchedulerMetrics: Sendable {
         public var waitSeconds: Double
         public var runSeconds: Double
         public var piecesPerSecond: Double?
+        public var energy: EnergyEstimate?
     }
 
     public var records: [Record] = []

@@ -49,6 +49,7 @@ public actor InferenceScheduler {
         var waiters: [Waiter] = []
         var decision: Decision?
         var task: Task<Void, Never>?
+        var context: RunContext?
         var route: ComputeUnit = .cpu
         init(id: Int, request: InferenceRequest, tier: Tier, submitted: Double) {
             (self.id, self.request, self.tier, self.submitted) = (id, request, tier, submitted)
@@ -62,6 +63,8 @@ public actor InferenceScheduler {
     private var criticalRunning: [ComputeUnit: Int] = [:]
     private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
     private var cancelledEarly = Set<Int>()
+    /// Results of recent requests by signature, kept for the coalescing window.
+    private var recent: [String: (finished: Double, submitted: Double, result: InferenceResult)] = [:]
     private nonisolated(unsafe) var watcher: Task<Void, Never>?
     private let clockStart = DispatchTime.now().uptimeNanoseconds
 
@@ -124,7 +127,20 @@ public actor InferenceScheduler {
             return
         }
         let time = now
-        // Coalescing: join an identical request that is waiting or running and recent enough.
+        // Coalescing, part one: an identical request finished within the window — its result fans out.
+        if sink == nil, let signature = request.signature, let hit = recent[signature] {
+            if time - hit.submitted <= coalescingWindow {
+                var result = hit.result
+                result.coalesced = true
+                result.waitSeconds = 0
+                metrics.coalesced += 1
+                continuation.resume(returning: result)
+                record(tier: tier, outcome: "completed", decision: result.decision, wait: 0, run: 0)
+                return
+            }
+            recent.removeValue(forKey: signature)
+        }
+        // Part two: join an identical request that is waiting or running and recent enough.
         if sink == nil, let signature = request.signature,
            let job = jobs.values.first(where: { $0.request.signature == signature && time - $0.submitted <= coalescingWindow }) {
             job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: true, continuation: continuation, sink: nil))
@@ -132,6 +148,12 @@ public actor InferenceScheduler {
             if tier > job.tier {
                 job.tier = tier // a higher-tier joiner promotes the shared request
                 if job.phase == .deferred { evaluate(job) }
+                if job.phase == .running, let decision = job.decision {
+                    var requirements = job.request.requirements
+                    requirements.tier = tier
+                    job.context?.promote(to: BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration).qos)
+                    _ = decision
+                }
             }
             return
         }
@@ -238,6 +260,7 @@ public actor InferenceScheduler {
         let started = now
         let sinks = group.flatMap { $0.waiters.compactMap(\.sink) }
         let context = RunContext(
+            qos: decision.qos,
             yieldPoint: { [weak self] in await self?.checkpoint(tier: topTier, route: route) },
             sink: { piece in sinks.forEach { $0(piece) } })
         let requests = group.map(\.request)
@@ -259,7 +282,10 @@ public actor InferenceScheduler {
             }
             await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route)
         }
-        group.forEach { $0.task = task }
+        group.forEach {
+            $0.task = task
+            $0.context = context
+        }
     }
 
     private func checkpoint(tier: Tier, route: ComputeUnit) async {
@@ -272,9 +298,12 @@ public actor InferenceScheduler {
         let finished = now
         for (index, id) in ids.enumerated() {
             guard let job = jobs[id] else { continue }
+            let pieces = job.context?.pieces ?? 0
             let result = outcome.map { outputs in
                 InferenceResult(output: outputs[index], decision: job.decision!, waitSeconds: 0,
-                                runSeconds: finished - started, coalesced: false, batchSize: ids.count)
+                                runSeconds: finished - started, coalesced: false, batchSize: ids.count,
+                                piecesPerSecond: pieces > 0 ? Double(pieces) / max(finished - started, 1e-9) : nil,
+                                energy: job.context?.energy)
             }
             finish(job, with: result, reason: nil, started: started)
         }
@@ -289,6 +318,10 @@ public actor InferenceScheduler {
     /// Ends every waiter of `job` exactly once and forgets the job.
     private func finish(_ job: Job, with result: Result<InferenceResult, Error>, reason: String?, started: Double? = nil) {
         jobs.removeValue(forKey: job.id)
+        if case let .success(value) = result, let signature = job.request.signature, job.request.batch == nil {
+            recent[signature] = (now, job.submitted, value)
+            if recent.count > 1024 { recent = recent.filter { now - $0.value.submitted <= coalescingWindow } }
+        }
         deferred.removeAll { $0 == job.id }
         if let reason { metrics.drops[reason, default: 0] += 1 }
         for waiter in job.waiters {
@@ -297,7 +330,8 @@ public actor InferenceScheduler {
                 value.waitSeconds = max(0, (started ?? now) - waiter.submitted)
                 value.coalesced = waiter.coalesced
                 waiter.continuation.resume(returning: value)
-                record(tier: waiter.tier, outcome: "completed", decision: value.decision, wait: value.waitSeconds, run: value.runSeconds)
+                record(tier: waiter.tier, outcome: "completed", decision: value.decision, wait: value.waitSeconds, run: value.runSeconds,
+                       piecesPerSecond: value.piecesPerSecond, energy: value.energy)
             case let .failure(error):
                 waiter.continuation.resume(throwing: error)
                 record(tier: waiter.tier, outcome: reason.map { "dropped: \($0)" } ?? "failed: \(error)", decision: job.decision,
@@ -307,8 +341,10 @@ public actor InferenceScheduler {
         job.waiters.removeAll()
     }
 
-    private func record(tier: Tier, outcome: String, decision: Decision?, wait: Double, run: Double) {
-        metrics.records.append(.init(tier: tier, outcome: outcome, decision: decision, waitSeconds: wait, runSeconds: run, piecesPerSecond: nil))
+    private func record(tier: Tier, outcome: String, decision: Decision?, wait: Double, run: Double,
+                        piecesPerSecond: Double? = nil, energy: EnergyEstimate? = nil) {
+        metrics.records.append(.init(tier: tier, outcome: outcome, decision: decision, waitSeconds: wait, runSeconds: run,
+                                     piecesPerSecond: piecesPerSecond, energy: energy))
         if metrics.records.count > 4096 { metrics.records.removeFirst(metrics.records.count - 4096) }
     }
 
