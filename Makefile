@@ -68,7 +68,7 @@ demo: build models
 	$(EMBER) bench blas --quick
 	$(EMBER) bench kernels --quick
 	$(EMBER) bench qos --repetitions 60
-	EMBER_POWER=battery=15% $(EMBER) policy --state battery=15%,thermal=serious
+	$(EMBER) policy --state battery=15%,thermal=serious
 
 bench: build
 	$(EMBER) bench blas
