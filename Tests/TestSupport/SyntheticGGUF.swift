@@ -1,0 +1,107 @@
+import Foundation
+import Ember
+
+/// Writes small GGUF files for tests: any metadata, any tensors (synthetic,
+/// not a real model), in the layout the GGUF specification describes.
+public struct SyntheticGGUF {
+    public struct Tensor {
+        public var name: String
+        public var dimensions: [Int]
+        public var typeID: UInt32
+        public var data: [UInt8]
+        public init(name: String, dimensions: [Int], typeID: UInt32, data: [UInt8]) {
+            (self.name, self.dimensions, self.typeID, self.data) = (name, dimensions, typeID, data)
+        }
+    }
+
+    public var version: UInt32 = 3
+    public var metadata: [(String, GGUFValue)] = []
+    public var tensors: [Tensor] = []
+    public var alignment = 32
+
+    public init() {}
+
+    /// The file's bytes, and where the header (everything before the data) ends.
+    public func encode() -> (bytes: [UInt8], headerLength: Int) {
+        var out: [UInt8] = []
+        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
+        func putString(_ text: String) {
+            put(UInt64(text.utf8.count))
+            out += Array(text.utf8)
+        }
+        func typeID(_ value: GGUFValue) -> UInt32 {
+            switch value {
+            case .uint8: 0
+            case .int8: 1
+            case .uint16: 2
+            case .int16: 3
+            case .uint32: 4
+            case .int32: 5
+            case .float32: 6
+            case .bool: 7
+            case .string: 8
+            case .array: 9
+            case .uint64: 10
+            case .int64: 11
+            case .float64: 12
+            }
+        }
+        func putValue(_ value: GGUFValue) {
+            switch value {
+            case let .uint8(v): put(v)
+            case let .int8(v): put(v)
+            case let .uint16(v): put(v)
+            case let .int16(v): put(v)
+            case let .uint32(v): put(v)
+            case let .int32(v): put(v)
+            case let .float32(v): put(v.bitPattern)
+            case let .bool(v): put(UInt8(v ? 1 : 0))
+            case let .string(v): putString(v)
+            case let .array(items):
+                put(items.first.map(typeID) ?? 4)
+                put(UInt64(items.count))
+                items.forEach(putValue)
+            case let .uint64(v): put(v)
+            case let .int64(v): put(v)
+            case let .float64(v): put(v.bitPattern)
+            }
+        }
+        put(UInt32(0x4655_4747))
+        put(version)
+        put(UInt64(tensors.count))
+        put(UInt64(metadata.count))
+        for (key, value) in metadata {
+            putString(key)
+            put(typeID(value))
+            putValue(value)
+        }
+        var offset = 0
+        var offsets: [Int] = []
+        for tensor in tensors {
+            offsets.append(offset)
+            offset = (offset + tensor.data.count + alignment - 1) / alignment * alignment
+        }
+        for (tensor, start) in zip(tensors, offsets) {
+            putString(tensor.name)
+            put(UInt32(tensor.dimensions.count))
+            tensor.dimensions.forEach { put(UInt64($0)) }
+            put(tensor.typeID)
+            put(UInt64(start))
+        }
+        let headerLength = out.count
+        while out.count % alignment != 0 { out.append(0) }
+        let dataStart = out.count
+        for (tensor, start) in zip(tensors, offsets) {
+            while out.count < dataStart + start { out.append(0) }
+            out += tensor.data
+        }
+        return (out, headerLength)
+    }
+
+    /// Writes the file to a new temporary path and returns it.
+    public func write(_ bytes: [UInt8]? = nil) throws -> String {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("ember-synthetic-\(UUID().uuidString).gguf")
+        try Data(bytes ?? encode().bytes).write(to: url)
+        return url.path
+    }
+}
