@@ -67,7 +67,8 @@ let testTargets: [Target] = [
     .target(name: "EmberTestSupport", dependencies: ["Ember"], path: "Tests/TestSupport"),
     .testTarget(name: "PolicyTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/PolicyTests"),
     .testTarget(name: "SchedulerTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/SchedulerTests"),
-    .testTarget(name: "ModelTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ModelTests"),
+    .testTarget(name: "ModelTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ModelTests",
+                exclude: ["Fixtures"]),
 ]
 
 // MARK: - Benchmarks
