@@ -40,7 +40,8 @@ build: deps
 
 # Kernel tests run in release: C kernels at -O0 are too slow to test well.
 # On x86 the arm64 NEON kernels are checked too, cross-compiled and run under qemu.
-test: deps test-arm64
+# The model tests compare against llama.cpp's outputs on the real files: fetched first.
+test: deps test-arm64 models
 	$(SWIFT) test -c release
 
 # The NEON kernels against the scalar oracle, from plain C, under qemu-aarch64.
