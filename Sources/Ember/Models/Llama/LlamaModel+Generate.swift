@@ -1,0 +1,51 @@
+import Foundation
+
+/// The outcome of one generation.
+public struct Generation: Sendable {
+    public var promptTokenIDs: [Int]
+    public var tokenIDs: [Int]
+    public var text: String
+    /// "eos" (an end-of-generation token) or "max_tokens".
+    public var stopReason: String
+    public var prefillSeconds: Double
+    public var decodeSeconds: Double
+}
+
+extension LlamaModel {
+    /// Generates from `prompt` (special tokens parsed), streaming each text piece to `onPiece`.
+    public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
+                         units: ComputeUnits = .cpuAndNeuralEngine, precision: Precision? = nil,
+                         onPiece: (String) -> Void = { _ in }) throws -> Generation {
+        let promptIDs = tokenizer.encode(prompt)
+        guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
+        let session = makeSession(contextLength: promptIDs.count + maxTokens + 1)
+        var sampler = Sampler(settings)
+        var decoder = StreamingDecoder()
+        let prefillStart = DispatchTime.now().uptimeNanoseconds
+        var logits = try forward(promptIDs, session: session, units: units, precision: precision)
+        let prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
+        var generated: [Int] = []
+        var stop = "max_tokens"
+        let decodeStart = DispatchTime.now().uptimeNanoseconds
+        var text = ""
+        while generated.count < maxTokens {
+            let next = sampler.next(logits: try logits.scalars(), history: promptIDs + generated)
+            generated.append(next)
+            if next == tokenizer.eosID || tokenizer.tokens[next] == "<|im_end|>" {
+                stop = "eos"
+                break
+            }
+            let piece = decoder.append(tokenizer.bytes(of: next))
+            text += piece
+            if !piece.isEmpty { onPiece(piece) }
+            if generated.count == maxTokens { break }
+            logits = try forward([next], session: session, units: units, precision: precision)
+        }
+        let tail = decoder.finish()
+        text += tail
+        if !tail.isEmpty { onPiece(tail) }
+        let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
+        return Generation(promptTokenIDs: promptIDs, tokenIDs: generated, text: text, stopReason: stop,
+                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds)
+    }
+}

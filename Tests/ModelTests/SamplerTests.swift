@@ -1,0 +1,32 @@
+import Testing
+@testable import Ember
+
+@Suite("Sampler")
+struct SamplerTests {
+    static let logits: [Float] = [0.1, 2.0, 1.9, -1, 0.5, 1.95]
+
+    @Test func greedyTakesTheLargest() {
+        var sampler = Sampler(SamplerSettings(temperature: 0))
+        #expect(sampler.next(logits: Self.logits, history: []) == 1)
+    }
+
+    @Test func topKOfOneIsGreedyAtAnyTemperature() {
+        var sampler = Sampler(SamplerSettings(temperature: 5, topK: 1, seed: 3))
+        for _ in 0..<20 { #expect(sampler.next(logits: Self.logits, history: []) == 1) }
+    }
+
+    @Test func sameSeedSameDrawsAndOnlyKeptCandidates() {
+        let settings = SamplerSettings(temperature: 1, topK: 3, topP: 1, minP: 0, seed: 42)
+        var a = Sampler(settings), b = Sampler(settings)
+        let drawsA = (0..<200).map { _ in a.next(logits: Self.logits, history: []) }
+        let drawsB = (0..<200).map { _ in b.next(logits: Self.logits, history: []) }
+        #expect(drawsA == drawsB)
+        #expect(Set(drawsA).isSubset(of: [1, 2, 5]), "top-3 keeps tokens 1, 5, 2 only")
+        #expect(Set(drawsA).count == 3, "all three are drawn at temperature 1")
+    }
+
+    @Test func repetitionPenaltyMovesAwayFromRecentTokens() {
+        var sampler = Sampler(SamplerSettings(temperature: 0, repetitionPenalty: 1.5))
+        #expect(sampler.next(logits: Self.logits, history: [1]) == 5)
+    }
+}
