@@ -175,17 +175,12 @@ static int64_t now_ns(void) {
 }
 
 /*
- * One step of a spin-wait. Mostly a pause; every 32nd step yields the CPU,
- * because with a worker on every core a spinning thread would otherwise hold
- * a core that a computing thread (or the caller waiting for it) needs until
- * its time slice ends.
+ * One step of a spin-wait: a pause. (Yielding the CPU here was measured and
+ * rejected: it handed cores to SCHED_IDLE load until the next tick. Instead,
+ * at most max_spinners workers spin; see et_work_slot_wait.)
  */
-static int yield_every = 0;
 static inline void spin_step(unsigned spins) {
-    if (yield_every > 0 && (spins % (unsigned)yield_every) == (unsigned)yield_every - 1) {
-        sched_yield();
-        return;
-    }
+    (void)spins;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -214,8 +209,6 @@ static void unpark_all(et_work_slot *slot, _Atomic uint32_t *word) {
     pthread_mutex_unlock(&slot->mutex);
 #endif
 }
-
-void et_set_spin_yield_every(int steps) { yield_every = steps; }
 
 et_work_slot *et_work_slot_create(int max_spinners) {
     et_work_slot *slot = calloc(1, sizeof *slot);

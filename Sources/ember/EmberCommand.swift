@@ -12,10 +12,10 @@ struct EmberCommand: ParsableCommand {
         subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self])
 }
 
-/// Prints `value` as one line of sorted-key JSON on standard output.
-func printJSON<Value: Encodable>(_ value: Value) throws {
+/// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`).
+func printJSON<Value: Encodable>(_ value: Value, singleLine: Bool = false) throws {
     let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+    encoder.outputFormatting = singleLine ? [.sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
 

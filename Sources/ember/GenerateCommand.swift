@@ -51,9 +51,10 @@ struct GenerateCommand: ParsableCommand {
         if FileManager.default.fileExists(atPath: model) {
             path = model
         } else {
-            let manifest = try ModelManifest(contentsOf: URL(fileURLWithPath: "models/manifest.json"))
+            let directory = URL(fileURLWithPath: "models", isDirectory: true)
+            let manifest = try ModelManifest(contentsOf: directory.appendingPathComponent("manifest.json"))
             let entry = try manifest.model(named: model)
-            path = "models/\(entry.name)/\(entry.files[0].path)"
+            path = ModelFetcher(manifest: manifest, modelsDirectory: directory).location(of: entry.files[0], in: entry).path
         }
         let loadStart = DispatchTime.now().uptimeNanoseconds
         let llama = try LlamaModel(file: GGUFFile(path: path))
@@ -72,8 +73,6 @@ struct GenerateCommand: ParsableCommand {
             }
         })
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             let report = Report(
                 prompt_token_ids: result.promptTokenIDs, token_ids: result.tokenIDs, text: result.text, stop_reason: result.stopReason,
                 decision: ["precision": decision.precision.rawValue, "units": decision.computeUnits.description,
@@ -81,7 +80,7 @@ struct GenerateCommand: ParsableCommand {
                 timings: ["load_ms": loadMs,
                           "prefill_tokens_per_s": Double(result.promptTokenIDs.count) / max(result.prefillSeconds, 1e-9),
                           "decode_tokens_per_s": Double(max(0, result.tokenIDs.count - 1)) / max(result.decodeSeconds, 1e-9)])
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            try printJSON(report, singleLine: true)
         } else {
             print()
             printError(String(format: "[%d prompt tokens at %.0f tok/s, %d generated at %.1f tok/s; %@ on %@]",

@@ -148,11 +148,10 @@ public actor InferenceScheduler {
             if tier > job.tier {
                 job.tier = tier // a higher-tier joiner promotes the shared request
                 if job.phase == .deferred { evaluate(job) }
-                if job.phase == .running, let decision = job.decision {
+                if job.phase == .running {
                     var requirements = job.request.requirements
                     requirements.tier = tier
                     job.context?.promote(to: BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration).qos)
-                    _ = decision
                 }
             }
             return

@@ -33,9 +33,7 @@ public final class WorkerPool: @unchecked Sendable {
     private var groups: [QoSClass: WorkerGroup] = [:]
 
     public init(threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount, mapping: QoSMapping = .current,
-                workerSpinNanoseconds: Int64 = Int64(ProcessInfo.processInfo.environment["EMBER_WORKER_SPIN_NS"] ?? "") ?? 100_000,
-                callerSpinNanoseconds: Int64? = nil) {
-        if let yield = Int32(ProcessInfo.processInfo.environment["EMBER_SPIN_YIELD_EVERY"] ?? "") { et_set_spin_yield_every(yield) }
+                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil) {
         self.threadsPerClass = max(1, threadsPerClass)
         self.mapping = mapping
         self.workerSpinNanoseconds = workerSpinNanoseconds

@@ -52,8 +52,6 @@ typedef struct et_work_slot et_work_slot;
 /* At most `max_spinners` workers spin between jobs (the rest park at once). */
 et_work_slot *et_work_slot_create(int max_spinners);
 void et_work_slot_destroy(et_work_slot *slot);
-/* Spin loops yield the CPU every `steps` steps (0: never, the default). */
-void et_set_spin_yield_every(int steps);
 /* Caller: make `count` parts available, waking parked workers when more than the
    spinning ones are needed for `helpers_needed` parts; returns the job's generation. */
 uint64_t et_work_slot_publish(et_work_slot *slot, int count, int helpers_needed);
