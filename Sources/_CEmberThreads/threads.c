@@ -326,8 +326,87 @@ bool et_work_slot_stopping(et_work_slot *slot) {
     return atomic_load_explicit(&slot->stopping, memory_order_acquire);
 }
 
+/* ---------------------------------------------------------- barrier --- */
+
+struct et_barrier {
+    _Atomic int arrived;          /* threads at the barrier in this phase */
+    _Atomic uint32_t phase;       /* futex word: advances when the last arrives */
+    _Atomic int sleepers;         /* threads parked on phase */
+    int count;
+#if !defined(__linux__)
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+#endif
+};
+
+et_barrier *et_barrier_create(int count) {
+    et_barrier *barrier = calloc(1, sizeof *barrier);
+    if (!barrier) return NULL;
+    barrier->count = count < 1 ? 1 : count;
+#if !defined(__linux__)
+    pthread_mutex_init(&barrier->mutex, NULL);
+    pthread_cond_init(&barrier->cond, NULL);
+#endif
+    return barrier;
+}
+
+void et_barrier_destroy(et_barrier *barrier) {
+    if (!barrier) return;
+#if !defined(__linux__)
+    pthread_mutex_destroy(&barrier->mutex);
+    pthread_cond_destroy(&barrier->cond);
+#endif
+    free(barrier);
+}
+
+static void barrier_park(et_barrier *barrier, uint32_t phase) {
+#if defined(__linux__)
+    syscall(SYS_futex, (uint32_t *)&barrier->phase, FUTEX_WAIT_PRIVATE, phase, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&barrier->mutex);
+    if (atomic_load(&barrier->phase) == phase) pthread_cond_wait(&barrier->cond, &barrier->mutex);
+    pthread_mutex_unlock(&barrier->mutex);
+#endif
+}
+
+static void barrier_unpark(et_barrier *barrier) {
+#if defined(__linux__)
+    syscall(SYS_futex, (uint32_t *)&barrier->phase, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&barrier->mutex);
+    pthread_cond_broadcast(&barrier->cond);
+    pthread_mutex_unlock(&barrier->mutex);
+#endif
+}
+
+void et_barrier_wait(et_barrier *barrier, int64_t spin_ns) {
+    if (barrier->count == 1) return;
+    uint32_t phase = atomic_load_explicit(&barrier->phase, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&barrier->arrived, 1, memory_order_acq_rel) == barrier->count - 1) {
+        atomic_store_explicit(&barrier->arrived, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&barrier->phase, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&barrier->sleepers, memory_order_seq_cst) > 0) barrier_unpark(barrier);
+        return;
+    }
+    int64_t deadline = now_ns() + spin_ns;
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(&barrier->phase, memory_order_acquire) != phase) return;
+        if ((spins & 63) == 63 && now_ns() > deadline) break;
+        spin_step(spins);
+    }
+    atomic_fetch_add_explicit(&barrier->sleepers, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&barrier->phase, memory_order_seq_cst) == phase) barrier_park(barrier, phase);
+    atomic_fetch_sub_explicit(&barrier->sleepers, 1, memory_order_seq_cst);
+}
+
 /* ------------------------------------------------- current QoS (TLS) --- */
 
 static _Thread_local unsigned int current_qos = 0;
 unsigned int et_current_qos(void) { return current_qos; }
 void et_set_current_qos(unsigned int raw_qos_class) { current_qos = raw_qos_class; }
+
+/* ------------------------------------------------ pool nesting (TLS) --- */
+
+static _Thread_local int pool_nesting = 0;
+int et_pool_nesting(void) { return pool_nesting; }
+void et_pool_nesting_add(int delta) { pool_nesting += delta; }

@@ -9,18 +9,22 @@ extension KernelRegistry {
         if simd != .scalar {
             register(RegisteredKernel(
                 name: "ember-simd-\(simd)", op: .matmul, formats: quantized, unit: .neuralEngine, requiredISA: simd,
-                score: 100, run: { x, w, y in try matmul(x, w.packed(), into: &y, isa: simd) }))
+                score: 100, run: { x, w, y in try matmul(x, w.packed(), into: &y, isa: simd) },
+                bind: { w, placement in try .packed(w, isa: simd, placement: placement) }))
         }
         register(RegisteredKernel(
             name: "openblas-sgemm", op: .matmul, formats: [.f32] + quantized, unit: .gpu, score: 100,
             conversion: "weights dequantized to fp32 once and cached",
-            run: { x, w, y in try matmul(x, w.fp32(), transposeB: true, into: &y) }))
+            run: { x, w, y in try matmul(x, w.fp32(), transposeB: true, into: &y) },
+            bind: { w, placement in try .blas(w, placement: placement) }))
         register(RegisteredKernel(
             name: "scalar-reference", op: .matmul, formats: quantized, unit: .cpu, requiredISA: .scalar, score: 10,
-            run: { x, w, y in try matmul(x, w.packed(), into: &y, isa: .scalar) }))
+            run: { x, w, y in try matmul(x, w.packed(), into: &y, isa: .scalar) },
+            bind: { w, placement in try .packed(w, isa: .scalar, placement: placement) }))
         register(RegisteredKernel(
             name: "portable-sgemm", op: .matmul, formats: [.f32], unit: .cpu, score: 10,
-            run: { x, w, y in try portableMatmul(x, w.fp32(), into: &y) }))
+            run: { x, w, y in try portableMatmul(x, w.fp32(), into: &y) },
+            bind: { w, placement in try .portable(w, placement: placement) }))
     }
 }
 

@@ -28,10 +28,14 @@ public struct RegisteredKernel: Sendable {
     public var conversion: String?
     /// Y = X·Wᵀ into `y` ([M, N]).
     let run: @Sendable (_ x: Tensor, _ w: WeightMatrix, _ y: inout Tensor) throws -> Void
+    /// The same product bound to one weight matrix for callers that split rows
+    /// themselves; nil for kernels that only run whole ops.
+    let bind: (@Sendable (_ w: WeightMatrix, _ placement: Placement) throws -> BoundMatmul)?
 
     public init(name: String, op: ComputeOperation, formats: [WeightFormat], unit: ComputeUnit, requiredISA: KernelISA? = nil,
                 score: Int, source: KernelSource = .builtIn, conversion: String? = nil,
-                run: @escaping @Sendable (_ x: Tensor, _ w: WeightMatrix, _ y: inout Tensor) throws -> Void) {
+                run: @escaping @Sendable (_ x: Tensor, _ w: WeightMatrix, _ y: inout Tensor) throws -> Void,
+                bind: (@Sendable (_ w: WeightMatrix, _ placement: Placement) throws -> BoundMatmul)? = nil) {
         self.name = name
         self.op = op
         self.formats = formats
@@ -41,6 +45,7 @@ public struct RegisteredKernel: Sendable {
         self.source = source
         self.conversion = conversion
         self.run = run
+        self.bind = bind
     }
 
     /// Whether this machine can run it.
@@ -122,6 +127,17 @@ public final class KernelRegistry: @unchecked Sendable {
         }
         let reason = (passed.isEmpty ? "" : passed.joined(separator: "; ") + "; ") + "runs in the model's portable code on the CPU route"
         return (nil, Placement(op: op, format: format, unit: .cpu, kernel: nil, source: nil, reason: reason))
+    }
+
+    /// The best kernel for a matmul on `w` under `units`, bound to `w` for a
+    /// caller that splits the rows itself (see ``BoundMatmul``).
+    public func bindMatmul(_ w: WeightMatrix, units: ComputeUnits) throws -> BoundMatmul {
+        let (kernel, placement) = select(.matmul, format: w.format, units: units)
+        guard let kernel else {
+            throw KernelError.invalidArgument(argument: "w", found: "\(w.format)", expected: "a format some matmul kernel takes")
+        }
+        if let bind = kernel.bind { return try bind(w, placement) }
+        return BoundMatmul.whole(kernel, w, placement: placement)
     }
 
     /// Where each op of `ops` would run under `units`, like Core ML's `MLComputePlan`.

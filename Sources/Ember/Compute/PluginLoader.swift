@@ -100,7 +100,8 @@ extension KernelRegistry {
             kernels.append(RegisteredKernel(
                 name: kernelName, op: op, formats: [format], unit: unit, score: Int(descriptor.score),
                 source: .plugin(name: name, path: path),
-                run: { x, w, y in try runPluginMatmul(function, name: kernelName, x, w, &y) }))
+                run: { x, w, y in try runPluginMatmul(function, name: kernelName, x, w, &y) },
+                bind: { w, placement in .plugin(function, w, placement: placement) }))
         }
         return (LoadedPlugin(name: name, path: path, kernels: kernels.map(\.name), skipped: skipped), kernels)
     }

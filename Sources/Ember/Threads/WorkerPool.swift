@@ -42,8 +42,14 @@ public final class WorkerPool: @unchecked Sendable {
     }
 
     /// Runs `body(0) … body(count − 1)` on the workers of `qos` and returns when all are done.
+    /// Called from inside a part (nested parallel work) it runs every part
+    /// inline on the calling thread, which already has its place in the pool.
     public func parallelFor(_ count: Int, qos: QoSClass, _ body: (Int) -> Void) {
         guard count > 0 else { return }
+        if et_pool_nesting() > 0 {
+            for index in 0..<count { body(index) }
+            return
+        }
         group(for: qos.resolved).run(count: count, body: body)
     }
 
@@ -151,6 +157,8 @@ final class WorkerGroup: @unchecked Sendable {
             return done
         }
         let body = Unmanaged<Job>.fromOpaque(pointer).takeUnretainedValue().body
+        et_pool_nesting_add(1)
+        defer { et_pool_nesting_add(-1) }
         while index >= 0 {
             body(Int(index))
             done += 1

@@ -68,6 +68,19 @@ void et_work_slot_stop(et_work_slot *slot);
 bool et_work_slot_stopping(et_work_slot *slot);
 
 
+/*
+ * A reusable barrier for `count` threads: each et_barrier_wait returns once
+ * all `count` have arrived. Waiting spins for `spin_ns`, then parks on a futex.
+ */
+typedef struct et_barrier et_barrier;
+et_barrier *et_barrier_create(int count);
+void et_barrier_destroy(et_barrier *barrier);
+void et_barrier_wait(et_barrier *barrier, int64_t spin_ns);
+
+/* How many worker-pool parts the calling thread is inside (thread-local): nested parallel work runs inline. */
+int et_pool_nesting(void);
+void et_pool_nesting_add(int delta);
+
 /* The QoS class Ember last gave the calling thread (a qos_class_t raw value; 0 = none), thread-local. */
 unsigned int et_current_qos(void);
 void et_set_current_qos(unsigned int raw_qos_class);

@@ -1,0 +1,50 @@
+/*
+ * ek_ops.h — the fp32 vector ops of a transformer block that are not
+ * matmuls: RMSNorm, RoPE, SwiGLU, residual adds and single-head attention
+ * over a KV cache kept in fp32 or fp16. They run on the CPU route; the
+ * caller's threads split rows or heads between them.
+ */
+#ifndef EK_OPS_H
+#define EK_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* out[r] = x[r] / sqrt(mean(x[r]²) + eps) · w for m rows of n; the sum of squares in double. */
+void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t n, float eps);
+
+/*
+ * The (cos, sin) pairs of one position for RoPE: angle_i = position · scale^i,
+ * advanced by repeated multiplication in fp32. `table` holds 2·pairs floats.
+ */
+void ek_rope_table(float *table, int64_t pairs, int64_t position, float theta_scale);
+
+/* Rotates adjacent pairs (the "normal" mode, not NeoX) of `heads` heads of head_dim by `table`. */
+void ek_rope_apply(float *x, int64_t heads, int64_t head_dim, const float *table);
+
+/* h = silu(g) · u, n elements. */
+void ek_swiglu(const float *g, const float *u, float *h, int64_t n);
+
+/* x += y, n elements. */
+void ek_add(float *x, const float *y, int64_t n);
+
+/* fp32 ⇄ fp16 rows (round to nearest even, as F16C). */
+void ek_fp32_to_fp16_row(const float *x, uint16_t *y, int64_t n);
+void ek_fp16_to_fp32_row(const uint16_t *x, float *y, int64_t n);
+
+/*
+ * One query head attending over `visible` cached positions:
+ * out = softmax(scale · q·Kᵀ) · V, with key and value rows `stride`
+ * elements apart. `scores` holds `visible` floats of scratch. The softmax
+ * sum is kept in double.
+ *
+ * The fp16 form reads an fp16 cache; like a half-precision dot product it
+ * takes q rounded to fp16 and rounds the softmax weights to fp16 before
+ * they meet V. head_dim is at most 512.
+ */
+void ek_attention_head_f32(const float *q, const float *keys, const float *values, int64_t stride, int64_t visible,
+                           int64_t head_dim, float scale, float *scores, float *out);
+void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
+                           int64_t visible, int64_t head_dim, float scale, float *scores, float *out);
+
+#endif

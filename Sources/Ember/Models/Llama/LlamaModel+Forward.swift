@@ -1,0 +1,266 @@
+import CKernels
+import Foundation
+
+extension LlamaModel {
+    /// Runs `tokens` from the session's position and returns the logits
+    /// [tokens.count, vocabulary] with `allLogits`, else [1, vocabulary] for the last token.
+    ///
+    /// The whole pass is one job on the route that runs its matmuls (the
+    /// neural-engine queue, a GPU command buffer, or the caller's CPU
+    /// workers), executed by `threads` threads of class `qos` in step: each
+    /// stage splits rows, heads or weight rows between them, with a barrier
+    /// where a stage needs the previous one's whole output.
+    public func forward(_ tokens: [Int], session: Session, units: ComputeUnits = .cpuAndNeuralEngine,
+                        precision: Precision? = nil, allLogits: Bool = false,
+                        threads: Int = KernelThreads.default, qos: QoSClass = .current) throws -> Tensor {
+        let (t, d) = (tokens.count, config.hidden)
+        guard t > 0, session.position + t <= session.capacity else {
+            throw KernelError.invalidArgument(argument: "tokens", found: "\(t) at position \(session.position)",
+                                              expected: "1 or more, with room in a \(session.capacity)-token context")
+        }
+        for (row, token) in tokens.enumerated() where !(0..<config.vocabulary).contains(token) {
+            throw KernelError.invalidArgument(argument: "tokens[\(row)]", found: "\(token)", expected: "0..<\(config.vocabulary)")
+        }
+        let plan = try plan(units: units, precision: precision)
+        let qos = qos.resolved
+        let threads = max(1, min(threads, WorkerPool.shared.threadsPerClass))
+        if session.workspace.map({ $0.rows < t || $0.threads < threads }) ?? true {
+            session.workspace = Workspace(config: config, rows: t, threads: threads, capacity: session.capacity)
+        }
+        let workspace = session.workspace!
+
+        // Token embedding: one dequantized row per token.
+        let rowBytes = embedding.format.byteCount(rows: 1, columns: d)
+        let table = embedding.bytes.baseAddress!
+        for (row, token) in tokens.enumerated() {
+            if let format = embedding.format.quantized {
+                try KernelError.check(ek_dequantize_row(KernelISA.active.cValue, format.cValue, table + token * rowBytes,
+                                                        workspace.x + row * d, Int64(d)),
+                                      kernel: "ek_dequantize_row", argument: { _ in "token_embd" })
+            } else {
+                (workspace.x + row * d).update(from: (table + token * rowBytes).assumingMemoryBound(to: Float.self), count: d)
+            }
+        }
+        // RoPE angles, once per position.
+        let thetaScale = pow(config.ropeBase, -2 / Float(config.headDim))
+        for row in 0..<t {
+            ek_rope_table(workspace.rope + row * config.headDim, Int64(config.headDim / 2), Int64(session.position + row), thetaScale)
+        }
+
+        let outputRows = allLogits ? t : 1
+        var logits = try Tensor(zeros: [outputRows, config.vocabulary])
+        try logits.makeWritable(argument: "logits")
+        let pass = ForwardPass(model: self, plan: plan, session: session, workspace: workspace, rows: t,
+                               outputRows: outputRows, logits: logits.baseAddress.assumingMemoryBound(to: Float.self))
+        let run = { WorkerPool.shared.region(threads: threads, qos: qos) { pass.run(on: $0) } }
+
+        let energyBefore = EnergyCounter.microjoules()
+        switch plan.route {
+        case .neuralEngine:
+            ComputeRoutes.shared.neuralEngine.sync(qos: qos, run)
+        case .gpu:
+            let buffer = ComputeRoutes.shared.makeCommandBuffer(qos: qos)
+            buffer.encode(run)
+            buffer.commit()
+            try buffer.waitUntilCompleted()
+        case .cpu:
+            run()
+        }
+        if let failure = pass.failure { throw failure }
+        session.advance(by: t)
+
+        let operations = plan.operationsPerToken * Double(t) - (allLogits ? 0 : Double(t - 1) * 2 * Double(plan.output.rows * d))
+        if let before = energyBefore, let after = EnergyCounter.microjoules(), after >= before {
+            session.energy = EnergyEstimate(joules: session.energy.joules + Double(after - before) / 1e6, source: .measured)
+        } else {
+            let joules = ComputeEngine.shared.profiles[plan.route]?.estimate(operations: operations, precision: plan.precision)?.joules ?? 0
+            session.energy = EnergyEstimate(joules: session.energy.joules + joules,
+                                            source: session.energy.joules > 0 ? session.energy.source : .modelled)
+        }
+        return logits
+    }
+}
+
+/// One forward pass as every thread of its region runs it, top to bottom.
+final class ForwardPass: @unchecked Sendable {
+    let model: LlamaModel
+    let plan: ForwardPlan
+    let session: LlamaModel.Session
+    let ws: Workspace
+    let rows: Int
+    let outputRows: Int
+    let logits: UnsafeMutablePointer<Float>
+    private let lock = NSLock()
+    private(set) var failure: KernelError?
+
+    init(model: LlamaModel, plan: ForwardPlan, session: LlamaModel.Session, workspace: Workspace, rows: Int,
+         outputRows: Int, logits: UnsafeMutablePointer<Float>) {
+        self.model = model
+        self.plan = plan
+        self.session = session
+        ws = workspace
+        self.rows = rows
+        self.outputRows = outputRows
+        self.logits = logits
+    }
+
+    func run(on thread: RegionThread) {
+        let config = model.config
+        let (t, d, ff) = (rows, config.hidden, config.feedForward)
+        let (heads, kvHeads, headDim) = (config.heads, config.kvHeads, config.headDim)
+        let kvWidth = kvHeads * headDim, group = heads / kvHeads
+        let start = session.position, eps = config.rmsEpsilon
+        let scale = 1 / Float(headDim).squareRoot()
+        let half = session.halfPrecision
+        let elementBytes = half ? 2 : 4
+
+        for (index, layer) in plan.layers.enumerated() {
+            let weights = model.layers[index]
+            // Attention: RMSNorm, Q/K/V projections.
+            let attentionInput = stage(thread, width: d, group: [layer.q, layer.k, layer.v], into: ws.normed) { part, out in
+                ek_rms_norm(self.ws.x + part.lowerBound * d, weights.attentionNorm, out + part.lowerBound * d, Int64(part.count), Int64(d), eps)
+            }
+            matmul(thread, layer.q, attentionInput, 0, into: ws.q)
+            matmul(thread, layer.k, attentionInput, 1, into: ws.k)
+            matmul(thread, layer.v, attentionInput, 2, into: ws.v)
+            thread.barrier()
+
+            // RoPE on Q and K; K and V into the cache.
+            let keys = session.keys(index), values = session.values(index)
+            for row in thread.share(of: t) {
+                let angles = ws.rope + row * headDim
+                ek_rope_apply(ws.q + row * d, Int64(heads), Int64(headDim), angles)
+                ek_rope_apply(ws.k + row * kvWidth, Int64(kvHeads), Int64(headDim), angles)
+                let slot = (start + row) * kvWidth * elementBytes
+                if half {
+                    ek_fp32_to_fp16_row(ws.k + row * kvWidth, (keys + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
+                    ek_fp32_to_fp16_row(ws.v + row * kvWidth, (values + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
+                } else {
+                    (keys + slot).copyMemory(from: ws.k + row * kvWidth, byteCount: kvWidth * 4)
+                    (values + slot).copyMemory(from: ws.v + row * kvWidth, byteCount: kvWidth * 4)
+                }
+            }
+            thread.barrier()
+
+            // Causal attention, (row, head) pairs split between the threads.
+            let scores = ws.scores[thread.index]
+            for item in thread.share(of: t * heads) {
+                let (row, head) = item.quotientAndRemainder(dividingBy: heads)
+                let kvOffset = (head / group) * headDim * elementBytes
+                let (query, out) = (ws.q + row * d + head * headDim, ws.attention + row * d + head * headDim)
+                let visible = Int64(start + row + 1)
+                if half {
+                    ek_attention_head_f16(query, (keys + kvOffset).assumingMemoryBound(to: UInt16.self),
+                                          (values + kvOffset).assumingMemoryBound(to: UInt16.self), Int64(kvWidth), visible,
+                                          Int64(headDim), scale, scores, out)
+                } else {
+                    ek_attention_head_f32(query, (keys + kvOffset).assumingMemoryBound(to: Float.self),
+                                          (values + kvOffset).assumingMemoryBound(to: Float.self), Int64(kvWidth), visible,
+                                          Int64(headDim), scale, scores, out)
+                }
+            }
+            thread.barrier()
+
+            // Output projection, added to the residual stream.
+            let projectionInput = stage(thread, width: d, group: [layer.o], source: ws.attention)
+            addResidual(matmul(thread, layer.o, projectionInput, 0, into: ws.projected), width: d)
+            thread.barrier()
+
+            // Feed-forward: RMSNorm, gate and up, SwiGLU, down, added to the residual stream.
+            let feedForwardInput = stage(thread, width: d, group: [layer.gate, layer.up], into: ws.normed) { part, out in
+                ek_rms_norm(self.ws.x + part.lowerBound * d, weights.feedForwardNorm, out + part.lowerBound * d, Int64(part.count), Int64(d), eps)
+            }
+            matmul(thread, layer.gate, feedForwardInput, 0, into: ws.gate)
+            matmul(thread, layer.up, feedForwardInput, 1, into: ws.up)
+            thread.barrier()
+            let elements = thread.share(of: t * ff, alignment: 32)
+            ek_swiglu(ws.gate + elements.lowerBound, ws.up + elements.lowerBound, ws.hidden + elements.lowerBound, Int64(elements.count))
+            thread.barrier()
+            let downInput = stage(thread, width: ff, group: [layer.down], source: ws.hidden)
+            addResidual(matmul(thread, layer.down, downInput, 0, into: ws.projected), width: d)
+            thread.barrier()
+        }
+
+        // Final RMSNorm and the tied output projection, for the rows asked for.
+        let first = t - outputRows
+        let outputInput = stage(thread, width: d, rows: outputRows, group: [plan.output], into: ws.normed) { part, out in
+            ek_rms_norm(self.ws.x + (first + part.lowerBound) * d, self.model.outputNorm, out + part.lowerBound * d,
+                        Int64(part.count), Int64(d), eps)
+        }
+        matmul(thread, plan.output, outputInput, 0, rows: outputRows, into: logits)
+    }
+
+    // MARK: Stages
+
+    /// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations.
+    struct StageInput {
+        var x: UnsafePointer<Float>
+        var prepared: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?)
+        subscript(index: Int) -> UnsafeRawPointer? {
+            switch index {
+            case 0: prepared.0
+            case 1: prepared.1
+            default: prepared.2
+            }
+        }
+    }
+
+    /// Makes a stage's input, from `source` or by `produce` writing rows into `into`, and prepares
+    /// it once per distinct preparation. A few rows: every thread makes its own private copy (no
+    /// barrier). More: the threads split the rows into shared buffers, then meet at a barrier.
+    func stage(_ thread: RegionThread, width: Int, rows: Int? = nil, group: [BoundMatmul], source: UnsafeMutablePointer<Float>? = nil,
+               into shared: UnsafeMutablePointer<Float>? = nil,
+               produce: ((Range<Int>, UnsafeMutablePointer<Float>) -> Void)? = nil) -> StageInput {
+        let rows = rows ?? self.rows
+        let isPrivate = rows <= Workspace.privateRows
+        let part = isPrivate ? 0..<rows : thread.share(of: rows)
+        var x = source
+        if x == nil, let produce {
+            let out = isPrivate ? ws.privateInput[thread.index] : shared!
+            produce(part, out)
+            x = out
+        }
+        let input = UnsafePointer(x!)
+        var prepared: [UnsafeRawPointer?] = [nil, nil, nil]
+        var kinds: [ActivationPreparation] = []
+        for (index, matmul) in group.enumerated() {
+            guard let preparation = matmul.preparation else { continue }
+            if let known = kinds.firstIndex(of: preparation) {
+                prepared[index] = prepared[group.firstIndex { $0.preparation == kinds[known] }!]
+                continue
+            }
+            let area = isPrivate ? ws.privatePrepared[thread.index][kinds.count] : ws.prepared[kinds.count]
+            kinds.append(preparation)
+            let offset = ek_activation_size(Int64(part.lowerBound), Int64(width))
+            if !part.isEmpty {
+                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width, into: area + offset)
+                if status != EK_OK { record(matmul.failure(Int32(bitPattern: status.rawValue))) }
+            }
+            prepared[index] = UnsafeRawPointer(area)
+        }
+        if !isPrivate && (source == nil || !kinds.isEmpty) { thread.barrier() }
+        return StageInput(x: input, prepared: (prepared[0], prepared[1], prepared[2]))
+    }
+
+    /// This thread's share of the weight rows of `matmul`; returns the rows (output columns) it wrote.
+    @discardableResult
+    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int? = nil,
+                into y: UnsafeMutablePointer<Float>) -> Range<Int> {
+        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
+        let status = matmul.run(input.x, prepared: input[slot], m: rows ?? self.rows, into: y, rows: range)
+        if status != 0 { record(matmul.failure(status)) }
+        return range
+    }
+
+    /// x[:, columns] += projected[:, columns] for the columns this thread computed.
+    func addResidual(_ columns: Range<Int>, width: Int) {
+        guard !columns.isEmpty else { return }
+        for row in 0..<rows {
+            ek_add(ws.x + row * width + columns.lowerBound, ws.projected + row * width + columns.lowerBound, Int64(columns.count))
+        }
+    }
+
+    func record(_ error: KernelError) {
+        lock.withLock { if failure == nil { failure = error } }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+/// Which bound matmuls a forward pass uses: the units allowed and the precision asked for.
+struct PlanKey: Hashable {
+    let units: ComputeUnits
+    let precision: Precision?
+}
+
+/// Every matmul of the model bound to the kernel the registry picks for the
+/// units and precision asked for (variants derived once and cached by the
+/// weights), and the route the forward pass holds while it runs.
+final class ForwardPlan: @unchecked Sendable {
+    struct LayerMatmuls {
+        let q, k, v, o, gate, up, down: BoundMatmul
+    }
+
+    let layers: [LayerMatmuls]
+    let output: BoundMatmul
+    /// The unit that runs most of the arithmetic; the pass runs on its execution resource.
+    let route: ComputeUnit
+    /// The precision of the weights the matmuls read (the file's own when none was asked for).
+    let precision: Precision
+    /// Multiply-adds ×2 of the matmuls, per token.
+    let operationsPerToken: Double
+
+    init(model: LlamaModel, key: PlanKey, registry: KernelRegistry) throws {
+        func bind(_ w: WeightMatrix) throws -> BoundMatmul {
+            try registry.bindMatmul(try key.precision.map { try w.variant(for: $0) } ?? w, units: key.units)
+        }
+        layers = try model.layers.map { layer in
+            LayerMatmuls(q: try bind(layer.q), k: try bind(layer.k), v: try bind(layer.v), o: try bind(layer.o),
+                         gate: try bind(layer.gate), up: try bind(layer.up), down: try bind(layer.down))
+        }
+        output = try bind(model.embedding)
+        var work: [ComputeUnit: Double] = [:]
+        var total = 0.0
+        for matmul in layers.flatMap({ [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] }) + [output] {
+            let operations = 2 * Double(matmul.rows) * Double(matmul.columns)
+            work[matmul.placement.unit, default: 0] += operations
+            total += operations
+        }
+        route = work.max { $0.value < $1.value }?.key ?? .cpu
+        precision = key.precision ?? model.layers.first?.q.format.precision ?? .fp32
+        operationsPerToken = total
+    }
+
+    /// Every placement, in forward order (matmuls as the registry placed them).
+    var matmulPlacements: [Placement] {
+        layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down].map(\.placement) } + [output.placement]
+    }
+}
+
+extension LlamaModel {
+    /// The bound plan for `units` and `precision`, built on first use and cached.
+    func plan(units: ComputeUnits, precision: Precision?) throws -> ForwardPlan {
+        let key = PlanKey(units: units, precision: precision)
+        if let plan = planLock.withLock({ plans[key] }) { return plan }
+        let plan = try ForwardPlan(model: self, key: key, registry: .shared)
+        planLock.withLock { plans[key] = plan }
+        return plan
+    }
+
+    /// Where each op of one decoder layer and the output projection runs
+    /// under `units`, like Core ML's `MLComputePlan`: matmuls as the kernel
+    /// registry places them, the other ops on the CPU route in the model's code.
+    public func computePlan(units: ComputeUnits, precision: Precision? = nil) throws -> ComputePlan {
+        let plan = try plan(units: units, precision: precision)
+        let layer = plan.layers.first.map { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down].map(\.placement) } ?? []
+        func cpu(_ op: ComputeOperation, _ reason: String) -> Placement {
+            Placement(op: op, format: .f32, unit: .cpu, kernel: nil, source: nil, reason: reason)
+        }
+        let modelCode = "fp32 vector op in the model's code (CKernels ek_ops) on the CPU route"
+        let norm = cpu(.rmsNorm, modelCode)
+        var placements: [Placement] = [cpu(.embedding, "one dequantized row per token"), norm]
+        placements += layer[0..<3]
+        placements += [cpu(.rope, modelCode), cpu(.attention, modelCode), layer[3], norm, layer[4], layer[5]]
+        placements += [cpu(.activation, "SwiGLU, " + modelCode), layer[6], norm, plan.output.placement]
+        return ComputePlan(units: units, placements: placements)
+    }
+}

@@ -1,0 +1,109 @@
+import CKernels
+import Foundation
+
+extension LlamaModel {
+    /// One conversation's state: the KV cache, sized from the context asked
+    /// for, and the buffers a forward pass reuses.
+    ///
+    /// With `halfPrecision` (the default, as llama.cpp's) keys and values are
+    /// stored as fp16 — half the memory — and the attention products round
+    /// their other operand to fp16, as llama.cpp's f16 dot products do.
+    /// Without it they are kept in fp32.
+    public final class Session: @unchecked Sendable {
+        public let capacity: Int
+        public let halfPrecision: Bool
+        public private(set) var position = 0
+        /// Energy of every forward pass of this session so far.
+        public internal(set) var energy = EnergyEstimate(joules: 0, source: .modelled)
+        let kvWidth: Int
+        /// Per layer: keys then values, each [capacity × kvWidth] of fp16 or fp32.
+        let cache: [UnsafeMutableRawPointer]
+        var workspace: Workspace?
+
+        init(config: Config, capacity: Int, halfPrecision: Bool) {
+            self.capacity = capacity
+            self.halfPrecision = halfPrecision
+            kvWidth = config.kvHeads * config.headDim
+            let bytes = 2 * capacity * kvWidth * (halfPrecision ? 2 : 4)
+            cache = (0..<config.layers).map { _ in
+                let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
+                buffer.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytes, 1))
+                return buffer
+            }
+        }
+
+        deinit { for buffer in cache { buffer.deallocate() } }
+
+        /// Bytes the KV cache takes.
+        public var cacheBytes: Int { cache.count * 2 * capacity * kvWidth * (halfPrecision ? 2 : 4) }
+
+        /// Layer `layer`'s keys (values follow at ``valueOffset``), element `index` in bytes.
+        func keys(_ layer: Int) -> UnsafeMutableRawPointer { cache[layer] }
+        func values(_ layer: Int) -> UnsafeMutableRawPointer { cache[layer] + capacity * kvWidth * (halfPrecision ? 2 : 4) }
+
+        func advance(by count: Int) { position += count }
+
+        /// Forgets everything after `position` (for example to re-run from a shared prefix).
+        public func rewind(to position: Int) {
+            self.position = max(0, min(position, self.position))
+        }
+    }
+
+    public func makeSession(contextLength: Int = 2048, halfPrecisionCache: Bool = true) -> Session {
+        Session(config: config, capacity: max(1, min(contextLength, config.contextLength)), halfPrecision: halfPrecisionCache)
+    }
+}
+
+/// Buffers for a forward pass of up to `rows` tokens, reused from step to step.
+final class Workspace {
+    let rows: Int
+    let threads: Int
+    private var buffers: [UnsafeMutableRawPointer] = []
+
+    // Shared [rows × width] fp32 activations.
+    let x, normed, q, k, v, attention, projected, gate, up, hidden: UnsafeMutablePointer<Float>
+    /// RoPE (cos, sin) per row.
+    let rope: UnsafeMutablePointer<Float>
+    /// Shared prepared activations, one area per distinct preparation of a stage (at most 4).
+    let prepared: [UnsafeMutableRawPointer]
+    let preparedBytes: Int
+    /// Per thread: a private input of `privateRows` rows, its preparations, and attention scores.
+    let privateInput: [UnsafeMutablePointer<Float>]
+    let privatePrepared: [[UnsafeMutableRawPointer]]
+    let scores: [UnsafeMutablePointer<Float>]
+
+    static let privateRows = 4
+    static let maxPreparations = 4
+
+    init(config: LlamaModel.Config, rows: Int, threads: Int, capacity: Int) {
+        self.rows = rows
+        self.threads = threads
+        var buffers: [UnsafeMutableRawPointer] = []
+        func floats(_ count: Int) -> UnsafeMutablePointer<Float> {
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, count) * 4, alignment: 64)
+            buffers.append(buffer)
+            return buffer.initializeMemory(as: Float.self, repeating: 0, count: max(1, count))
+        }
+        func raw(_ bytes: Int) -> UnsafeMutableRawPointer {
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, bytes), alignment: 64)
+            buffers.append(buffer)
+            return buffer
+        }
+        let (d, ff, kvWidth) = (config.hidden, config.feedForward, config.kvHeads * config.headDim)
+        let width = max(d, ff)
+        x = floats(rows * d); normed = floats(rows * d); q = floats(rows * d)
+        k = floats(rows * kvWidth); v = floats(rows * kvWidth)
+        attention = floats(rows * d); projected = floats(rows * d)
+        gate = floats(rows * ff); up = floats(rows * ff); hidden = floats(rows * ff)
+        rope = floats(rows * config.headDim)
+        preparedBytes = ek_activation_size(Int64(rows), Int64(width))
+        prepared = (0..<Self.maxPreparations).map { _ in raw(ek_activation_size(Int64(rows), Int64(width))) }
+        let privateBytes = ek_activation_size(Int64(Self.privateRows), Int64(width))
+        privateInput = (0..<threads).map { _ in floats(Self.privateRows * width) }
+        privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
+        scores = (0..<threads).map { _ in floats(capacity) }
+        self.buffers = buffers
+    }
+
+    deinit { for buffer in buffers { buffer.deallocate() } }
+}
