@@ -9,12 +9,23 @@ public struct Generation: Sendable {
     public var stopReason: String
     public var prefillSeconds: Double
     public var decodeSeconds: Double
+    /// Energy of the forward passes, measured (RAPL) or modelled (the route's cost model).
+    public var energy: EnergyEstimate
 }
 
 extension LlamaModel {
+    /// Binds every matmul for `units` and `precision` now (packing, requantizing
+    /// or dequantizing weights as the kernels need) instead of on the first
+    /// forward pass; returns the plan's placements.
+    @discardableResult
+    public func prepare(units: ComputeUnits, precision: Precision? = nil) throws -> ComputePlan {
+        try computePlan(units: units, precision: precision)
+    }
+
     /// Generates from `prompt` (special tokens parsed), streaming each text piece to `onPiece`.
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          units: ComputeUnits = .cpuAndNeuralEngine, precision: Precision? = nil,
+                         threads: Int = KernelThreads.default, qos: QoSClass = .current,
                          onPiece: (String) -> Void = { _ in }) throws -> Generation {
         let promptIDs = tokenizer.encode(prompt)
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
@@ -22,7 +33,7 @@ extension LlamaModel {
         var sampler = Sampler(settings)
         var decoder = StreamingDecoder()
         let prefillStart = DispatchTime.now().uptimeNanoseconds
-        var logits = try forward(promptIDs, session: session, units: units, precision: precision)
+        var logits = try forward(promptIDs, session: session, units: units, precision: precision, threads: threads, qos: qos)
         let prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         var generated: [Int] = []
         var stop = "max_tokens"
@@ -39,13 +50,13 @@ extension LlamaModel {
             text += piece
             if !piece.isEmpty { onPiece(piece) }
             if generated.count == maxTokens { break }
-            logits = try forward([next], session: session, units: units, precision: precision)
+            logits = try forward([next], session: session, units: units, precision: precision, threads: threads, qos: qos)
         }
         let tail = decoder.finish()
         text += tail
         if !tail.isEmpty { onPiece(tail) }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
         return Generation(promptTokenIDs: promptIDs, tokenIDs: generated, text: text, stopReason: stop,
-                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds)
+                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds, energy: session.energy)
     }
 }

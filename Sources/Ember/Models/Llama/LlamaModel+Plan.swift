@@ -24,14 +24,19 @@ final class ForwardPlan: @unchecked Sendable {
     let operationsPerToken: Double
 
     init(model: LlamaModel, key: PlanKey, registry: KernelRegistry) throws {
-        func bind(_ w: WeightMatrix) throws -> BoundMatmul {
-            try registry.bindMatmul(try key.precision.map { try w.variant(for: $0) } ?? w, units: key.units)
+        func bind(_ w: WeightMatrix, keepingFinerFormat: Bool = false) throws -> BoundMatmul {
+            guard let precision = key.precision, !(keepingFinerFormat && precision != .fp32 && w.format.precision > precision) else {
+                return try registry.bindMatmul(w, units: key.units)
+            }
+            return try registry.bindMatmul(try w.variant(for: precision), units: key.units)
         }
         layers = try model.layers.map { layer in
             LayerMatmuls(q: try bind(layer.q), k: try bind(layer.k), v: try bind(layer.v), o: try bind(layer.o),
                          gate: try bind(layer.gate), up: try bind(layer.up), down: try bind(layer.down))
         }
-        output = try bind(model.embedding)
+        // The token table stays at its file precision (Q8_0 in SmolLM2's file) unless
+        // fp32 is asked for, as llama.cpp runs its Q4_1 file.
+        output = try bind(model.embedding, keepingFinerFormat: true)
         var work: [ComputeUnit: Double] = [:]
         var total = 0.0
         for matmul in layers.flatMap({ [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] }) + [output] {

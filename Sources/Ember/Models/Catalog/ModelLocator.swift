@@ -1,0 +1,27 @@
+import Foundation
+
+/// Finds a model's file from what a user types: a path to a file, or a
+/// model name from the manifest (`smollm2-135m-instruct`), fetched into
+/// `<models>/<name>/` by `ember fetch` / `make models`.
+public enum ModelLocator {
+    /// The models directory: `EMBER_MODELS_DIR`, else `models` under the current directory.
+    public static var modelsDirectory: URL {
+        URL(fileURLWithPath: ProcessInfo.processInfo.environment["EMBER_MODELS_DIR"] ?? "models", isDirectory: true)
+    }
+
+    /// The path of the model file for `nameOrPath`; a name that is in the
+    /// manifest but not fetched yet is an error that says how to fetch it.
+    public static func path(for nameOrPath: String, modelsDirectory: URL = ModelLocator.modelsDirectory) throws -> String {
+        if FileManager.default.fileExists(atPath: nameOrPath) { return nameOrPath }
+        let manifest = try ModelManifest(contentsOf: modelsDirectory.appendingPathComponent("manifest.json"))
+        let entry = try manifest.model(named: nameOrPath)
+        guard let first = entry.files.first else {
+            throw ModelCatalogError.invalidField(file: "manifest.json", field: "models[\(nameOrPath)].files", found: "[]", expected: "a file")
+        }
+        let location = ModelFetcher(manifest: manifest, modelsDirectory: modelsDirectory).location(of: first, in: entry)
+        guard FileManager.default.fileExists(atPath: location.path) else {
+            throw ModelCatalogError.unreadable(file: location.path, reason: "not fetched yet: run `ember fetch \(nameOrPath)` or `make models`")
+        }
+        return location.path
+    }
+}
