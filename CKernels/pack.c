@@ -62,16 +62,22 @@ ek_status ek_pack_weights(ek_format format, const void *gguf, int64_t n, int64_t
                 }
                 memcpy(&d[r], &scale, sizeof scale);
                 if (format == EK_FORMAT_Q4_1) memcpy(&mins[r], &minimum, sizeof minimum);
+                /* Four bytes of a row at a time: 4-byte chunk c of row r goes to quants[c·64 + r·4]. */
                 if (format == EK_FORMAT_Q8_0) {
                     const int8_t *qs = block ? ((const ek_block_q8_0 *)block)->qs : NULL;
-                    for (int c = 0; c < 8; c++)
-                        for (int t = 0; t < 4; t++)
-                            quants[c * 64 + r * 4 + t] = (uint8_t)((qs ? (uint8_t)qs[4 * c + t] : 0u) ^ 0x80u);
+                    for (int c = 0; c < 8; c++) {
+                        uint32_t word = 0;
+                        if (qs) memcpy(&word, qs + 4 * c, 4);
+                        word ^= 0x80808080u;
+                        memcpy(quants + c * 64 + r * 4, &word, 4);
+                    }
                 } else {
                     const uint8_t *qs = block ? block + (format == EK_FORMAT_Q4_1 ? 4 : 2) : NULL;
-                    for (int c = 0; c < 4; c++)
-                        for (int t = 0; t < 4; t++)
-                            quants[c * 64 + r * 4 + t] = qs ? qs[4 * c + t] : 0x88u;
+                    for (int c = 0; c < 4; c++) {
+                        uint32_t word = 0x88888888u;
+                        if (qs) memcpy(&word, qs + 4 * c, 4);
+                        memcpy(quants + c * 64 + r * 4, &word, 4);
+                    }
                 }
             }
         }

@@ -51,6 +51,9 @@ struct ModelRunOptions: ParsableArguments {
     /// Opens and validates the model, and binds its matmuls for `decision`; returns it with the milliseconds taken.
     func load(for decision: Decision) throws -> (LlamaModel, milliseconds: Double) {
         let path = try ModelLocator.path(for: model)
+        // Sets OpenBLAS to one thread and stops its idle pool before the load competes
+        // with it, and starts the workers of the decision's class.
+        _ = WorkerPool.shared.threadIDs(for: decision.qos)
         let start = DispatchTime.now().uptimeNanoseconds
         let llama = try LlamaModel(file: GGUFFile(path: path))
         try llama.prepare(units: decision.computeUnits, precision: decision.precision)

@@ -93,7 +93,8 @@ public final class WeightMatrix: @unchecked Sendable {
             if let fp32Variant { return fp32Variant }
             let made: Tensor
             if let quantized = format.quantized {
-                var values = try Tensor(zeros: [rows, columns])
+                var values = Tensor(shape: [rows, columns], dtype: .float32, // every row is written below
+                                    storage: TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
                 let rowBytes = columns / 32 * quantized.blockBytes
                 try values.withUnsafeMutableBufferPointer { out in
                     for row in 0..<rows {

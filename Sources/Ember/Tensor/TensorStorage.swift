@@ -1,7 +1,9 @@
+import Foundation
+
 /// The memory behind one or more ``Tensor`` values.
 ///
-/// Storage is either *owned* — allocated by Ember, 64-byte aligned, zeroed,
-/// freed with the last reference — or *borrowed*: memory that belongs to
+/// Storage is either *owned* — allocated by Ember, 64-byte aligned, zeroed
+/// (or written in full by Ember's own code before any read), freed with the last reference — or *borrowed*: memory that belongs to
 /// someone else (a memory-mapped model file, a host application's buffer),
 /// kept alive through `owner` for as long as any tensor refers to it.
 public final class TensorStorage: @unchecked Sendable {
@@ -24,6 +26,27 @@ public final class TensorStorage: @unchecked Sendable {
         precondition(byteCount >= 0, "byteCount must not be negative")
         baseAddress = .allocate(byteCount: max(byteCount, 1), alignment: Self.alignment)
         baseAddress.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1))
+        self.byteCount = byteCount
+        isOwned = true
+        isMutable = true
+        owner = nil
+    }
+
+    /// Allocates `byteCount` bytes for a caller that writes every one of them
+    /// before reading (packed or dequantized weights). Large allocations are
+    /// advised onto transparent huge pages on Linux, so tens of megabytes of
+    /// weights cost tens of page faults rather than thousands.
+    init(uninitializedByteCount byteCount: Int) {
+        precondition(byteCount >= 0, "byteCount must not be negative")
+        let huge = 2 << 20
+        if byteCount >= 2 * huge {
+            baseAddress = .allocate(byteCount: byteCount, alignment: huge)
+            #if os(Linux)
+            _ = madvise(baseAddress, byteCount, MADV_HUGEPAGE)
+            #endif
+        } else {
+            baseAddress = .allocate(byteCount: max(byteCount, 1), alignment: Self.alignment)
+        }
         self.byteCount = byteCount
         isOwned = true
         isMutable = true

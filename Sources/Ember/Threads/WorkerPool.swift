@@ -38,8 +38,14 @@ public final class WorkerPool: @unchecked Sendable {
         self.mapping = mapping
         self.workerSpinNanoseconds = workerSpinNanoseconds
         self.callerSpinNanoseconds = callerSpinNanoseconds ?? 20_000
-        openblas_set_num_threads(1)
+        Self.singleThreadedBLAS
     }
+
+    /// OpenBLAS on one thread per call, its own pool stopped (once per process).
+    private static let singleThreadedBLAS: Void = {
+        openblas_set_num_threads(1)
+        _ = blas_thread_shutdown_()
+    }()
 
     /// Runs `body(0) … body(count − 1)` on the workers of `qos` and returns when all are done.
     /// Called from inside a part (nested parallel work) it runs every part

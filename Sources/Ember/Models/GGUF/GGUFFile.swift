@@ -185,78 +185,78 @@ struct GGUFReader {
 
     var remaining: Int { bytes.count - position }
 
-    mutating func take(_ count: Int, _ field: String) throws -> UnsafeRawBufferPointer {
+    mutating func take(_ count: Int, _ field: @autoclosure () -> String) throws -> UnsafeRawBufferPointer {
         guard count >= 0, count <= remaining else {
-            throw ModelFileError.truncated(file: file, field: field, offset: position, needed: count, available: remaining)
+            throw ModelFileError.truncated(file: file, field: field(), offset: position, needed: count, available: remaining)
         }
         defer { position += count }
         return UnsafeRawBufferPointer(rebasing: bytes[position..<(position + count)])
     }
 
-    mutating func load<T: FixedWidthInteger>(_ type: T.Type, _ field: String) throws -> T {
-        T(littleEndian: try take(MemoryLayout<T>.size, field).loadUnaligned(as: T.self))
+    mutating func load<T: FixedWidthInteger>(_ type: T.Type, _ field: @autoclosure () -> String) throws -> T {
+        T(littleEndian: try take(MemoryLayout<T>.size, field()).loadUnaligned(as: T.self))
     }
 
-    mutating func u32(_ field: String) throws -> UInt32 { try load(UInt32.self, field) }
-    mutating func u64(_ field: String) throws -> UInt64 { try load(UInt64.self, field) }
+    mutating func u32(_ field: @autoclosure () -> String) throws -> UInt32 { try load(UInt32.self, field()) }
+    mutating func u64(_ field: @autoclosure () -> String) throws -> UInt64 { try load(UInt64.self, field()) }
 
     /// A count of things that each take at least `minimumBytesEach` bytes: never more than the file could hold.
-    mutating func count(_ field: String, minimumBytesEach: Int) throws -> Int {
-        let value = try u64(field)
+    mutating func count(_ field: @autoclosure () -> String, minimumBytesEach: Int) throws -> Int {
+        let value = try u64(field())
         guard value <= UInt64(remaining / max(1, minimumBytesEach)) else {
-            throw ModelFileError.invalidField(file: file, field: field, found: "\(value)",
+            throw ModelFileError.invalidField(file: file, field: field(), found: "\(value)",
                                               expected: "at most \(remaining / max(1, minimumBytesEach)) (what \(remaining) bytes can hold)")
         }
         return Int(value)
     }
 
-    mutating func string(_ field: String) throws -> String {
-        let length = try u64("\(field).length")
+    mutating func string(_ field: @autoclosure () -> String) throws -> String {
+        let length = try u64("\(field()).length")
         guard length <= UInt64(remaining) else {
-            throw ModelFileError.truncated(file: file, field: field, offset: position, needed: Int(clamping: length), available: remaining)
+            throw ModelFileError.truncated(file: file, field: field(), offset: position, needed: Int(clamping: length), available: remaining)
         }
-        let raw = try take(Int(length), field)
+        let raw = try take(Int(length), field())
         guard let text = String(validating: raw, as: UTF8.self) else {
-            throw ModelFileError.invalidField(file: file, field: field, found: "\(length) bytes that are not UTF-8", expected: "UTF-8 text")
+            throw ModelFileError.invalidField(file: file, field: field(), found: "\(length) bytes that are not UTF-8", expected: "UTF-8 text")
         }
         return text
     }
 
-    mutating func value(type: UInt32, field: String, depth: Int) throws -> GGUFValue {
+    mutating func value(type: UInt32, field: @autoclosure () -> String, depth: Int) throws -> GGUFValue {
         switch type {
-        case 0: return .uint8(try load(UInt8.self, field))
-        case 1: return .int8(try load(Int8.self, field))
-        case 2: return .uint16(try load(UInt16.self, field))
-        case 3: return .int16(try load(Int16.self, field))
-        case 4: return .uint32(try load(UInt32.self, field))
-        case 5: return .int32(try load(Int32.self, field))
-        case 6: return .float32(Float(bitPattern: try load(UInt32.self, field)))
+        case 0: return .uint8(try load(UInt8.self, field()))
+        case 1: return .int8(try load(Int8.self, field()))
+        case 2: return .uint16(try load(UInt16.self, field()))
+        case 3: return .int16(try load(Int16.self, field()))
+        case 4: return .uint32(try load(UInt32.self, field()))
+        case 5: return .int32(try load(Int32.self, field()))
+        case 6: return .float32(Float(bitPattern: try load(UInt32.self, field())))
         case 7:
-            let raw = try load(UInt8.self, field)
-            guard raw <= 1 else { throw ModelFileError.invalidField(file: file, field: field, found: "\(raw)", expected: "a bool (0 or 1)") }
+            let raw = try load(UInt8.self, field())
+            guard raw <= 1 else { throw ModelFileError.invalidField(file: file, field: field(), found: "\(raw)", expected: "a bool (0 or 1)") }
             return .bool(raw == 1)
-        case 8: return .string(try string(field))
+        case 8: return .string(try string(field()))
         case 9:
-            guard depth == 0 else { throw ModelFileError.invalidField(file: file, field: field, found: "an array of arrays", expected: "one level of array") }
-            let elementType = try u32("\(field).element_type")
+            guard depth == 0 else { throw ModelFileError.invalidField(file: file, field: field(), found: "an array of arrays", expected: "one level of array") }
+            let elementType = try u32("\(field()).element_type")
             let minimum: Int = switch elementType {
             case 0, 1, 7: 1
             case 2, 3: 2
             case 4, 5, 6: 4
             case 8: 8
             case 10, 11, 12: 8
-            default: throw ModelFileError.invalidField(file: file, field: "\(field).element_type", found: "\(elementType)", expected: "0…8 or 10…12")
+            default: throw ModelFileError.invalidField(file: file, field: "\(field()).element_type", found: "\(elementType)", expected: "0…8 or 10…12")
             }
-            let count = try self.count("\(field).count", minimumBytesEach: minimum)
+            let count = try self.count("\(field()).count", minimumBytesEach: minimum)
             var items: [GGUFValue] = []
             items.reserveCapacity(count)
-            for index in 0..<count { items.append(try value(type: elementType, field: "\(field)[\(index)]", depth: 1)) }
+            for index in 0..<count { items.append(try value(type: elementType, field: "\(field())[\(index)]", depth: 1)) }
             return .array(items)
-        case 10: return .uint64(try load(UInt64.self, field))
-        case 11: return .int64(try load(Int64.self, field))
-        case 12: return .float64(Double(bitPattern: try load(UInt64.self, field)))
+        case 10: return .uint64(try load(UInt64.self, field()))
+        case 11: return .int64(try load(Int64.self, field()))
+        case 12: return .float64(Double(bitPattern: try load(UInt64.self, field())))
         default:
-            throw ModelFileError.invalidField(file: file, field: "\(field).type", found: "\(type)", expected: "a GGUF value type 0…12")
+            throw ModelFileError.invalidField(file: file, field: "\(field()).type", found: "\(type)", expected: "a GGUF value type 0…12")
         }
     }
 }

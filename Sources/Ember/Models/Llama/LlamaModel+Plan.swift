@@ -24,19 +24,29 @@ final class ForwardPlan: @unchecked Sendable {
     let operationsPerToken: Double
 
     init(model: LlamaModel, key: PlanKey, registry: KernelRegistry) throws {
-        func bind(_ w: WeightMatrix, keepingFinerFormat: Bool = false) throws -> BoundMatmul {
+        func bind(_ w: WeightMatrix, keepingFinerFormat: Bool) throws -> BoundMatmul {
             guard let precision = key.precision, !(keepingFinerFormat && precision != .fp32 && w.format.precision > precision) else {
                 return try registry.bindMatmul(w, units: key.units)
             }
             return try registry.bindMatmul(try w.variant(for: precision), units: key.units)
         }
-        layers = try model.layers.map { layer in
-            LayerMatmuls(q: try bind(layer.q), k: try bind(layer.k), v: try bind(layer.v), o: try bind(layer.o),
-                         gate: try bind(layer.gate), up: try bind(layer.up), down: try bind(layer.down))
+        // Binding packs, requantizes or dequantizes: the matrices are bound on
+        // every core at once, largest first. The token table (also the output
+        // projection) stays at its file precision (Q8_0 in SmolLM2's file)
+        // unless fp32 is asked for, as llama.cpp runs its Q4_1 file.
+        let matrices = model.layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] } + [model.embedding]
+        let order = matrices.indices.sorted { matrices[$0].bytes.count > matrices[$1].bytes.count }
+        let results = ResultSlots<BoundMatmul>(count: matrices.count)
+        WorkerPool.shared.parallelFor(order.count, qos: .current) { part in
+            let index = order[part]
+            results.set(index, Result { try bind(matrices[index], keepingFinerFormat: index == matrices.count - 1) })
         }
-        // The token table stays at its file precision (Q8_0 in SmolLM2's file) unless
-        // fp32 is asked for, as llama.cpp runs its Q4_1 file.
-        output = try bind(model.embedding, keepingFinerFormat: true)
+        let bound = try results.values()
+        layers = stride(from: 0, to: bound.count - 1, by: 7).map { i in
+            LayerMatmuls(q: bound[i], k: bound[i + 1], v: bound[i + 2], o: bound[i + 3],
+                         gate: bound[i + 4], up: bound[i + 5], down: bound[i + 6])
+        }
+        output = bound[bound.count - 1]
         var work: [ComputeUnit: Double] = [:]
         var total = 0.0
         for matmul in layers.flatMap({ [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] }) + [output] {
@@ -53,6 +63,19 @@ final class ForwardPlan: @unchecked Sendable {
     var matmulPlacements: [Placement] {
         layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down].map(\.placement) } + [output.placement]
     }
+}
+
+/// One result per index, filled from several threads.
+final class ResultSlots<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var slots: [Result<Value, Error>?]
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ index: Int, _ result: Result<Value, Error>) { lock.withLock { slots[index] = result } }
+
+    /// Every value in order, or the first error by index.
+    func values() throws -> [Value] { try lock.withLock { slots }.map { try $0!.get() } }
 }
 
 extension LlamaModel {

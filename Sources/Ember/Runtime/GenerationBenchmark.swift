@@ -1,0 +1,86 @@
+import Foundation
+
+/// Text-generation speed the way llama-bench measures it: prompt
+/// processing of `promptTokens` tokens in one batch (pp128) and generation
+/// of `generatedTokens` tokens one at a time from an empty context (tg64),
+/// each from a fresh session, after one untimed warm-up, median of `runs`.
+/// Token ids are a fixed pseudo-random sequence, so every run does the same
+/// work; only the forward passes are timed (no sampling).
+/// Time to first token is separate: open the file, load, bind, prefill a
+/// 20-token prompt and pick the first token, all timed.
+public struct GenerationBenchmark: Sendable {
+    public struct Result: Sendable, Codable {
+        public var prefillTokensPerSecond: Double
+        public var decodeTokensPerSecond: Double
+        /// Every timed run, in order.
+        public var prefillRuns: [Double]
+        public var decodeRuns: [Double]
+    }
+
+    public var promptTokens = 128
+    public var generatedTokens = 64
+    public var runs = 5
+    public var units: ComputeUnits
+    public var precision: Precision?
+    public var threads: Int
+    public var qos: QoSClass
+
+    public init(units: ComputeUnits, precision: Precision?, threads: Int = KernelThreads.default, qos: QoSClass = .userInitiated) {
+        self.units = units
+        self.precision = precision
+        self.threads = threads
+        self.qos = qos
+    }
+
+    public func run(_ model: LlamaModel) throws -> Result {
+        var generator = SplitMix64(seed: 42)
+        let tokens = (0..<max(promptTokens, generatedTokens)).map { _ in Int(generator.next() % UInt64(model.config.vocabulary)) }
+        func prefill() throws -> Double {
+            let session = model.makeSession(contextLength: promptTokens)
+            let seconds = try Measurement.seconds {
+                _ = try model.forward(Array(tokens.prefix(promptTokens)), session: session, units: units, precision: precision,
+                                      threads: threads, qos: qos)
+            }
+            return Double(promptTokens) / seconds
+        }
+        func decode() throws -> Double {
+            let session = model.makeSession(contextLength: generatedTokens)
+            let seconds = try Measurement.seconds {
+                for token in tokens.prefix(generatedTokens) {
+                    _ = try model.forward([token], session: session, units: units, precision: precision, threads: threads, qos: qos)
+                }
+            }
+            return Double(generatedTokens) / seconds
+        }
+        _ = try prefill()
+        _ = try decode()
+        var prefillRuns: [Double] = [], decodeRuns: [Double] = []
+        for _ in 0..<max(1, runs) { // alternating, so slow spells of a shared machine hit both
+            prefillRuns.append(try prefill())
+            decodeRuns.append(try decode())
+        }
+        return Result(prefillTokensPerSecond: Measurement.median(prefillRuns), decodeTokensPerSecond: Measurement.median(decodeRuns),
+                      prefillRuns: prefillRuns, decodeRuns: decodeRuns)
+    }
+
+    /// Milliseconds from opening `path` to the first token of a `promptTokens`-token prompt, median of `runs`.
+    public func timeToFirstToken(path: String, promptTokens: Int = 20, runs: Int = 5) throws -> (median: Double, runs: [Double]) {
+        var times: [Double] = []
+        for _ in 0..<max(1, runs) {
+            var first = -1
+            let seconds = try Measurement.seconds {
+                let model = try LlamaModel(file: GGUFFile(path: path))
+                try model.prepare(units: units, precision: precision)
+                var generator = SplitMix64(seed: 7)
+                let prompt = (0..<promptTokens).map { _ in Int(generator.next() % UInt64(model.config.vocabulary)) }
+                let logits = try model.forward(prompt, session: model.makeSession(contextLength: promptTokens + 1), units: units,
+                                               precision: precision, threads: threads, qos: qos)
+                var sampler = Sampler(SamplerSettings())
+                first = sampler.next(logits: try logits.scalars(), history: prompt)
+            }
+            precondition(first >= 0)
+            times.append(seconds * 1000)
+        }
+        return (Measurement.median(times), times)
+    }
+}

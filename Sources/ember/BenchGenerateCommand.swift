@@ -1,0 +1,86 @@
+import ArgumentParser
+import Ember
+import Foundation
+
+/// `ember bench generate`: llama-bench's pp128 / tg64 on a GGUF model, and time to first token.
+struct BenchGenerateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "generate",
+        abstract: "Prompt processing of 128 tokens and generation of 64 (medians of --runs), like llama-bench's pp128/tg64.")
+
+    @OptionGroup var options: ModelRunOptions
+
+    @Option(help: "Timed runs of each (at least 5); medians are reported.")
+    var runs = 5
+
+    @Option(name: .customLong("prompt-tokens"), help: "Tokens of the prompt-processing test.")
+    var promptTokens = 128
+
+    @Option(name: .customLong("generated-tokens"), help: "Tokens of the generation test.")
+    var generatedTokens = 64
+
+    @Flag(help: "Also time the first token of a 20-token prompt from opening the file (TTFT).")
+    var ttft = false
+
+    @Flag(help: "Print one JSON object: precision, threads, prefill_tokens_per_s, decode_tokens_per_s, runs (and more).")
+    var json = false
+
+    struct Report: Encodable {
+        var precision: String
+        var units: String
+        var threads: Int
+        var prefill_tokens_per_s: Double
+        var decode_tokens_per_s: Double
+        var runs: Int
+        var prompt_tokens: Int
+        var generated_tokens: Int
+        var prefill_runs: [Double]
+        var decode_runs: [Double]
+        var ttft_ms: Double?
+        var load_ms: Double
+        var blas_core: String
+        var kernel_isa: String
+    }
+
+    func validate() throws {
+        guard runs >= 5 else { throw ValidationError("--runs \(runs): expected at least 5") }
+        guard (1...4096).contains(promptTokens), (1...4096).contains(generatedTokens) else {
+            throw ValidationError("--prompt-tokens and --generated-tokens: expected 1 to 4096")
+        }
+    }
+
+    func run() throws {
+        let decision = try options.decision()
+        let (llama, loadMs) = try options.load(for: decision)
+        var benchmark = GenerationBenchmark(units: decision.computeUnits, precision: decision.precision,
+                                            threads: decision.threads, qos: decision.qos)
+        (benchmark.runs, benchmark.promptTokens, benchmark.generatedTokens) = (runs, promptTokens, generatedTokens)
+        let library = BLASLibrary.current
+        if !json {
+            print("\(options.model): \(decision.precision) on \(decision.computeUnits), \(decision.threads) thread(s) at \(decision.qos); "
+                  + "kernels \(KernelISA.active), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
+        }
+        let result = try benchmark.run(llama)
+        let firstToken = ttft ? try benchmark.timeToFirstToken(path: try ModelLocator.path(for: options.model), runs: runs) : nil
+        if json {
+            try printJSON(Report(
+                precision: decision.precision.rawValue, units: decision.computeUnits.description, threads: decision.threads,
+                prefill_tokens_per_s: result.prefillTokensPerSecond, decode_tokens_per_s: result.decodeTokensPerSecond, runs: runs,
+                prompt_tokens: promptTokens, generated_tokens: generatedTokens,
+                prefill_runs: result.prefillRuns, decode_runs: result.decodeRuns, ttft_ms: firstToken?.median,
+                load_ms: loadMs, blas_core: library.coreName, kernel_isa: KernelISA.active.rawValue), singleLine: true)
+            return
+        }
+        func spread(_ values: [Double]) -> String {
+            String(format: "%.1f–%.1f", values.min() ?? 0, values.max() ?? 0)
+        }
+        print(String(format: "pp%d  %8.1f tok/s  (median of %d; runs %@)", promptTokens, result.prefillTokensPerSecond, runs,
+                     spread(result.prefillRuns)))
+        print(String(format: "tg%d  %8.1f tok/s  (median of %d; runs %@)", generatedTokens, result.decodeTokensPerSecond, runs,
+                     spread(result.decodeRuns)))
+        if let firstToken {
+            print(String(format: "time to first token, 20-token prompt, load included: %.1f ms (median of %d, file in page cache)",
+                         firstToken.median, runs))
+        }
+    }
+}
