@@ -13,6 +13,24 @@
 #include <immintrin.h>
 #endif
 
+static bool have_avx2(void) {
+#if defined(__x86_64__)
+    static int cached = -1;
+    if (cached < 0) {
+        ek_cpu_features f = ek_cpu_features_detect();
+        cached = f.avx2 && f.fma && f.f16c;
+    }
+    return cached;
+#else
+    return false;
+#endif
+}
+
+#if defined(__x86_64__)
+static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
+static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n);
+#endif
+
 void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t n, float eps) {
     for (int64_t r = 0; r < m; r++) {
         const float *row = x + r * n;
@@ -47,6 +65,12 @@ void ek_rope_apply(float *x, int64_t heads, int64_t head_dim, const float *table
 }
 
 void ek_swiglu(const float *g, const float *u, float *h, int64_t n) {
+#if defined(__x86_64__)
+    if (have_avx2()) {
+        swiglu_avx2(g, u, h, n);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
@@ -55,6 +79,12 @@ void ek_add(float *x, const float *y, int64_t n) {
 }
 
 void ek_fp32_to_fp16_row(const float *x, uint16_t *y, int64_t n) {
+#if defined(__x86_64__)
+    if (have_avx2()) {
+        fp32_to_fp16_avx2(x, y, n);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) y[i] = ek_fp32_to_fp16(x[i]);
 }
 
@@ -143,6 +173,78 @@ EK_OPS_AVX2 static inline float round_half(float x) {
     return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
+/*
+ * e^x for 4 double lanes, to double accuracy: x = n·ln2 + r with |r| ≤ ln2/2
+ * (ln2 in two parts), e^r by its degree-11 Taylor polynomial (error below
+ * 1e-14 relative), 2^n put into the exponent. The caller keeps x in [-104, 89].
+ */
+EK_OPS_AVX2 static inline __m256d exp_pd(__m256d x) {
+    __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+    static const double inverse_factorials[] = {
+        1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
+        1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0,
+    };
+    __m256d p = _mm256_set1_pd(inverse_factorials[0]);
+    for (int i = 1; i < 12; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(inverse_factorials[i]));
+    __m128i k = _mm256_cvtpd_epi32(n);
+    __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k), _mm256_set1_epi64x(1023)), 52);
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
+}
+
+/*
+ * e^x for 8 float lanes, computed in double and rounded once, so it agrees
+ * with a correctly rounded expf except in the rarest halfway cases (the
+ * model's near-tied logits notice a cruder approximation). Below the float
+ * range the result is 0, above it +inf.
+ */
+EK_OPS_AVX2 static inline __m256 exp256(__m256 x) {
+    __m256 clamped = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+    __m256d low = exp_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(clamped)));
+    __m256d high = exp_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(clamped, 1)));
+    return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));
+}
+
+/* As softmax_in_place, eight lanes at a time (the sum in double lanes). */
+EK_OPS_AVX2 static float softmax_avx2(float *scores, int64_t visible, float maximum) {
+    __m256 m = _mm256_set1_ps(maximum);
+    __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
+    int64_t p = 0;
+    for (; p + 8 <= visible; p += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(scores + p), m));
+        _mm256_storeu_ps(scores + p, e);
+        sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(sum0, sum1));
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; p < visible; p++) {
+        scores[p] = expf(scores[p] - maximum);
+        sum += (double)scores[p];
+    }
+    return (float)sum;
+}
+
+EK_OPS_AVX2 static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+EK_OPS_AVX2 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = ek_fp32_to_fp16(x[i]);
+}
+
 EK_OPS_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *base, int64_t i, bool half) {
     return half ? load_half8((const uint16_t *)base + i) : _mm256_loadu_ps((const float *)base + i);
 }
@@ -169,7 +271,7 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_avx2(
         scores[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
         if (scores[p] > maximum) maximum = scores[p];
     }
-    float total = softmax_in_place(scores, visible, maximum);
+    float total = softmax_avx2(scores, visible, maximum);
     for (int64_t i = 0; i < head_dim; i += 8) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
     for (int64_t p = 0; p < visible; p++) {
         float w = scores[p] / total;
@@ -191,19 +293,9 @@ EK_OPS_AVX2 static void attention_f32_avx2(const float *q, const float *keys, co
 }
 #endif
 
-static bool use_avx2(int64_t head_dim) {
 #if defined(__x86_64__)
-    static int cached = -1;
-    if (cached < 0) {
-        ek_cpu_features f = ek_cpu_features_detect();
-        cached = f.avx2 && f.fma && f.f16c;
-    }
-    return cached && head_dim % 16 == 0 && head_dim <= 512;
-#else
-    (void)head_dim;
-    return false;
+static bool use_avx2(int64_t head_dim) { return have_avx2() && head_dim % 16 == 0 && head_dim <= 512; }
 #endif
-}
 
 void ek_attention_head_f32(const float *q, const float *keys, const float *values, int64_t stride, int64_t visible,
                            int64_t head_dim, float scale, float *scores, float *out) {

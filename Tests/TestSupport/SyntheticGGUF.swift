@@ -105,3 +105,58 @@ public struct SyntheticGGUF {
         return url.path
     }
 }
+
+extension SyntheticGGUF {
+    /// A tiny Llama-family model with random fp32 weights (fake: for shape and
+    /// consistency tests, not for output quality): `layers` layers, hidden 64,
+    /// 4 heads of 16 with 2 KV heads, feed-forward 128, a 48-token byte vocabulary.
+    public static func tinyLlama(layers: Int = 2, seed: UInt64 = 11) -> SyntheticGGUF {
+        let (hidden, heads, kvHeads, feedForward) = (64, 4, 2, 128)
+        let vocabulary = 48
+        var gguf = SyntheticGGUF()
+        let tokens = (0..<vocabulary).map { String(UnicodeScalar(UInt8(65 + $0 % 58))) + ($0 >= 58 ? "x" : "") }
+        gguf.metadata = [
+            ("general.architecture", .string("llama")),
+            ("llama.block_count", .uint32(UInt32(layers))),
+            ("llama.embedding_length", .uint32(UInt32(hidden))),
+            ("llama.feed_forward_length", .uint32(UInt32(feedForward))),
+            ("llama.attention.head_count", .uint32(UInt32(heads))),
+            ("llama.attention.head_count_kv", .uint32(UInt32(kvHeads))),
+            ("llama.context_length", .uint32(256)),
+            ("llama.rope.freq_base", .float32(10000)),
+            ("llama.attention.layer_norm_rms_epsilon", .float32(1e-5)),
+            ("tokenizer.ggml.model", .string("gpt2")),
+            ("tokenizer.ggml.tokens", .array(tokens.map { .string($0) })),
+            ("tokenizer.ggml.merges", .array([])),
+        ]
+        var generator = SplitMix64(seed: seed)
+        func matrix(_ name: String, rows: Int, columns: Int, scale: Float) -> Tensor {
+            let values = (0..<(rows * columns)).map { _ in (generator.nextUnitFloat() - 0.5) * scale }
+            return Tensor(name: name, dimensions: columns == 1 ? [rows] : [columns, rows], typeID: 0,
+                          data: values.flatMap { value in withUnsafeBytes(of: value.bitPattern.littleEndian) { Array($0) } })
+        }
+        func norm(_ name: String) -> Tensor {
+            let values = (0..<hidden).map { _ in 0.8 + 0.4 * generator.nextUnitFloat() }
+            return Tensor(name: name, dimensions: [hidden], typeID: 0,
+                          data: values.flatMap { value in withUnsafeBytes(of: value.bitPattern.littleEndian) { Array($0) } })
+        }
+        let kvWidth = kvHeads * hidden / heads
+        gguf.tensors = [matrix("token_embd.weight", rows: vocabulary, columns: hidden, scale: 2)]
+        for layer in 0..<layers {
+            let prefix = "blk.\(layer)."
+            gguf.tensors += [
+                norm(prefix + "attn_norm.weight"),
+                matrix(prefix + "attn_q.weight", rows: hidden, columns: hidden, scale: 0.5),
+                matrix(prefix + "attn_k.weight", rows: kvWidth, columns: hidden, scale: 0.5),
+                matrix(prefix + "attn_v.weight", rows: kvWidth, columns: hidden, scale: 0.5),
+                matrix(prefix + "attn_output.weight", rows: hidden, columns: hidden, scale: 0.3),
+                norm(prefix + "ffn_norm.weight"),
+                matrix(prefix + "ffn_gate.weight", rows: feedForward, columns: hidden, scale: 0.5),
+                matrix(prefix + "ffn_up.weight", rows: feedForward, columns: hidden, scale: 0.5),
+                matrix(prefix + "ffn_down.weight", rows: hidden, columns: feedForward, scale: 0.3),
+            ]
+        }
+        gguf.tensors.append(norm("output_norm.weight"))
+        return gguf
+    }
+}

@@ -142,9 +142,9 @@ final class ForwardPass: @unchecked Sendable {
             }
             thread.barrier()
 
-            // Causal attention, (row, head) pairs split between the threads.
+            // Causal attention, (row, head) pairs dealt round-robin (later rows see more positions).
             let scores = ws.scores[thread.index]
-            for item in thread.share(of: t * heads) {
+            for item in stride(from: thread.index, to: t * heads, by: thread.count) {
                 let (row, head) = item.quotientAndRemainder(dividingBy: heads)
                 let kvOffset = (head / group) * headDim * elementBytes
                 let (query, out) = (ws.q + row * d + head * headDim, ws.attention + row * d + head * headDim)

@@ -25,14 +25,15 @@ final class ForwardPlan: @unchecked Sendable {
 
     init(model: LlamaModel, key: PlanKey, registry: KernelRegistry) throws {
         func bind(_ w: WeightMatrix, keepingFinerFormat: Bool) throws -> BoundMatmul {
-            guard let precision = key.precision, !(keepingFinerFormat && precision != .fp32 && w.format.precision > precision) else {
+            guard let precision = key.precision,
+                  !(keepingFinerFormat && w.format != .f32 && precision != .fp32 && w.format.precision > precision) else {
                 return try registry.bindMatmul(w, units: key.units)
             }
             return try registry.bindMatmul(try w.variant(for: precision), units: key.units)
         }
         // Binding packs, requantizes or dequantizes: the matrices are bound on
         // every core at once, largest first. The token table (also the output
-        // projection) stays at its file precision (Q8_0 in SmolLM2's file)
+        // projection) keeps a finer quantized format (Q8_0 in SmolLM2's file)
         // unless fp32 is asked for, as llama.cpp runs its Q4_1 file.
         let matrices = model.layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] } + [model.embedding]
         let order = matrices.indices.sorted { matrices[$0].bytes.count > matrices[$1].bytes.count }

@@ -1,0 +1,120 @@
+import CKernels
+import Foundation
+import Testing
+@testable import Ember
+
+/// The transformer block's vector ops (CKernels/ops.c) against plain Swift
+/// references computed in double precision.
+@Suite("Vector ops")
+struct VectorOpsTests {
+    static func random(_ count: Int, seed: UInt64, scale: Float = 2) -> [Float] {
+        var generator = SplitMix64(seed: seed)
+        return (0..<count).map { _ in (generator.nextUnitFloat() - 0.5) * scale }
+    }
+
+    static func half(_ value: Float) -> Float { ek_fp16_to_fp32(ek_fp32_to_fp16(value)) }
+
+    /// softmax(scale·q·Kᵀ)·V in double, optionally with fp16 rounding where the fp16 form rounds.
+    static func attention(q: [Float], keys: [Float], values: [Float], visible: Int, headDim: Int, stride: Int,
+                          scale: Float, fp16: Bool) -> [Double] {
+        let query = fp16 ? q.map(half) : q
+        var scores = (0..<visible).map { p in
+            Double(scale) * (0..<headDim).reduce(0.0) { $0 + Double(query[$1]) * Double(keys[p * stride + $1]) }
+        }
+        let maximum = scores.max()!
+        scores = scores.map { exp($0 - maximum) }
+        let total = scores.reduce(0, +)
+        var out = [Double](repeating: 0, count: headDim)
+        for p in 0..<visible {
+            let weight = fp16 ? Double(half(Float(scores[p] / total))) : scores[p] / total
+            for i in 0..<headDim { out[i] += weight * Double(values[p * stride + i]) }
+        }
+        return out
+    }
+
+    @Test(arguments: [(64, 1), (64, 7), (64, 130), (48, 9), (40, 33)]) // 40: not a multiple of 16, the portable path
+    func attentionMatchesTheReference(headDim: Int, visible: Int) {
+        let stride = headDim * 3 // keys of other heads sit between positions
+        let q = Self.random(headDim, seed: 1)
+        let keys = Self.random(visible * stride, seed: 2), values = Self.random(visible * stride, seed: 3)
+        let scale = 1 / Float(headDim).squareRoot()
+        var scores = [Float](repeating: 0, count: visible), out = [Float](repeating: 0, count: headDim)
+        ek_attention_head_f32(q, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, &scores, &out)
+        let expected = Self.attention(q: q, keys: keys, values: values, visible: visible, headDim: headDim, stride: stride,
+                                      scale: scale, fp16: false)
+        for i in 0..<headDim { #expect(abs(Double(out[i]) - expected[i]) < 1e-5, "fp32 \(headDim)×\(visible) [\(i)]") }
+
+        let keys16 = keys.map { ek_fp32_to_fp16($0) }, values16 = values.map { ek_fp32_to_fp16($0) }
+        ek_attention_head_f16(q, keys16, values16, Int64(stride), Int64(visible), Int64(headDim), scale, &scores, &out)
+        let expected16 = Self.attention(q: q, keys: keys.map(Self.half), values: values.map(Self.half), visible: visible,
+                                        headDim: headDim, stride: stride, scale: scale, fp16: true)
+        for i in 0..<headDim { #expect(abs(Double(out[i]) - expected16[i]) < 2e-3, "fp16 \(headDim)×\(visible) [\(i)]") }
+    }
+
+    @Test func attentionSurvivesScoresFarApart() {
+        // One key aligned with q at a huge score: the softmax must not overflow or produce NaN.
+        let headDim = 64, visible = 20
+        let q = [Float](repeating: 30, count: headDim)
+        var keys = [Float](repeating: -30, count: visible * headDim)
+        for i in 0..<headDim { keys[5 * headDim + i] = 30 }
+        let values = (0..<(visible * headDim)).map { Float($0 / headDim) }
+        var scores = [Float](repeating: 0, count: visible), out = [Float](repeating: 0, count: headDim)
+        ek_attention_head_f32(q, keys, values, Int64(headDim), Int64(visible), Int64(headDim), 0.125, &scores, &out)
+        #expect(out.allSatisfy { abs($0 - 5) < 1e-4 }, "all weight on position 5: \(out.prefix(4))")
+    }
+
+    @Test func swigluMatchesExpfWithinAnUlpOrTwo() {
+        let g = Self.random(1003, seed: 4, scale: 40) + [-200, 200, 0, 88, -88, 1e-30]
+        let u = Self.random(g.count, seed: 5)
+        var h = [Float](repeating: 0, count: g.count)
+        ek_swiglu(g, u, &h, Int64(g.count))
+        for i in g.indices {
+            let expected = Double(g[i]) / (1 + exp(-Double(g[i]))) * Double(u[i])
+            #expect(abs(Double(h[i]) - expected) <= 4e-7 * max(abs(expected), 1e-30) + 1e-37, "g \(g[i]) u \(u[i]): \(h[i]) vs \(expected)")
+        }
+    }
+
+    @Test func rmsNormMatchesTheReference() {
+        let (rows, n) = (3, 576)
+        let x = Self.random(rows * n, seed: 6, scale: 10), w = Self.random(n, seed: 7)
+        var out = [Float](repeating: 0, count: rows * n)
+        ek_rms_norm(x, w, &out, Int64(rows), Int64(n), 1e-5)
+        for r in 0..<rows {
+            let mean = (0..<n).reduce(0.0) { $0 + Double(x[r * n + $1]) * Double(x[r * n + $1]) } / Double(n)
+            for i in 0..<n {
+                let expected = Double(x[r * n + i]) / (mean + 1e-5).squareRoot() * Double(w[i])
+                #expect(abs(Double(out[r * n + i]) - expected) < 1e-5 * max(1, abs(expected)))
+            }
+        }
+    }
+
+    @Test func ropeRotatesPairsByTheTableAngles() {
+        let (heads, headDim, position) = (3, 64, 37)
+        var x = Self.random(heads * headDim, seed: 8)
+        let original = x
+        var table = [Float](repeating: 0, count: headDim)
+        let thetaScale = pow(Float(10000), -2 / Float(headDim))
+        ek_rope_table(&table, Int64(headDim / 2), Int64(position), thetaScale)
+        ek_rope_apply(&x, Int64(heads), Int64(headDim), table)
+        for h in 0..<heads {
+            for p in 0..<(headDim / 2) {
+                let angle = Double(position) * pow(10000, -2 * Double(p) / Double(headDim))
+                let (a, b) = (Double(original[h * headDim + 2 * p]), Double(original[h * headDim + 2 * p + 1]))
+                // The table advances the angle by fp32 multiplication, as ggml does: a small drift is expected.
+                #expect(abs(Double(x[h * headDim + 2 * p]) - (a * cos(angle) - b * sin(angle))) < 1e-4)
+                #expect(abs(Double(x[h * headDim + 2 * p + 1]) - (a * sin(angle) + b * cos(angle))) < 1e-4)
+            }
+        }
+    }
+
+    @Test func halfRowsConvertLikeTheScalarConversion() {
+        let x = Self.random(1001, seed: 9, scale: 1e5) + [0, -0, 1e-8, 65504, 65520, 1e9, .infinity, -.infinity]
+        var y = [UInt16](repeating: 0, count: x.count), back = [Float](repeating: 0, count: x.count)
+        ek_fp32_to_fp16_row(x, &y, Int64(x.count))
+        ek_fp16_to_fp32_row(y, &back, Int64(x.count))
+        for i in x.indices {
+            #expect(y[i] == ek_fp32_to_fp16(x[i]), "\(x[i])")
+            #expect(back[i].bitPattern == ek_fp16_to_fp32(y[i]).bitPattern)
+        }
+    }
+}

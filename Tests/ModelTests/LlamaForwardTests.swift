@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+@testable import Ember
+import EmberTestSupport
+
+/// The decoder on a tiny synthetic model (random weights: a fake for shapes
+/// and consistency, no real file needed).
+@Suite("Llama forward pass (synthetic model)")
+struct LlamaForwardTests {
+    static func tinyModel(_ gguf: SyntheticGGUF = .tinyLlama()) throws -> LlamaModel {
+        try LlamaModel(file: GGUFFile(path: gguf.write()))
+    }
+
+    static func maxDifference(_ a: [Float], _ b: [Float]) -> Float {
+        zip(a, b).map { abs($0 - $1) }.max() ?? .infinity
+    }
+
+    @Test func shapesAndFiniteLogits() throws {
+        let model = try Self.tinyModel()
+        #expect(model.config.headDim == 16 && model.config.layers == 2)
+        let logits = try model.forward([1, 2, 3], session: model.makeSession(contextLength: 8), allLogits: true)
+        #expect(logits.shape == [3, 48])
+        #expect(try logits.scalars().allSatisfy(\.isFinite))
+    }
+
+    /// One batch of prefill and token-by-token decoding give the same logits.
+    @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU), (.int8, .cpuAndNeuralEngine), (.int4, .cpuAndNeuralEngine), (.fp32, .cpuOnly)])
+    func batchedPrefillEqualsStepByStepDecode(precision: Precision, units: ComputeUnits) throws {
+        let model = try Self.tinyModel()
+        let tokens = [5, 17, 3, 40, 22, 9, 30]
+        let batch = try model.forward(tokens, session: model.makeSession(contextLength: 16), units: units,
+                                      precision: precision, allLogits: true).scalars()
+        let session = model.makeSession(contextLength: 16)
+        var stepwise: [Float] = []
+        for token in tokens { stepwise += try model.forward([token], session: session, units: units, precision: precision).scalars() }
+        #expect(session.position == tokens.count)
+        let scale = batch.map(abs).max()!
+        #expect(Self.maxDifference(batch, stepwise) <= 1e-3 * scale, "\(precision) on \(units)")
+    }
+
+    /// Threads split rows and heads, never a sum: the thread count cannot change a bit.
+    @Test(arguments: [1, 5]) // 1 row: private stage inputs; 5 rows: shared ones
+    func threadCountDoesNotChangeResults(rows: Int) throws {
+        let model = try Self.tinyModel()
+        let tokens = Array([4, 8, 15, 16, 23].prefix(rows))
+        var results: [[Float]] = []
+        for threads in [1, 2] {
+            let session = model.makeSession(contextLength: 8)
+            results.append(try model.forward(tokens, session: session, units: .cpuAndNeuralEngine, precision: .int4,
+                                             allLogits: true, threads: threads).scalars())
+        }
+        #expect(results[0] == results[1])
+    }
+
+    @Test func halfPrecisionCacheStaysCloseToFP32() throws {
+        let model = try Self.tinyModel()
+        let tokens = Array(0..<24).map { $0 * 7 % 48 }
+        let half = model.makeSession(contextLength: 32), full = model.makeSession(contextLength: 32, halfPrecisionCache: false)
+        #expect(half.cacheBytes * 2 == full.cacheBytes)
+        let a = try model.forward(tokens, session: half, precision: .fp32, allLogits: true).scalars()
+        let b = try model.forward(tokens, session: full, precision: .fp32, allLogits: true).scalars()
+        #expect(Self.maxDifference(a, b) <= 0.01 * b.map(abs).max()!)
+        #expect(a != b, "the fp16 cache really rounds")
+    }
+
+    @Test func contextAndTokenErrorsAreTyped() throws {
+        let model = try Self.tinyModel()
+        let session = model.makeSession(contextLength: 4)
+        #expect(throws: KernelError.self) { try model.forward([1, 2, 3, 4, 5], session: session) }
+        #expect(throws: KernelError.self) { try model.forward([48], session: session) }
+        #expect(throws: KernelError.self) { try model.forward([], session: session) }
+        #expect(session.position == 0, "a refused call leaves the session as it was")
+    }
+
+    @Test func weightOfTheWrongShapeIsRefusedNamingTheTensor() throws {
+        var gguf = SyntheticGGUF.tinyLlama()
+        let index = try #require(gguf.tensors.firstIndex { $0.name == "blk.1.attn_k.weight" })
+        gguf.tensors[index].dimensions = [64, 16] // 16 rows, not 32
+        gguf.tensors[index].data = Array(gguf.tensors[index].data.prefix(64 * 16 * 4))
+        do {
+            _ = try Self.tinyModel(gguf)
+            Issue.record("a 16-row attn_k was accepted")
+        } catch let error as ModelFileError {
+            #expect("\(error)".contains("blk.1.attn_k.weight") && "\(error)".contains("32×64"), "\(error)")
+        }
+    }
+
+    @Test func computePlanPlacesMatmulsByUnits() throws {
+        let model = try Self.tinyModel()
+        let engine = try model.computePlan(units: .cpuAndNeuralEngine, precision: .int4)
+        #expect(engine.placements.filter { $0.op == .matmul }.allSatisfy { $0.unit == .neuralEngine })
+        #expect(engine.placements.contains { $0.op == .attention && $0.unit == .cpu })
+        let gpu = try model.computePlan(units: .cpuAndGPU, precision: .fp32)
+        #expect(gpu.placements.filter { $0.op == .matmul }.allSatisfy { $0.unit == .gpu })
+        let cpu = try model.computePlan(units: .cpuOnly)
+        #expect(cpu.placements.allSatisfy { $0.unit == .cpu })
+    }
+}
