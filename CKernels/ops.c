@@ -13,18 +13,16 @@
 #include <immintrin.h>
 #endif
 
-static bool have_avx2(void) {
 #if defined(__x86_64__)
+static bool have_avx2(void) {
     static int cached = -1;
     if (cached < 0) {
         ek_cpu_features f = ek_cpu_features_detect();
         cached = f.avx2 && f.fma && f.f16c;
     }
     return cached;
-#else
-    return false;
-#endif
 }
+#endif
 
 #if defined(__x86_64__)
 static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
