@@ -5,7 +5,7 @@ public struct Generation: Sendable {
     public var promptTokenIDs: [Int]
     public var tokenIDs: [Int]
     public var text: String
-    /// "eos" (an end-of-generation token) or "max_tokens".
+    /// "eos" (an end-of-generation token), "max_tokens", or "context_full".
     public var stopReason: String
     public var prefillSeconds: Double
     public var decodeSeconds: Double
@@ -31,16 +31,31 @@ extension LlamaModel {
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
         let session = makeSession(contextLength: promptIDs.count + maxTokens + 1)
         var sampler = Sampler(settings)
+        return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
+                                      sampler: &sampler, units: units, precision: precision, threads: threads, qos: qos,
+                                      onPiece: onPiece)
+    }
+
+    /// Feeds `tokens` after what `session` holds, then samples up to
+    /// `maxTokens` new ones (each fed back), stopping at end-of-generation or
+    /// when the context is full. `history` is what the repetition penalty sees.
+    /// The session keeps everything fed, so a conversation continues from it.
+    public func continueGeneration(session: Session, feeding tokens: [Int], history: [Int], maxTokens: Int,
+                                   sampler: inout Sampler, units: ComputeUnits = .cpuAndNeuralEngine, precision: Precision? = nil,
+                                   threads: Int = KernelThreads.default, qos: QoSClass = .current,
+                                   onPiece: (String) -> Void = { _ in }) throws -> Generation {
+        guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
+        let energyBefore = session.energy.joules
         var decoder = StreamingDecoder()
         let prefillStart = DispatchTime.now().uptimeNanoseconds
-        var logits = try forward(promptIDs, session: session, units: units, precision: precision, threads: threads, qos: qos)
+        var logits = try forward(tokens, session: session, units: units, precision: precision, threads: threads, qos: qos)
         let prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         var generated: [Int] = []
         var stop = "max_tokens"
         let decodeStart = DispatchTime.now().uptimeNanoseconds
         var text = ""
         while generated.count < maxTokens {
-            let next = sampler.next(logits: try logits.scalars(), history: promptIDs + generated)
+            let next = sampler.next(logits: try logits.scalars(), history: history + generated)
             generated.append(next)
             if next == tokenizer.eosID || tokenizer.tokens[next] == "<|im_end|>" {
                 stop = "eos"
@@ -50,13 +65,18 @@ extension LlamaModel {
             text += piece
             if !piece.isEmpty { onPiece(piece) }
             if generated.count == maxTokens { break }
+            if session.position >= session.capacity {
+                stop = "context_full"
+                break
+            }
             logits = try forward([next], session: session, units: units, precision: precision, threads: threads, qos: qos)
         }
         let tail = decoder.finish()
         text += tail
         if !tail.isEmpty { onPiece(tail) }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
-        return Generation(promptTokenIDs: promptIDs, tokenIDs: generated, text: text, stopReason: stop,
-                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds, energy: session.energy)
+        return Generation(promptTokenIDs: tokens, tokenIDs: generated, text: text, stopReason: stop,
+                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
+                          energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source))
     }
 }

@@ -32,7 +32,7 @@ public final class LlamaModel: @unchecked Sendable {
 
     public let config: Config
     public let tokenizer: ByteLevelBPE
-    let file: GGUFFile
+    public let file: GGUFFile
     let embedding: WeightMatrix       // [vocabulary × hidden], also the tied output projection
     let layers: [Layer]
     let outputNorm: UnsafePointer<Float>

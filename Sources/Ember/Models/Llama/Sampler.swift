@@ -41,8 +41,7 @@ public struct Sampler {
             }
         }
         guard settings.temperature > 0 else { return logits.indices.max { logits[$0] < logits[$1] } ?? 0 }
-        var candidates = logits.indices.sorted { logits[$0] > logits[$1] }
-        if settings.topK > 0 { candidates = Array(candidates.prefix(settings.topK)) }
+        let candidates = Self.bestFirst(logits, keep: settings.topK, minP: settings.minP, temperature: settings.temperature)
         let best = logits[candidates[0]]
         var weights = candidates.map { exp(Double((logits[$0] - best) / settings.temperature)) }
         let total = weights.reduce(0, +)
@@ -62,6 +61,28 @@ public struct Sampler {
             if draw < running { return candidates[index] }
         }
         return candidates[kept - 1]
+    }
+
+    /// Token ids best first: the `keep` best (all when 0), and of those only
+    /// the ones min-p can still accept. One pass with a small sorted buffer
+    /// instead of sorting the whole vocabulary every token.
+    static func bestFirst(_ logits: [Float], keep: Int, minP: Float, temperature: Float) -> [Int] {
+        guard let maximum = logits.max() else { return [0] }
+        // min-p drops tokens whose probability is below minP × the best one's.
+        let floor = minP > 0 ? maximum + temperature * log(minP) : -Float.infinity
+        guard keep > 0 else {
+            return logits.indices.filter { logits[$0] >= floor }.sorted { logits[$0] > logits[$1] }
+        }
+        var best: [Int] = []
+        best.reserveCapacity(keep + 1)
+        for index in logits.indices where logits[index] >= floor {
+            if best.count == keep, logits[index] <= logits[best[keep - 1]] { continue }
+            var position = best.count
+            while position > 0, logits[best[position - 1]] < logits[index] { position -= 1 }
+            best.insert(index, at: position)
+            if best.count > keep { best.removeLast() }
+        }
+        return best.isEmpty ? [logits.indices.max { logits[$0] < logits[$1] }!] : best
     }
 }
 

@@ -1,0 +1,129 @@
+import Foundation
+
+/// One turn of a conversation.
+public struct ChatMessage: Sendable, Equatable, Codable {
+    public var role: String
+    public var content: String
+
+    public init(role: String, content: String) {
+        self.role = role
+        self.content = content
+    }
+}
+
+/// The chat format a GGUF file's `tokenizer.chat_template` describes, for the
+/// ChatML family (SmolLM2, Qwen, …): `<|im_start|>role\ncontent<|im_end|>\n`
+/// per message, `<|im_start|>assistant\n` to ask for a reply, and the default
+/// system message the template inserts when a conversation has none.
+///
+/// Ember does not run the Jinja template: it recognises the ChatML shape and
+/// reads the default system message out of it; a template of another shape
+/// is refused, naming the field.
+public struct ChatTemplate: Sendable, Equatable {
+    /// Inserted first when the conversation does not start with a system message.
+    public var defaultSystemMessage: String?
+
+    public init(defaultSystemMessage: String? = nil) {
+        self.defaultSystemMessage = defaultSystemMessage
+    }
+
+    /// Reads the template from the file's metadata.
+    public init(gguf: GGUFFile) throws {
+        guard let template = gguf.metadata["tokenizer.chat_template"]?.string else {
+            throw ModelFileError.invalidField(file: gguf.path, field: "tokenizer.chat_template", found: "missing",
+                                              expected: "a ChatML chat template")
+        }
+        try self.init(template: template, file: gguf.path)
+    }
+
+    /// Recognises a ChatML Jinja template.
+    public init(template: String, file: String = "chat template") throws {
+        guard template.contains("<|im_start|>"), template.contains("<|im_end|>"),
+              template.contains("message['role']") || template.contains("message.role") else {
+            throw ModelFileError.invalidField(file: file, field: "tokenizer.chat_template", found: "\(template.prefix(60))…",
+                                              expected: "a ChatML template (<|im_start|>role … <|im_end|>)")
+        }
+        // A literal system turn inside the template is its default system message.
+        let opening = "<|im_start|>system\n"
+        if let start = template.range(of: opening),
+           let end = template.range(of: "<|im_end|>", range: start.upperBound..<template.endIndex) {
+            defaultSystemMessage = String(template[start.upperBound..<end.lowerBound])
+        }
+    }
+
+    /// The prompt text for `messages` (special tokens written out, to be parsed
+    /// by the tokenizer), ending with the assistant's opening when `addGenerationPrompt`.
+    public func format(_ messages: [ChatMessage], addGenerationPrompt: Bool = true) -> String {
+        var text = ""
+        if let defaultSystemMessage, messages.first?.role != "system" {
+            text += "<|im_start|>system\n\(defaultSystemMessage)<|im_end|>\n"
+        }
+        for message in messages { text += "<|im_start|>\(message.role)\n\(message.content)<|im_end|>\n" }
+        if addGenerationPrompt { text += "<|im_start|>assistant\n" }
+        return text
+    }
+}
+
+/// A conversation with a ``LlamaModel`` that keeps its KV cache between
+/// turns: each turn feeds only the tokens the cache does not hold yet.
+public final class ChatSession: @unchecked Sendable {
+    public let model: LlamaModel
+    public let template: ChatTemplate
+    public private(set) var messages: [ChatMessage] = []
+    public var sampler: SamplerSettings
+    public var units: ComputeUnits
+    public var precision: Precision?
+    public var threads: Int
+    public var qos: QoSClass
+    private let session: LlamaModel.Session
+    private var cached: [Int] = []   // the tokens the session's cache holds, in order
+    private var random: Sampler
+
+    public init(model: LlamaModel, template: ChatTemplate, system: String? = nil, contextLength: Int = 4096,
+                sampler: SamplerSettings = SamplerSettings(), units: ComputeUnits = .cpuAndNeuralEngine,
+                precision: Precision? = nil, threads: Int = KernelThreads.default, qos: QoSClass = .current) {
+        self.model = model
+        self.template = template
+        if let system { messages.append(ChatMessage(role: "system", content: system)) }
+        self.sampler = sampler
+        self.units = units
+        self.precision = precision
+        self.threads = threads
+        self.qos = qos
+        session = model.makeSession(contextLength: contextLength)
+        random = Sampler(sampler)
+    }
+
+    /// Tokens of the context in use, and its size.
+    public var contextUsed: Int { session.position }
+    public var contextCapacity: Int { session.capacity }
+
+    /// Adds the user's message, generates the assistant's reply (streamed to `onPiece`) and keeps it.
+    public func send(_ text: String, maxTokens: Int = 512, onPiece: (String) -> Void = { _ in }) throws -> Generation {
+        let turn = messages + [ChatMessage(role: "user", content: text)]
+        let tokens = model.tokenizer.encode(template.format(turn))
+        var common = 0
+        while common < min(tokens.count, cached.count), tokens[common] == cached[common] { common += 1 }
+        if common == tokens.count { common -= 1 } // at least one token is fed, for fresh logits
+        guard tokens.count < session.capacity else {
+            throw KernelError.invalidArgument(argument: "conversation", found: "\(tokens.count) tokens",
+                                              expected: "fewer than the \(session.capacity)-token context: start a new chat")
+        }
+        session.rewind(to: common)
+        cached.removeSubrange(common...)
+        let room = session.capacity - tokens.count
+        let result = try model.continueGeneration(
+            session: session, feeding: Array(tokens[common...]), history: tokens, maxTokens: min(maxTokens, room),
+            sampler: &random, units: units, precision: precision, threads: threads, qos: qos, onPiece: onPiece)
+        cached = tokens + result.tokenIDs.prefix(session.position - tokens.count)
+        messages = turn + [ChatMessage(role: "assistant", content: result.text)]
+        return result
+    }
+
+    /// Forgets the conversation (keeps a system message given at the start).
+    public func reset() {
+        messages = messages.first?.role == "system" ? [messages[0]] : []
+        cached = []
+        session.rewind(to: 0)
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Ember
+import Foundation
+
+/// `ember chat`: a conversation with a chat model, replies streamed as they are generated.
+struct ChatCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chat",
+        abstract: "Chat with a GGUF chat model (its ChatML template applied); replies stream to stdout.",
+        discussion: """
+            Each line on stdin is one user message; /reset starts over, /exit (or end of input) leaves. \
+            The KV cache is kept between turns, so each turn only processes its new tokens.
+            """)
+
+    @OptionGroup var options: ModelRunOptions
+
+    @Option(name: .short, help: "Tokens per reply at most.")
+    var n = 512
+
+    @Option(help: "A system message (default: the template's own).")
+    var system: String?
+
+    @Option(name: .customLong("context"), help: "Context length in tokens.")
+    var contextLength = 4096
+
+    @Option(help: "0 is greedy.") var temperature: Float = 0.7
+    @Option(name: .customLong("top-k")) var topK = 40
+    @Option(name: .customLong("top-p")) var topP: Float = 0.95
+    @Option(help: "Sampling seed.") var seed: UInt64 = 0
+
+    func validate() throws {
+        guard n > 0 else { throw ValidationError("-n \(n): expected at least 1") }
+        guard (16...65_536).contains(contextLength) else { throw ValidationError("--context \(contextLength): expected 16 to 65536") }
+    }
+
+    func run() throws {
+        let decision = try options.decision()
+        let (llama, loadMs) = try options.load(for: decision)
+        let template = try ChatTemplate(gguf: llama.file)
+        let chat = ChatSession(model: llama, template: template, system: system, contextLength: contextLength,
+                               sampler: SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed),
+                               units: decision.computeUnits, precision: decision.precision, threads: decision.threads,
+                               qos: decision.qos)
+        let interactive = isatty(STDIN_FILENO) != 0
+        printError(String(format: "[%@ loaded in %.0f ms: %@ on %@, %d thread(s); /reset, /exit]", options.model, loadMs,
+                          decision.precision.rawValue, decision.computeUnits.description, decision.threads))
+        while true {
+            if interactive { FileHandle.standardError.write(Data("> ".utf8)) }
+            guard let line = readLine() else { break }
+            let message = line.trimmingCharacters(in: .whitespaces)
+            if message.isEmpty { continue }
+            if message == "/exit" { break }
+            if message == "/reset" {
+                chat.reset()
+                continue
+            }
+            let reply = try chat.send(message, maxTokens: n) { piece in FileHandle.standardOutput.write(Data(piece.utf8)) }
+            FileHandle.standardOutput.write(Data("\n".utf8))
+            printError(String(format: "[%d new prompt tokens at %.0f tok/s, %d generated at %.1f tok/s, %@; context %d/%d]",
+                              reply.promptTokenIDs.count, Double(reply.promptTokenIDs.count) / max(reply.prefillSeconds, 1e-9),
+                              reply.tokenIDs.count, Double(max(0, reply.tokenIDs.count - 1)) / max(reply.decodeSeconds, 1e-9),
+                              reply.stopReason, chat.contextUsed, chat.contextCapacity))
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+@testable import Ember
+
+@Suite("Chat template and sessions")
+struct ChatTests {
+    static let smolTemplate = """
+        {% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system
+        You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>
+        ' }}{% endif %}{{'<|im_start|>' + message['role'] + '
+        ' + message['content'] + '<|im_end|>' + '
+        '}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant
+        ' }}{% endif %}
+        """
+
+    @Test func chatMLWithTheTemplatesDefaultSystemMessage() throws {
+        let template = try ChatTemplate(template: Self.smolTemplate)
+        #expect(template.defaultSystemMessage == "You are a helpful AI assistant named SmolLM, trained by Hugging Face")
+        let text = template.format([ChatMessage(role: "user", content: "Hi")])
+        #expect(text == "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            + "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+        let own = template.format([ChatMessage(role: "system", content: "Be brief."), ChatMessage(role: "user", content: "Hi")],
+                                  addGenerationPrompt: false)
+        #expect(own == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n")
+    }
+
+    @Test func otherTemplatesAreRefusedNamingTheField() {
+        #expect(throws: ModelFileError.self) { try ChatTemplate(template: "{{ bos_token }}[INST] {{ message['content'] }} [/INST]") }
+    }
+
+    /// The second turn reuses the cache: its reply equals a fresh greedy run on the whole conversation.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+    func secondTurnFeedsOnlyNewTokensAndMatchesAFreshRun() throws {
+        let model = try LlamaModel(file: GGUFFile(path: GGUFReaderTests.smolLM2))
+        let template = try ChatTemplate(gguf: model.file)
+        let chat = ChatSession(model: model, template: template, contextLength: 512, sampler: SamplerSettings(temperature: 0),
+                               precision: .int4)
+        let first = try chat.send("Name a planet.", maxTokens: 12)
+        let second = try chat.send("Name another one.", maxTokens: 12)
+        let conversation = try #require(chat.messages.dropLast().map { $0 })
+        let fullPrompt = model.tokenizer.encode(template.format(conversation))
+        #expect(second.promptTokenIDs.count < fullPrompt.count - first.promptTokenIDs.count / 2, "only the new turn was fed")
+        let fresh = try model.generate(prompt: template.format(conversation), maxTokens: 12, sampler: SamplerSettings(temperature: 0),
+                                       precision: .int4)
+        #expect(fresh.tokenIDs == second.tokenIDs)
+        #expect(chat.messages.map(\.role) == ["user", "assistant", "user", "assistant"])
+    }
+}
