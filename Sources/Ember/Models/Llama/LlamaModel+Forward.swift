@@ -90,8 +90,8 @@ final class ForwardPass: @unchecked Sendable {
     let rows: Int
     let outputRows: Int
     let logits: UnsafeMutablePointer<Float>
-    private let lock = NSLock()
-    private(set) var failure: KernelError?
+    let stages: PassStages
+    var failure: KernelError? { stages.failure.error }
 
     init(model: LlamaModel, plan: ForwardPlan, session: LlamaModel.Session, workspace: Workspace, rows: Int,
          outputRows: Int, logits: UnsafeMutablePointer<Float>) {
@@ -102,6 +102,7 @@ final class ForwardPass: @unchecked Sendable {
         self.rows = rows
         self.outputRows = outputRows
         self.logits = logits
+        stages = PassStages(buffers: workspace.stages, failure: PassFailure())
     }
 
     func run(on thread: RegionThread) {
@@ -117,12 +118,12 @@ final class ForwardPass: @unchecked Sendable {
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]
             // Attention: RMSNorm, Q/K/V projections.
-            let attentionInput = stage(thread, width: d, group: [layer.q, layer.k, layer.v], into: ws.normed) { part, out in
+            let attentionInput = stages.stage(thread, width: d, rows: t, group: [layer.q, layer.k, layer.v], into: ws.normed) { part, out in
                 ek_rms_norm(self.ws.x + part.lowerBound * d, weights.attentionNorm, out + part.lowerBound * d, Int64(part.count), Int64(d), eps)
             }
-            matmul(thread, layer.q, attentionInput, 0, into: ws.q)
-            matmul(thread, layer.k, attentionInput, 1, into: ws.k)
-            matmul(thread, layer.v, attentionInput, 2, into: ws.v)
+            stages.matmul(thread, layer.q, attentionInput, 0, rows: t, into: ws.q)
+            stages.matmul(thread, layer.k, attentionInput, 1, rows: t, into: ws.k)
+            stages.matmul(thread, layer.v, attentionInput, 2, rows: t, into: ws.v)
             thread.barrier()
 
             // RoPE on Q and K; K and V into the cache.
@@ -162,105 +163,34 @@ final class ForwardPass: @unchecked Sendable {
             thread.barrier()
 
             // Output projection, added to the residual stream.
-            let projectionInput = stage(thread, width: d, group: [layer.o], source: ws.attention)
-            addResidual(matmul(thread, layer.o, projectionInput, 0, into: ws.projected), width: d)
+            let projectionInput = stages.stage(thread, width: d, rows: t, group: [layer.o], source: ws.attention)
+            stages.add(ws.projected, addendStride: d, to: ws.x, width: d, rows: t,
+                       columns: stages.matmul(thread, layer.o, projectionInput, 0, rows: t, into: ws.projected))
             thread.barrier()
 
             // Feed-forward: RMSNorm, gate and up, SwiGLU, down, added to the residual stream.
-            let feedForwardInput = stage(thread, width: d, group: [layer.gate, layer.up], into: ws.normed) { part, out in
+            let feedForwardInput = stages.stage(thread, width: d, rows: t, group: [layer.gate, layer.up], into: ws.normed) { part, out in
                 ek_rms_norm(self.ws.x + part.lowerBound * d, weights.feedForwardNorm, out + part.lowerBound * d, Int64(part.count), Int64(d), eps)
             }
-            matmul(thread, layer.gate, feedForwardInput, 0, into: ws.gate)
-            matmul(thread, layer.up, feedForwardInput, 1, into: ws.up)
+            stages.matmul(thread, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
+            stages.matmul(thread, layer.up, feedForwardInput, 1, rows: t, into: ws.up)
             thread.barrier()
             let elements = thread.share(of: t * ff, alignment: 32)
             ek_swiglu(ws.gate + elements.lowerBound, ws.up + elements.lowerBound, ws.hidden + elements.lowerBound, Int64(elements.count))
             thread.barrier()
-            let downInput = stage(thread, width: ff, group: [layer.down], source: ws.hidden)
-            addResidual(matmul(thread, layer.down, downInput, 0, into: ws.projected), width: d)
+            let downInput = stages.stage(thread, width: ff, rows: t, group: [layer.down], source: ws.hidden)
+            stages.add(ws.projected, addendStride: d, to: ws.x, width: d, rows: t,
+                       columns: stages.matmul(thread, layer.down, downInput, 0, rows: t, into: ws.projected))
             thread.barrier()
         }
 
         // Final RMSNorm and the tied output projection, for the rows asked for.
         let first = t - outputRows
-        let outputInput = stage(thread, width: d, rows: outputRows, group: [plan.output], into: ws.normed) { part, out in
+        let outputInput = stages.stage(thread, width: d, rows: outputRows, group: [plan.output], into: ws.normed) { part, out in
             ek_rms_norm(self.ws.x + (first + part.lowerBound) * d, self.model.outputNorm, out + part.lowerBound * d,
                         Int64(part.count), Int64(d), eps)
         }
-        matmul(thread, plan.output, outputInput, 0, rows: outputRows, into: logits)
+        stages.matmul(thread, plan.output, outputInput, 0, rows: outputRows, into: logits)
     }
 
-    // MARK: Stages
-
-    /// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations.
-    struct StageInput {
-        var x: UnsafePointer<Float>
-        var prepared: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?)
-        subscript(index: Int) -> UnsafeRawPointer? {
-            switch index {
-            case 0: prepared.0
-            case 1: prepared.1
-            default: prepared.2
-            }
-        }
-    }
-
-    /// Makes a stage's input, from `source` or by `produce` writing rows into `into`, and prepares
-    /// it once per distinct preparation. A few rows: every thread makes its own private copy (no
-    /// barrier). More: the threads split the rows into shared buffers, then meet at a barrier.
-    func stage(_ thread: RegionThread, width: Int, rows: Int? = nil, group: [BoundMatmul], source: UnsafeMutablePointer<Float>? = nil,
-               into shared: UnsafeMutablePointer<Float>? = nil,
-               produce: ((Range<Int>, UnsafeMutablePointer<Float>) -> Void)? = nil) -> StageInput {
-        let rows = rows ?? self.rows
-        let isPrivate = rows <= Workspace.privateRows
-        let part = isPrivate ? 0..<rows : thread.share(of: rows)
-        var x = source
-        if x == nil, let produce {
-            let out = isPrivate ? ws.privateInput[thread.index] : shared!
-            produce(part, out)
-            x = out
-        }
-        let input = UnsafePointer(x!)
-        var prepared: [UnsafeRawPointer?] = [nil, nil, nil]
-        var kinds: [ActivationPreparation] = []
-        for (index, matmul) in group.enumerated() {
-            guard let preparation = matmul.preparation else { continue }
-            if let known = kinds.firstIndex(of: preparation) {
-                prepared[index] = prepared[group.firstIndex { $0.preparation == kinds[known] }!]
-                continue
-            }
-            let area = isPrivate ? ws.privatePrepared[thread.index][kinds.count] : ws.prepared[kinds.count]
-            kinds.append(preparation)
-            let offset = ek_activation_size(Int64(part.lowerBound), Int64(width))
-            if !part.isEmpty {
-                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width, into: area + offset)
-                if status != EK_OK { record(matmul.failure(Int32(bitPattern: status.rawValue))) }
-            }
-            prepared[index] = UnsafeRawPointer(area)
-        }
-        if !isPrivate && (source == nil || !kinds.isEmpty) { thread.barrier() }
-        return StageInput(x: input, prepared: (prepared[0], prepared[1], prepared[2]))
-    }
-
-    /// This thread's share of the weight rows of `matmul`; returns the rows (output columns) it wrote.
-    @discardableResult
-    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int? = nil,
-                into y: UnsafeMutablePointer<Float>) -> Range<Int> {
-        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
-        let status = matmul.run(input.x, prepared: input[slot], m: rows ?? self.rows, into: y, rows: range)
-        if status != 0 { record(matmul.failure(status)) }
-        return range
-    }
-
-    /// x[:, columns] += projected[:, columns] for the columns this thread computed.
-    func addResidual(_ columns: Range<Int>, width: Int) {
-        guard !columns.isEmpty else { return }
-        for row in 0..<rows {
-            ek_add(ws.x + row * width + columns.lowerBound, ws.projected + row * width + columns.lowerBound, Int64(columns.count))
-        }
-    }
-
-    func record(_ error: KernelError) {
-        lock.withLock { if failure == nil { failure = error } }
-    }
 }

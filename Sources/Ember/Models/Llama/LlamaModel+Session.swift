@@ -64,16 +64,10 @@ final class Workspace {
     let x, normed, q, k, v, attention, projected, gate, up, hidden: UnsafeMutablePointer<Float>
     /// RoPE (cos, sin) per row.
     let rope: UnsafeMutablePointer<Float>
-    /// Shared prepared activations, one area per distinct preparation of a stage (at most 4).
-    let prepared: [UnsafeMutableRawPointer]
-    let preparedBytes: Int
-    /// Per thread: a private input of `privateRows` rows, its preparations, and attention scores.
-    let privateInput: [UnsafeMutablePointer<Float>]
-    let privatePrepared: [[UnsafeMutableRawPointer]]
+    /// Prepared activations and per-thread inputs of the stages.
+    let stages: StageBuffers
+    /// Per thread: attention scores.
     let scores: [UnsafeMutablePointer<Float>]
-
-    static let privateRows = 4
-    static let maxPreparations = 4
 
     init(config: LlamaModel.Config, rows: Int, threads: Int, capacity: Int) {
         self.rows = rows
@@ -96,11 +90,7 @@ final class Workspace {
         attention = floats(rows * d); projected = floats(rows * d)
         gate = floats(rows * ff); up = floats(rows * ff); hidden = floats(rows * ff)
         rope = floats(rows * config.headDim)
-        preparedBytes = ek_activation_size(Int64(rows), Int64(width))
-        prepared = (0..<Self.maxPreparations).map { _ in raw(ek_activation_size(Int64(rows), Int64(width))) }
-        let privateBytes = ek_activation_size(Int64(Self.privateRows), Int64(width))
-        privateInput = (0..<threads).map { _ in floats(Self.privateRows * width) }
-        privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
+        stages = StageBuffers(rows: rows, width: width, threads: threads)
         scores = (0..<threads).map { _ in floats(capacity) }
         self.buffers = buffers
     }

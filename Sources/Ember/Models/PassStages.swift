@@ -1,0 +1,127 @@
+import CKernels
+import Foundation
+
+/// Buffers a model's forward pass reuses: prepared (quantized) activations
+/// shared by the threads of a region, and for stages of only a few rows a
+/// private input and preparation per thread.
+final class StageBuffers {
+    let rows: Int
+    let width: Int
+    let threads: Int
+    /// Shared prepared activations, one area per distinct preparation of a stage.
+    let prepared: [UnsafeMutableRawPointer]
+    /// Per thread: a private input of `privateRows` rows and its preparations.
+    let privateInput: [UnsafeMutablePointer<Float>]
+    let privatePrepared: [[UnsafeMutableRawPointer]]
+    private var allocations: [UnsafeMutableRawPointer] = []
+
+    /// Stages of at most this many rows are made by every thread for itself (no barrier).
+    static let privateRows = 4
+    static let maxPreparations = 3
+
+    init(rows: Int, width: Int, threads: Int) {
+        self.rows = rows
+        self.width = width
+        self.threads = threads
+        var allocations: [UnsafeMutableRawPointer] = []
+        func raw(_ bytes: Int) -> UnsafeMutableRawPointer {
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, bytes), alignment: 64)
+            allocations.append(buffer)
+            return buffer
+        }
+        prepared = (0..<Self.maxPreparations).map { _ in raw(ek_activation_size(Int64(rows), Int64(width))) }
+        privateInput = (0..<threads).map { _ in raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width) }
+        let privateBytes = ek_activation_size(Int64(Self.privateRows), Int64(width))
+        privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
+        self.allocations = allocations
+    }
+
+    deinit { for buffer in allocations { buffer.deallocate() } }
+}
+
+/// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations.
+struct StageInput {
+    var x: UnsafePointer<Float>
+    var prepared: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?)
+
+    subscript(index: Int) -> UnsafeRawPointer? {
+        switch index {
+        case 0: prepared.0
+        case 1: prepared.1
+        default: prepared.2
+        }
+    }
+}
+
+/// The first failure of any thread of a pass.
+final class PassFailure: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var error: KernelError?
+
+    func record(_ failure: KernelError) {
+        lock.withLock { if error == nil { error = failure } }
+    }
+}
+
+/// What every forward pass does from inside its region: make a stage's
+/// input once per preparation, run a thread's share of a bound matmul, add
+/// a bias to the columns it wrote.
+struct PassStages {
+    let buffers: StageBuffers
+    let failure: PassFailure
+
+    /// Makes a stage's input, from `source` or by `produce` writing rows into `shared`, and prepares
+    /// it once per distinct preparation. A few rows: every thread makes its own private copy (no
+    /// barrier). More: the threads split the rows into shared buffers, then meet at a barrier.
+    func stage(_ thread: RegionThread, width: Int, rows: Int, group: [BoundMatmul], source: UnsafeMutablePointer<Float>? = nil,
+               into shared: UnsafeMutablePointer<Float>? = nil,
+               produce: ((Range<Int>, UnsafeMutablePointer<Float>) -> Void)? = nil) -> StageInput {
+        let isPrivate = rows <= StageBuffers.privateRows
+        let part = isPrivate ? 0..<rows : thread.share(of: rows)
+        var x = source
+        if x == nil, let produce {
+            let out = isPrivate ? buffers.privateInput[thread.index] : shared!
+            produce(part, out)
+            x = out
+        }
+        let input = UnsafePointer(x!)
+        var prepared: [UnsafeRawPointer?] = [nil, nil, nil]
+        var kinds: [(ActivationPreparation, UnsafeRawPointer)] = []
+        for (index, matmul) in group.enumerated() {
+            guard let preparation = matmul.preparation else { continue }
+            if let known = kinds.first(where: { $0.0 == preparation }) {
+                prepared[index] = known.1
+                continue
+            }
+            let area = isPrivate ? buffers.privatePrepared[thread.index][kinds.count] : buffers.prepared[kinds.count]
+            let offset = ek_activation_size(Int64(part.lowerBound), Int64(width))
+            if !part.isEmpty {
+                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width, into: area + offset)
+                if status != EK_OK { failure.record(matmul.failure(Int32(bitPattern: status.rawValue))) }
+            }
+            kinds.append((preparation, UnsafeRawPointer(area)))
+            prepared[index] = UnsafeRawPointer(area)
+        }
+        if !isPrivate && (source == nil || !kinds.isEmpty) { thread.barrier() }
+        return StageInput(x: input, prepared: (prepared[0], prepared[1], prepared[2]))
+    }
+
+    /// This thread's share of the weight rows of `matmul`; returns the rows (output columns) it wrote.
+    @discardableResult
+    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int,
+                into y: UnsafeMutablePointer<Float>) -> Range<Int> {
+        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
+        let status = matmul.run(input.x, prepared: input[slot], m: rows, into: y, rows: range)
+        if status != 0 { failure.record(matmul.failure(status)) }
+        return range
+    }
+
+    /// y[r, columns] += addend[r, columns] (row stride `width`) for `rows` rows; addend stride 0 repeats one row (a bias).
+    func add(_ addend: UnsafePointer<Float>, addendStride: Int, to y: UnsafeMutablePointer<Float>, width: Int, rows: Int,
+             columns: Range<Int>) {
+        guard !columns.isEmpty else { return }
+        for row in 0..<rows {
+            ek_add(y + row * width + columns.lowerBound, addend + row * addendStride + columns.lowerBound, Int64(columns.count))
+        }
+    }
+}
