@@ -25,6 +25,7 @@ static bool have_avx2(void) {
 #endif
 
 #if defined(__x86_64__)
+static void gelu_avx2(float *x, int64_t n);
 static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n);
 #endif
@@ -39,6 +40,30 @@ void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t 
         float *dst = out + r * n;
         for (int64_t i = 0; i < n; i++) dst[i] = row[i] * scale * w[i];
     }
+}
+
+void ek_layer_norm(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps) {
+    for (int64_t r = 0; r < m; r++) {
+        const float *row = x + r * n;
+        double sum = 0, squares = 0;
+        for (int64_t i = 0; i < n; i++) sum += row[i];
+        double mean = sum / (double)n;
+        for (int64_t i = 0; i < n; i++) squares += ((double)row[i] - mean) * ((double)row[i] - mean);
+        float scale = (float)(1.0 / sqrt(squares / (double)n + (double)eps));
+        float shift = (float)mean;
+        float *dst = out + r * n;
+        for (int64_t i = 0; i < n; i++) dst[i] = (row[i] - shift) * scale * gamma[i] + beta[i];
+    }
+}
+
+void ek_gelu(float *x, int64_t n) {
+#if defined(__x86_64__)
+    if (have_avx2()) {
+        gelu_avx2(x, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
 void ek_rope_table(float *table, int64_t pairs, int64_t position, float theta_scale) {
@@ -234,6 +259,36 @@ EK_OPS_AVX2 static void swiglu_avx2(const float *g, const float *u, float *h, in
         _mm256_storeu_ps(h + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
     }
     for (; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/*
+ * GELU with erf in double lanes: erf(z) = 1 − t·e^(−z²+P(t)) (Numerical
+ * Recipes' erfc, relative error below 1.2e-7), so the result stays within an
+ * ulp or two of 0.5·x·(1 + erff(x/√2)).
+ */
+EK_OPS_AVX2 static inline __m256d erf_pd(__m256d z) {
+    __m256d sign = _mm256_and_pd(z, _mm256_set1_pd(-0.0));
+    __m256d a = _mm256_andnot_pd(_mm256_set1_pd(-0.0), z);
+    a = _mm256_min_pd(a, _mm256_set1_pd(8.0));
+    __m256d t = _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_fmadd_pd(_mm256_set1_pd(0.5), a, _mm256_set1_pd(1.0)));
+    static const double c[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
+                               0.09678418, 0.37409196, 1.00002368, -1.26551223};
+    __m256d p = _mm256_set1_pd(c[0]);
+    for (int i = 1; i < 10; i++) p = _mm256_fmadd_pd(p, t, _mm256_set1_pd(c[i]));
+    __m256d exponent = _mm256_sub_pd(p, _mm256_mul_pd(a, a));
+    __m256d erfc = _mm256_mul_pd(t, exp_pd(_mm256_max_pd(exponent, _mm256_set1_pd(-700.0))));
+    return _mm256_or_pd(_mm256_sub_pd(_mm256_set1_pd(1.0), erfc), sign);
+}
+
+EK_OPS_AVX2 static void gelu_avx2(float *x, int64_t n) {
+    int64_t i = 0;
+    const __m256d half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0), root = _mm256_set1_pd(0.70710678118654752440);
+    for (; i + 4 <= n; i += 4) {
+        __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        __m256d g = _mm256_mul_pd(_mm256_mul_pd(half, v), _mm256_add_pd(one, erf_pd(_mm256_mul_pd(v, root))));
+        _mm_storeu_ps(x + i, _mm256_cvtpd_ps(g));
+    }
+    for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
 EK_OPS_AVX2 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n) {

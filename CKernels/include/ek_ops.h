@@ -13,6 +13,12 @@
 /* out[r] = x[r] / sqrt(mean(x[r]²) + eps) · w for m rows of n; the sum of squares in double. */
 void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t n, float eps);
 
+/* out[r] = (x[r] − mean) / sqrt(var + eps) · gamma + beta for m rows of n; mean and variance in double. */
+void ek_layer_norm(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps);
+
+/* x = x · Φ(x) = 0.5·x·(1 + erf(x/√2)) in place (GELU, the erf form), n elements. */
+void ek_gelu(float *x, int64_t n);
+
 /*
  * The (cos, sin) pairs of one position for RoPE: angle_i = position · scale^i,
  * advanced by repeated multiplication in fp32. `table` holds 2·pairs floats.

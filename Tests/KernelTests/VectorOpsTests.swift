@@ -118,3 +118,24 @@ struct VectorOpsTests {
         }
     }
 }
+
+@Suite("Least-squares 4-bit scales")
+struct ScaleRefinementTests {
+    @Test(arguments: [WeightFormat.q4_1, .q4_0])
+    func refinedBlocksHaveNoMoreErrorThanMinMax(format: WeightFormat) throws {
+        var generator = SplitMix64(seed: 21)
+        // Heavy-tailed values, where min/max scales waste levels.
+        let values = (0..<(64 * 256)).map { _ -> Float in
+            let u = generator.nextUnitFloat() - 0.5
+            return u * u * u * 8
+        }
+        let weights = try Tensor(shape: [64, 256], values: values)
+        func error(_ matrix: WeightMatrix) throws -> Double {
+            zip(try matrix.fp32().scalars(), values).reduce(0.0) { $0 + Double(($1.0 - $1.1) * ($1.0 - $1.1)) }
+        }
+        let plain = try error(WeightMatrix(weights, as: format))
+        let refined = try error(WeightMatrix(weights, as: format, refinedScales: true))
+        #expect(refined <= plain)
+        #expect(refined < 0.95 * plain, "\(format): refined \(refined) vs min/max \(plain)")
+    }
+}

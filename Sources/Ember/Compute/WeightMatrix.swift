@@ -48,7 +48,10 @@ public final class WeightMatrix: @unchecked Sendable {
     }
 
     /// fp32 weights [rows, columns] as a matrix in `format` (quantized here when not f32).
-    public convenience init(_ weights: Tensor, as format: WeightFormat) throws {
+    ///
+    /// With `refinedScales`, 4-bit blocks get least-squares scales (lower
+    /// error than min/max; see `ScaleRefinement`).
+    public convenience init(_ weights: Tensor, as format: WeightFormat, refinedScales: Bool = false) throws {
         guard weights.rank == 2, weights.dtype == .float32 else {
             throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
         }
@@ -66,6 +69,9 @@ public final class WeightMatrix: @unchecked Sendable {
                         ek_quantize_row(KernelISA.active.cValue, quantized.cValue, values.baseAddress! + row * columns,
                                         out.baseAddress! + row * rowBytes, Int64(columns)),
                         kernel: "ek_quantize_row", argument: { _ in "weights" })
+                }
+                if refinedScales {
+                    ScaleRefinement.refine(quantized, values: values.baseAddress!, count: rows * columns, blocks: out.baseAddress!)
                 }
             }
         }

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+@testable import Ember
+
+extension References {
+    static let miniLM = root.appendingPathComponent("models/all-minilm-l6-v2").path
+}
+
+struct ReferenceEmbedding: Decodable {
+    var text: String
+    var input_ids: [Int]
+    var embedding: [Float]
+}
+
+/// all-MiniLM-L6-v2 against sentence-transformers' fp32 output (needs `make models`).
+@Suite("all-MiniLM-L6-v2 against sentence-transformers", .serialized,
+       .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")))
+struct BertTests {
+    static let model: BertModel? = try? BertModel(directory: References.miniLM)
+    static let references: [ReferenceEmbedding] = {
+        let text = (try? String(contentsOf: References.fixtures.appendingPathComponent("minilm_public.jsonl"), encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(ReferenceEmbedding.self, from: Data($0.utf8)) }
+    }()
+
+    static func cosine(_ a: [Float], _ b: [Float]) -> Double {
+        let dot = zip(a, b).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
+        let na = a.reduce(0.0) { $0 + Double($1) * Double($1) }.squareRoot(), nb = b.reduce(0.0) { $0 + Double($1) * Double($1) }.squareRoot()
+        return dot / (na * nb)
+    }
+
+    @Test func tokenIDsEqualTheReference() throws {
+        let model = try #require(Self.model)
+        #expect(Self.references.count == 20)
+        for reference in Self.references {
+            #expect(model.tokenizer.encode(reference.text) == reference.input_ids, "\(reference.text)")
+        }
+    }
+
+    /// Batched (all 20 at once, back to back) and one by one; fp32 on the GPU route (BLAS),
+    /// int8 and int4 on the neural-engine route.
+    @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU, 0.99999), (.int8, .cpuAndNeuralEngine, 0.995), (.int4, .cpuAndNeuralEngine, 0.98)])
+    func embeddingsMatchTheReference(precision: Precision, units: ComputeUnits, minimumCosine: Double) throws {
+        let model = try #require(Self.model)
+        let batch = try model.embed(Self.references.map(\.text), units: units, precision: precision).embeddings
+        var cosines: [Double] = []
+        var largestDifference: Float = 0
+        for (index, reference) in Self.references.enumerated() {
+            let single = try model.embed([reference.text], units: units, precision: precision).embeddings[0]
+            #expect(Self.cosine(single, batch[index]) > 0.999999, "batched and alone agree: \(reference.text)")
+            cosines.append(Self.cosine(batch[index], reference.embedding))
+            largestDifference = max(largestDifference, zip(batch[index], reference.embedding).map { abs($0 - $1) }.max()!)
+        }
+        let (minimum, mean) = (cosines.min()!, cosines.reduce(0, +) / Double(cosines.count))
+        print("\(precision): cosine to sentence-transformers min \(minimum), mean \(mean), max |Δ| \(largestDifference)")
+        #expect(minimum >= minimumCosine, "\(precision): min cosine \(minimum), mean \(mean)")
+        if precision == .fp32 { #expect(largestDifference <= 1e-4) }
+    }
+}
