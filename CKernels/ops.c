@@ -26,6 +26,7 @@ static bool have_avx2(void) {
 
 #if defined(__x86_64__)
 static void gelu_avx2(float *x, int64_t n);
+static void layer_norm_avx2(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps);
 static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n);
 #endif
@@ -43,6 +44,12 @@ void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t 
 }
 
 void ek_layer_norm(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps) {
+#if defined(__x86_64__)
+    if (have_avx2()) {
+        layer_norm_avx2(x, gamma, beta, out, m, n, eps);
+        return;
+    }
+#endif
     for (int64_t r = 0; r < m; r++) {
         const float *row = x + r * n;
         double sum = 0, squares = 0;
@@ -99,6 +106,18 @@ void ek_swiglu(const float *g, const float *u, float *h, int64_t n) {
 
 void ek_add(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+void ek_add_bias_rows(float *y, int64_t ldy, const float *bias, const float *residual, int64_t ldr, int64_t m,
+                      int64_t column_begin, int64_t column_end) {
+    for (int64_t r = 0; r < m; r++) {
+        float *row = y + r * ldy;
+        if (bias) for (int64_t c = column_begin; c < column_end; c++) row[c] += bias[c];
+        if (residual) {
+            const float *add = residual + r * ldr;
+            for (int64_t c = column_begin; c < column_end; c++) row[c] += add[c];
+        }
+    }
 }
 
 void ek_fp32_to_fp16_row(const float *x, uint16_t *y, int64_t n) {
@@ -262,33 +281,82 @@ EK_OPS_AVX2 static void swiglu_avx2(const float *g, const float *u, float *h, in
 }
 
 /*
- * GELU with erf in double lanes: erf(z) = 1 − t·e^(−z²+P(t)) (Numerical
- * Recipes' erfc, relative error below 1.2e-7), so the result stays within an
- * ulp or two of 0.5·x·(1 + erff(x/√2)).
+ * e^x for 8 float lanes (x ≤ 0 here): x = n·ln2 + r, e^r by a degree-6
+ * polynomial, 2^n into the exponent; within ~2 ulp, 0 below -87.
  */
-EK_OPS_AVX2 static inline __m256d erf_pd(__m256d z) {
-    __m256d sign = _mm256_and_pd(z, _mm256_set1_pd(-0.0));
-    __m256d a = _mm256_andnot_pd(_mm256_set1_pd(-0.0), z);
-    a = _mm256_min_pd(a, _mm256_set1_pd(8.0));
-    __m256d t = _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_fmadd_pd(_mm256_set1_pd(0.5), a, _mm256_set1_pd(1.0)));
-    static const double c[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
-                               0.09678418, 0.37409196, 1.00002368, -1.26551223};
-    __m256d p = _mm256_set1_pd(c[0]);
-    for (int i = 1; i < 10; i++) p = _mm256_fmadd_pd(p, t, _mm256_set1_pd(c[i]));
-    __m256d exponent = _mm256_sub_pd(p, _mm256_mul_pd(a, a));
-    __m256d erfc = _mm256_mul_pd(t, exp_pd(_mm256_max_pd(exponent, _mm256_set1_pd(-700.0))));
-    return _mm256_or_pd(_mm256_sub_pd(_mm256_set1_pd(1.0), erfc), sign);
+EK_OPS_AVX2 static inline __m256 exp_negative_ps(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
+/*
+ * GELU, 0.5·x·(1 + erf(x/√2)), with erf by Abramowitz & Stegun 7.1.26
+ * (absolute error below 1.5e-7): erf(z) = 1 − t·P(t)·e^(−z²), t = 1/(1 + p·z).
+ */
 EK_OPS_AVX2 static void gelu_avx2(float *x, int64_t n) {
     int64_t i = 0;
-    const __m256d half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0), root = _mm256_set1_pd(0.70710678118654752440);
-    for (; i + 4 <= n; i += 4) {
-        __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
-        __m256d g = _mm256_mul_pd(_mm256_mul_pd(half, v), _mm256_add_pd(one, erf_pd(_mm256_mul_pd(v, root))));
-        _mm_storeu_ps(x + i, _mm256_cvtpd_ps(g));
+    const __m256 sign_mask = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 z = _mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f));
+        __m256 sign = _mm256_and_ps(z, sign_mask);
+        __m256 a = _mm256_andnot_ps(sign_mask, z);
+        __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+        __m256 p = _mm256_set1_ps(1.061405429f);
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+        p = _mm256_mul_ps(p, t);
+        __m256 erf = _mm256_fnmadd_ps(p, exp_negative_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a))), one);
+        erf = _mm256_or_ps(erf, sign);
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, erf)));
     }
     for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
+/* As ek_layer_norm, the sums in four double lanes. */
+EK_OPS_AVX2 static void layer_norm_avx2(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
+                                        float eps) {
+    for (int64_t r = 0; r < m; r++) {
+        const float *row = x + r * n;
+        __m256d sum = _mm256_setzero_pd(), squares = _mm256_setzero_pd();
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(row + i));
+            sum = _mm256_add_pd(sum, v);
+            squares = _mm256_fmadd_pd(v, v, squares);
+        }
+        double lanes[4], lanes2[4];
+        _mm256_storeu_pd(lanes, sum);
+        _mm256_storeu_pd(lanes2, squares);
+        double total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]), total2 = (lanes2[0] + lanes2[1]) + (lanes2[2] + lanes2[3]);
+        for (; i < n; i++) {
+            total += row[i];
+            total2 += (double)row[i] * row[i];
+        }
+        double mean = total / (double)n;
+        double variance = total2 / (double)n - mean * mean;
+        if (variance < 0) variance = 0;
+        __m256 scale = _mm256_set1_ps((float)(1.0 / sqrt(variance + (double)eps))), shift = _mm256_set1_ps((float)mean);
+        float *dst = out + r * n;
+        for (i = 0; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), shift), scale);
+            _mm256_storeu_ps(dst + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(gamma + i), _mm256_loadu_ps(beta + i)));
+        }
+        for (; i < n; i++) dst[i] = (row[i] - (float)mean) * _mm256_cvtss_f32(scale) * gamma[i] + beta[i];
+    }
 }
 
 EK_OPS_AVX2 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n) {

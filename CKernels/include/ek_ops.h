@@ -34,6 +34,13 @@ void ek_swiglu(const float *g, const float *u, float *h, int64_t n);
 /* x += y, n elements. */
 void ek_add(float *x, const float *y, int64_t n);
 
+/*
+ * y[r][c] += bias[c] (+ residual[r][c] when residual is not NULL) for rows
+ * 0..<m and columns [column_begin, column_end), row strides ldy and ldr.
+ */
+void ek_add_bias_rows(float *y, int64_t ldy, const float *bias, const float *residual, int64_t ldr, int64_t m,
+                      int64_t column_begin, int64_t column_end);
+
 /* fp32 ⇄ fp16 rows (round to nearest even, as F16C). */
 void ek_fp32_to_fp16_row(const float *x, uint16_t *y, int64_t n);
 void ek_fp16_to_fp32_row(const uint16_t *x, float *y, int64_t n);

@@ -7,7 +7,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Ember against its references in one run.",
-        subcommands: [BenchBLASCommand.self, BenchKernelsCommand.self, BenchQoSCommand.self, BenchGenerateCommand.self])
+        subcommands: [BenchBLASCommand.self, BenchKernelsCommand.self, BenchQoSCommand.self, BenchGenerateCommand.self, BenchEmbedCommand.self])
 }
 
 /// `ember bench blas`: Ember's fp32 matmul vs a raw cblas_sgemm on the same buffers.

@@ -9,7 +9,7 @@ struct EmberCommand: ParsableCommand {
         commandName: "ember",
         abstract: "Ember — an embedded inference runtime that is honest about energy.",
         version: SystemReport.emberVersion,
-        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self])
+        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self])
 }
 
 /// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`).

@@ -2,12 +2,9 @@ import ArgumentParser
 import Ember
 import Foundation
 
-/// The options every model-running command shares (`generate`, `chat`,
-/// `bench generate`): which model, and the overrides of the policy's decision.
-struct ModelRunOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "A model name from models/manifest.json, or a GGUF path.")
-    var model = "smollm2-135m-instruct"
-
+/// The policy overrides every model-running command takes: precision,
+/// compute units and threads.
+struct DecisionOptions: ParsableArguments {
     @Option(help: "auto (the policy decides from the power state), fp32, int8 or int4.")
     var precision = "auto"
 
@@ -34,7 +31,8 @@ struct ModelRunOptions: ParsableArguments {
     }
 
     /// The policy's decision for a critical (interactive) request in the
-    /// current power state, with the flags' overrides applied.
+    /// current power state, with the flags' overrides applied; also stops
+    /// OpenBLAS's idle pool and starts the workers of the decision's class.
     func decision() throws -> Decision {
         let ceiling = Self.unitSets[units] ?? .all
         let forced = precision == "auto" ? nil : Precision(rawValue: precision)
@@ -45,15 +43,24 @@ struct ModelRunOptions: ParsableArguments {
             throw ValidationError("the power policy refuses to run now: \(reason)")
         }
         if let threads { decision.threads = threads }
+        _ = WorkerPool.shared.threadIDs(for: decision.qos)
         return decision
     }
+}
+
+/// The options of the commands that run a GGUF text model (`generate`,
+/// `chat`, `bench generate`): which model, and the policy overrides.
+struct ModelRunOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "A model name from models/manifest.json, or a GGUF path.")
+    var model = "smollm2-135m-instruct"
+
+    @OptionGroup var overrides: DecisionOptions
+
+    func decision() throws -> Decision { try overrides.decision() }
 
     /// Opens and validates the model, and binds its matmuls for `decision`; returns it with the milliseconds taken.
     func load(for decision: Decision) throws -> (LlamaModel, milliseconds: Double) {
         let path = try ModelLocator.path(for: model)
-        // Sets OpenBLAS to one thread and stops its idle pool before the load competes
-        // with it, and starts the workers of the decision's class.
-        _ = WorkerPool.shared.threadIDs(for: decision.qos)
         let start = DispatchTime.now().uptimeNanoseconds
         let llama = try LlamaModel(file: GGUFFile(path: path))
         try llama.prepare(units: decision.computeUnits, precision: decision.precision)

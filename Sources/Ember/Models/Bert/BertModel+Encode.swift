@@ -92,6 +92,17 @@ public struct EmbeddingBatch: Sendable {
 }
 
 extension BertModel {
+    /// The cosine of the angle between two vectors (1 for equal directions).
+    public static func cosine(_ a: [Float], _ b: [Float]) -> Double {
+        var (dot, na, nb) = (0.0, 0.0, 0.0)
+        for (x, y) in zip(a, b) {
+            dot += Double(x) * Double(y)
+            na += Double(x) * Double(x)
+            nb += Double(y) * Double(y)
+        }
+        return na > 0 && nb > 0 ? dot / (na.squareRoot() * nb.squareRoot()) : 0
+    }
+
     /// Binds every matmul for `units` and `precision` now (quantizing or packing as the kernels need).
     public func prepare(units: ComputeUnits, precision: Precision?) throws {
         _ = try plan(units: units, precision: precision)
@@ -253,8 +264,8 @@ final class EncoderPass: @unchecked Sendable {
             thread.barrier()
             // Output projection (+ bias) + residual, LayerNorm.
             let projectionInput = stages.stage(thread, width: d, rows: r, group: [layer.attentionOutput], source: ws.attention)
-            let columns = linear(thread, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d)
-            stages.add(ws.x, addendStride: d, to: ws.projected, width: d, rows: r, columns: columns)
+            _ = linear(thread, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
+                       residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
@@ -265,18 +276,20 @@ final class EncoderPass: @unchecked Sendable {
             }
             thread.barrier()
             let outputInput = stages.stage(thread, width: ff, rows: r, group: [layer.output], source: ws.hidden)
-            let outputColumns = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d)
-            stages.add(ws.x, addendStride: d, to: ws.projected, width: d, rows: r, columns: outputColumns)
+            _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
         }
     }
 
-    /// This thread's share of y = x·Wᵀ + b; returns the output columns it wrote.
+    /// This thread's share of y = x·Wᵀ + b (+ residual); returns the output columns it wrote.
     private func linear(_ thread: RegionThread, _ matmul: BoundMatmul, _ linear: BertModel.Linear, _ input: StageInput, _ slot: Int,
-                        into y: UnsafeMutablePointer<Float>, width: Int) -> Range<Int> {
+                        into y: UnsafeMutablePointer<Float>, width: Int, residual: UnsafePointer<Float>? = nil) -> Range<Int> {
         let columns = stages.matmul(thread, matmul, input, slot, rows: rows, into: y)
-        stages.add(linear.bias, addendStride: 0, to: y, width: width, rows: rows, columns: columns)
+        if !columns.isEmpty {
+            ek_add_bias_rows(y, Int64(width), linear.bias, residual, Int64(width), Int64(rows), Int64(columns.lowerBound),
+                             Int64(columns.upperBound))
+        }
         return columns
     }
 

@@ -24,4 +24,12 @@ public enum ModelLocator {
         }
         return location.path
     }
+
+    /// The folder of a model made of several files (a sentence-transformers
+    /// folder): `nameOrPath` itself when it is a folder, else the folder of its file.
+    public static func directory(for nameOrPath: String, modelsDirectory: URL = ModelLocator.modelsDirectory) throws -> String {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: nameOrPath, isDirectory: &isDirectory), isDirectory.boolValue { return nameOrPath }
+        return (try path(for: nameOrPath, modelsDirectory: modelsDirectory) as NSString).deletingLastPathComponent
+    }
 }
