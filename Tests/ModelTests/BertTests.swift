@@ -56,3 +56,31 @@ struct BertTests {
         if precision == .fp32 { #expect(largestDifference <= 1e-4) }
     }
 }
+
+@Suite("all-MiniLM-L6-v2 through the scheduler", .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")))
+struct BertSchedulerTests {
+    /// Concurrent callers each get their own sentences' embeddings, whatever the policy chose and however they were batched.
+    @Test(arguments: [PowerState.mains, PowerState(batteryLevel: 0.3, charging: .unplugged, externalPower: false)])
+    func concurrentCallsGetTheirOwnEmbeddings(state: PowerState) async throws {
+        let model = try #require(BertTests.model)
+        let scheduler = InferenceScheduler(source: FixedPowerSource(state))
+        let references = BertTests.references
+        let groups = [Array(references[0..<3]), Array(references[3..<4]), Array(references[4..<9])]
+        let results = try await withThrowingTaskGroup(of: (Int, [[Float]]).self) { group in
+            for (index, sentences) in groups.enumerated() {
+                group.addTask { (index, try await model.embed(sentences.map(\.text), scheduler: scheduler, tier: .standard)) }
+            }
+            var results: [Int: [[Float]]] = [:]
+            for try await (index, embeddings) in group { results[index] = embeddings }
+            return results
+        }
+        for (index, sentences) in groups.enumerated() {
+            let embeddings = try #require(results[index])
+            #expect(embeddings.count == sentences.count)
+            for (embedding, reference) in zip(embeddings, sentences) {
+                #expect(BertModel.cosine(embedding, reference.embedding) > 0.98, "\(reference.text)")
+            }
+        }
+        #expect(await scheduler.metrics.records.count == 3)
+    }
+}
