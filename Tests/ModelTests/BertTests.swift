@@ -84,3 +84,17 @@ struct BertSchedulerTests {
         #expect(await scheduler.metrics.records.count == 3)
     }
 }
+
+/// The README's model lines, kept compiling and working.
+@Test(.enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")
+               && FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+func readmeModelSnippetWorks() async throws {
+    let scheduler = InferenceScheduler(source: FixedPowerSource(.mains))
+    let models = References.root.appendingPathComponent("models")
+    let llama = try LlamaModel(file: GGUFFile(path: try ModelLocator.path(for: "smollm2-135m-instruct", modelsDirectory: models)))
+    let text = try llama.generate(prompt: "The capital of France is", maxTokens: 8, precision: .int4) { _ in }
+    let minilm = try BertModel(directory: try ModelLocator.directory(for: "all-minilm-l6-v2", modelsDirectory: models))
+    let vectors = try await minilm.embed(["a cat", "a kitten"], scheduler: scheduler)
+    #expect(text.text.hasPrefix(" Paris"))
+    #expect(BertModel.cosine(vectors[0], vectors[1]) > 0.7)
+}
