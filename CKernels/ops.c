@@ -242,7 +242,8 @@ EK_OPS_AVX2 static inline __m256d exp_pd(__m256d x) {
  * range the result is 0, above it +inf.
  */
 EK_OPS_AVX2 static inline __m256 exp256(__m256 x) {
-    __m256 clamped = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+    /* max/min return their second operand for NaN: x goes second, so a NaN stays NaN. */
+    __m256 clamped = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
     __m256d low = exp_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(clamped)));
     __m256d high = exp_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(clamped, 1)));
     return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));

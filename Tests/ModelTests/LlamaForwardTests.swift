@@ -85,6 +85,13 @@ struct LlamaForwardTests {
         }
     }
 
+    @Test func widthsOutsideWholeBlocksAreRefused() throws {
+        var gguf = SyntheticGGUF.tinyLlama()
+        let index = try #require(gguf.metadata.firstIndex { $0.0 == "llama.feed_forward_length" })
+        gguf.metadata[index].1 = .uint32(100)
+        #expect(throws: ModelFileError.self) { try Self.tinyModel(gguf) }
+    }
+
     @Test func computePlanPlacesMatmulsByUnits() throws {
         let model = try Self.tinyModel()
         let engine = try model.computePlan(units: .cpuAndNeuralEngine, precision: .int4)

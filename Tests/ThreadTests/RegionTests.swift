@@ -51,6 +51,19 @@ struct RegionTests {
         }
         #expect(total.value == 10)
     }
+
+    /// A region started from inside a pool part (a host embedding in parallel) runs on that one thread.
+    @Test func regionInsidePoolPartRunsOnOneThread() {
+        let pool = WorkerPool(threadsPerClass: 2)
+        let threadsSeen = ManagedCounter()
+        pool.parallelFor(3, qos: .utility) { _ in
+            pool.region(threads: 2, qos: .utility) { thread in
+                thread.barrier() // would wait forever for a second thread that never starts
+                threadsSeen.add(thread.count)
+            }
+        }
+        #expect(threadsSeen.value == 3)
+    }
 }
 
 final class ManagedCounter: @unchecked Sendable {

@@ -12,10 +12,11 @@ public struct ActivationPreparation: Hashable, Sendable {
     /// Bytes of prepared activations for `rows` rows of `columns`.
     public func byteCount(rows: Int, columns: Int) -> Int { ek_activation_size(Int64(rows), Int64(columns)) }
 
-    /// Quantizes `rows` fp32 rows of `columns` at `x` into `out` (sized by ``byteCount(rows:columns:)``).
-    func prepare(_ x: UnsafePointer<Float>, rows: Int, columns: Int, into out: UnsafeMutableRawPointer) -> ek_status {
+    /// Quantizes `rows` fp32 rows of `columns` at `x` into `out`, which holds `capacity` bytes
+    /// (the kernel refuses a buffer smaller than ``byteCount(rows:columns:)``).
+    func prepare(_ x: UnsafePointer<Float>, rows: Int, columns: Int, into out: UnsafeMutableRawPointer, capacity: Int) -> ek_status {
         ek_quantize_activations(isa.cValue, format.cValue, x, Int64(rows), Int64(columns),
-                                out.assumingMemoryBound(to: ek_block_q8_act.self), byteCount(rows: rows, columns: columns))
+                                out.assumingMemoryBound(to: ek_block_q8_act.self), max(0, capacity))
     }
 }
 

@@ -13,6 +13,9 @@ final class StageBuffers {
     /// Per thread: a private input of `privateRows` rows and its preparations.
     let privateInput: [UnsafeMutablePointer<Float>]
     let privatePrepared: [[UnsafeMutableRawPointer]]
+    /// Bytes of each shared and each private preparation area.
+    let preparedBytes: Int
+    let privatePreparedBytes: Int
     private var allocations: [UnsafeMutableRawPointer] = []
 
     /// Stages of at most this many rows are made by every thread for itself (no barrier).
@@ -29,9 +32,15 @@ final class StageBuffers {
             allocations.append(buffer)
             return buffer
         }
-        prepared = (0..<Self.maxPreparations).map { _ in raw(ek_activation_size(Int64(rows), Int64(width))) }
+        // Activation blocks cover whole 32-column blocks: sized from the width rounded up, never 0.
+        let blockWidth = (width + 31) / 32 * 32
+        let sharedBytes = ek_activation_size(Int64(max(1, rows)), Int64(blockWidth))
+        let privateBytes = ek_activation_size(Int64(Self.privateRows), Int64(blockWidth))
+        precondition(sharedBytes > 0 && privateBytes > 0, "stage buffers of \(rows) rows × \(width)")
+        preparedBytes = sharedBytes
+        privatePreparedBytes = privateBytes
+        prepared = (0..<Self.maxPreparations).map { _ in raw(sharedBytes) }
         privateInput = (0..<threads).map { _ in raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width) }
-        let privateBytes = ek_activation_size(Int64(Self.privateRows), Int64(width))
         privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
         self.allocations = allocations
     }
@@ -96,7 +105,9 @@ struct PassStages {
             let area = isPrivate ? buffers.privatePrepared[thread.index][kinds.count] : buffers.prepared[kinds.count]
             let offset = ek_activation_size(Int64(part.lowerBound), Int64(width))
             if !part.isEmpty {
-                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width, into: area + offset)
+                let capacity = (isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes) - offset
+                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
+                                                 into: area + offset, capacity: capacity)
                 if status != EK_OK { failure.record(matmul.failure(Int32(bitPattern: status.rawValue))) }
             }
             kinds.append((preparation, UnsafeRawPointer(area)))

@@ -32,7 +32,8 @@ extension WorkerPool {
     /// start another job on this pool. At most ``threadsPerClass`` threads.
     public func region(threads: Int, qos: QoSClass, barrierSpinNanoseconds: Int64 = 200_000,
                        _ body: (RegionThread) -> Void) {
-        let count = max(1, min(threads, threadsPerClass))
+        // Inside a pool part (nested work runs inline) only one thread can take part.
+        let count = et_pool_nesting() > 0 ? 1 : max(1, min(threads, threadsPerClass))
         guard let barrier = et_barrier_create(Int32(count)) else { fatalError("et_barrier_create: out of memory") }
         defer { et_barrier_destroy(barrier) }
         parallelFor(count, qos: qos) { index in

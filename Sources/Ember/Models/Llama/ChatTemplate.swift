@@ -43,12 +43,36 @@ public struct ChatTemplate: Sendable, Equatable {
             throw ModelFileError.invalidField(file: file, field: "tokenizer.chat_template", found: "\(template.prefix(60))…",
                                               expected: "a ChatML template (<|im_start|>role … <|im_end|>)")
         }
-        // A literal system turn inside the template is its default system message.
-        let opening = "<|im_start|>system\n"
-        if let start = template.range(of: opening),
-           let end = template.range(of: "<|im_end|>", range: start.upperBound..<template.endIndex) {
-            defaultSystemMessage = String(template[start.upperBound..<end.lowerBound])
+        // A literal system turn inside the template is its default system message: the first
+        // `<|im_start|>system` turn whose text is a plain string (no Jinja expression), with
+        // escaped newlines unescaped.
+        var searchFrom = template.startIndex
+        while let start = template.range(of: "<|im_start|>system", range: searchFrom..<template.endIndex),
+              let end = template.range(of: "<|im_end|>", range: start.upperBound..<template.endIndex) {
+            searchFrom = end.upperBound
+            var text = String(template[start.upperBound..<end.lowerBound])
+            if text.hasPrefix("\\n") { text.removeFirst(2) } else if text.hasPrefix("\n") { text.removeFirst() } else { continue }
+            guard !["'", "\"", "+", "{{", "}}", "{%", "%}"].contains(where: { text.contains($0) }) else { continue }
+            defaultSystemMessage = text.replacingOccurrences(of: "\\n", with: "\n")
+            break
         }
+    }
+
+    /// Token ids for `messages`: the turn markers as special tokens, the roles and
+    /// contents as plain text — a message cannot smuggle in control tokens.
+    public func tokens(_ messages: [ChatMessage], tokenizer: ByteLevelBPE, addGenerationPrompt: Bool = true) throws -> [Int] {
+        guard let start = tokenizer.ids["<|im_start|>"], let end = tokenizer.ids["<|im_end|>"] else {
+            throw KernelError.invalidArgument(argument: "tokenizer", found: "no <|im_start|>/<|im_end|> tokens", expected: "a ChatML vocabulary")
+        }
+        func plain(_ text: String) -> [Int] { tokenizer.encode(text, parseSpecial: false, withBOS: false) }
+        var ids = tokenizer.addBOS ? tokenizer.bosID.map { [$0] } ?? [] : []
+        var turns = messages
+        if let defaultSystemMessage, messages.first?.role != "system" {
+            turns.insert(ChatMessage(role: "system", content: defaultSystemMessage), at: 0)
+        }
+        for turn in turns { ids += [start] + plain("\(turn.role)\n\(turn.content)") + [end] + plain("\n") }
+        if addGenerationPrompt { ids += [start] + plain("assistant\n") }
+        return ids
     }
 
     /// The prompt text for `messages` (special tokens written out, to be parsed
@@ -101,7 +125,7 @@ public final class ChatSession: @unchecked Sendable {
     /// Adds the user's message, generates the assistant's reply (streamed to `onPiece`) and keeps it.
     public func send(_ text: String, maxTokens: Int = 512, onPiece: (String) -> Void = { _ in }) throws -> Generation {
         let turn = messages + [ChatMessage(role: "user", content: text)]
-        let tokens = model.tokenizer.encode(template.format(turn))
+        let tokens = try template.tokens(turn, tokenizer: model.tokenizer)
         var common = 0
         while common < min(tokens.count, cached.count), tokens[common] == cached[common] { common += 1 }
         if common == tokens.count { common -= 1 } // at least one token is fed, for fresh logits

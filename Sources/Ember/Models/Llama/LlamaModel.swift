@@ -54,7 +54,7 @@ public final class LlamaModel: @unchecked Sendable {
         let config = Config(
             layers: try integer("llama.block_count"), hidden: hidden, feedForward: try integer("llama.feed_forward_length"),
             heads: heads, kvHeads: try integer("llama.attention.head_count_kv"), headDim: hidden / heads,
-            vocabulary: try file.tensor("token_embd.weight").dimensions[1],
+            vocabulary: try Self.vocabularySize(file),
             ropeBase: Float(file.metadata["llama.rope.freq_base"]?.number ?? 10000),
             rmsEpsilon: Float(file.metadata["llama.attention.layer_norm_rms_epsilon"]?.number ?? 1e-5),
             contextLength: try integer("llama.context_length"))
@@ -72,6 +72,10 @@ public final class LlamaModel: @unchecked Sendable {
             return UnsafePointer(copy)
         }
         // The forward pass trusts these shapes: a file that disagrees is refused here.
+        guard hidden % 32 == 0, config.feedForward % 32 == 0 else {
+            throw ModelFileError.invalidField(file: file.path, field: "llama.embedding_length", found: "\(hidden) (feed-forward \(config.feedForward))",
+                                              expected: "multiples of 32 (whole quantization blocks)")
+        }
         guard heads % config.kvHeads == 0, hidden % heads == 0, config.headDim % 2 == 0, config.headDim <= 512 else {
             throw ModelFileError.invalidField(
                 file: file.path, field: "llama.attention.head_count_kv", found: "\(config.kvHeads) KV heads for \(heads) heads of \(hidden)",
@@ -106,6 +110,16 @@ public final class LlamaModel: @unchecked Sendable {
     }
 
     deinit { for vector in normVectors { vector.deallocate() } }
+
+    /// The token table's rows, checked to be a matrix first.
+    private static func vocabularySize(_ file: GGUFFile) throws -> Int {
+        let info = try file.tensor("token_embd.weight")
+        guard info.dimensions.count == 2, info.dimensions[1] > 0 else {
+            throw ModelFileError.invalidField(file: file.path, field: "tensors[token_embd.weight]", found: "\(info.dimensions)",
+                                              expected: "2 dimensions [hidden, vocabulary]")
+        }
+        return info.dimensions[1]
+    }
 
     // MARK: Plans
 

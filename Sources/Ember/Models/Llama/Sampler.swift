@@ -41,10 +41,13 @@ public struct Sampler {
             }
         }
         guard settings.temperature > 0 else { return logits.indices.max { logits[$0] < logits[$1] } ?? 0 }
-        let candidates = Self.bestFirst(logits, keep: settings.topK, minP: settings.minP, temperature: settings.temperature)
+        // Probabilities are normalised over the top-k set (the whole vocabulary when top-k is off);
+        // without top-k only tokens min-p can accept are sorted, but all count in the total.
+        let topK = settings.topK > 0
+        let candidates = Self.bestFirst(logits, keep: settings.topK, minP: topK ? 0 : settings.minP, temperature: settings.temperature)
         let best = logits[candidates[0]]
         var weights = candidates.map { exp(Double((logits[$0] - best) / settings.temperature)) }
-        let total = weights.reduce(0, +)
+        let total = topK ? weights.reduce(0, +) : logits.reduce(0.0) { $0 + exp(Double(($1 - best) / settings.temperature)) }
         weights = weights.map { $0 / total }
         var kept = 0, mass = 0.0
         while kept < candidates.count {

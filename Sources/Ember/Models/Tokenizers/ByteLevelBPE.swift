@@ -8,7 +8,7 @@ import Foundation
 /// are applied by rank.
 public final class ByteLevelBPE: @unchecked Sendable {
     public let tokens: [String]
-    private let ids: [String: Int]
+    let ids: [String: Int]
     private let ranks: [String: Int]         // "left right" → rank
     /// Control and user-defined tokens matched in raw text, longest first.
     private let specials: [(text: String, id: Int)]
@@ -80,8 +80,10 @@ public final class ByteLevelBPE: @unchecked Sendable {
     // MARK: Encoding
 
     /// Token ids for `text`; special tokens written in the text become their ids.
-    public func encode(_ text: String, parseSpecial: Bool = true) -> [Int] {
-        var result: [Int] = addBOS ? bosID.map { [$0] } ?? [] : []
+    /// With `parseSpecial: false` special-token text is ordinary text (for user content);
+    /// `withBOS` overrides the file's `add_bos_token`.
+    public func encode(_ text: String, parseSpecial: Bool = true, withBOS: Bool? = nil) -> [Int] {
+        var result: [Int] = (withBOS ?? addBOS) ? bosID.map { [$0] } ?? [] : []
         var rest = Substring(text)
         while !rest.isEmpty {
             var earliest: (range: Range<Substring.Index>, id: Int)?

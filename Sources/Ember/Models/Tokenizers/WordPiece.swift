@@ -17,6 +17,8 @@ public final class WordPiece: @unchecked Sendable {
     public let padID: Int
     public let continuingPrefix: String
     public let maxCharactersPerWord: Int
+    /// Scalars of the longest vocabulary entry: no match can be longer.
+    let longestToken: Int
     /// Tokens per sequence at most, [CLS] and [SEP] included.
     public var maxLength: Int
 
@@ -35,7 +37,8 @@ public final class WordPiece: @unchecked Sendable {
         self.splitsCJK = splitsCJK
         self.cleansText = cleansText
         self.continuingPrefix = continuingPrefix
-        self.maxCharactersPerWord = maxCharactersPerWord
+        self.maxCharactersPerWord = min(max(1, maxCharactersPerWord), 1000) // matching is quadratic in a word's length
+        longestToken = vocabulary.keys.reduce(0) { max($0, $1.unicodeScalars.count) }
         self.maxLength = max(2, maxLength)
         unknownID = try id("[UNK]")
         clsID = try id("[CLS]")
@@ -142,7 +145,7 @@ public final class WordPiece: @unchecked Sendable {
         var ids: [Int] = []
         var start = 0
         while start < characters.count {
-            var end = characters.count
+            var end = min(characters.count, start + longestToken)
             var found: Int?
             while start < end {
                 var piece = String(String.UnicodeScalarView(characters[start..<end]))
