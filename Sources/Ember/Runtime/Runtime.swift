@@ -1,0 +1,126 @@
+import Foundation
+
+/// Ember's one entry point for host applications: loads models, and runs
+/// every request through the ``InferenceScheduler`` so the power policy picks
+/// precision, compute units, QoS and threads — or defers or refuses the
+/// request — from its tier and the device's state.
+///
+/// ```swift
+/// let runtime = try Runtime(configuration: .init(computeUnits: .all, power: .system))
+/// let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+/// for try await piece in runtime.generate(llm, prompt: "Hello", tier: .critical) { print(piece, terminator: "") }
+/// let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
+/// let vectors = try await runtime.embed(minilm, ["a cat", "a kitten"], tier: .background)
+/// ```
+public final class Runtime: Sendable {
+    /// How a runtime is set up.
+    public struct Configuration: Sendable {
+        /// Where the power state comes from.
+        public enum Power: Sendable {
+            /// The operating system (Linux sysfs, `ProcessInfo` on Darwin), or `EMBER_POWER` when set.
+            case system
+            /// A state the host sets with ``Runtime/setPowerState(_:)`` (starting from this one).
+            case injected(PowerState)
+            /// Any other source (a scripted timeline, say).
+            case source(any PowerSource)
+        }
+
+        /// The units Ember may use at most (Core ML's `MLComputeUnits`).
+        public var computeUnits: ComputeUnits
+        public var power: Power
+        /// Where ``Runtime/loadLanguageModel(named:)`` looks for models by name (`models/` unless `EMBER_MODELS_DIR`).
+        public var modelsDirectory: URL
+        /// The policy's thresholds and budgets.
+        public var policy: PolicyConfiguration
+
+        public init(computeUnits: ComputeUnits = .all, power: Power = .system,
+                    modelsDirectory: URL = ModelLocator.modelsDirectory, policy: PolicyConfiguration? = nil) {
+            self.computeUnits = computeUnits
+            self.power = power
+            self.modelsDirectory = modelsDirectory
+            self.policy = policy ?? PolicyConfiguration(computeUnits: computeUnits)
+        }
+    }
+
+    public let configuration: Configuration
+    /// The scheduler every request goes through (its metrics are the runtime's telemetry).
+    public let scheduler: InferenceScheduler
+    /// The power source in use.
+    public let powerSource: any PowerSource
+    private let injected: InjectedPowerSource?
+
+    public init(configuration: Configuration = Configuration()) throws {
+        self.configuration = configuration
+        switch configuration.power {
+        case .system:
+            powerSource = try SystemPower.source()
+            injected = nil
+        case let .injected(state):
+            let source = InjectedPowerSource(state)
+            powerSource = source
+            injected = source
+        case let .source(source):
+            powerSource = source
+            injected = nil
+        }
+        scheduler = InferenceScheduler(source: powerSource, configuration: configuration.policy)
+        _ = WorkerPool.shared // OpenBLAS to one thread, its idle pool stopped, before any model loads
+    }
+
+    /// Sets the power state; only for a runtime configured with `.injected`.
+    public func setPowerState(_ state: PowerState) throws {
+        guard let injected else {
+            throw KernelError.invalidArgument(argument: "power", found: "a runtime reading its own power source",
+                                              expected: "Configuration.power = .injected(…) to set the state")
+        }
+        injected.set(state)
+    }
+
+    /// Loads a GGUF text model by manifest name or path (off the cooperative pool), ready for ``generate(_:prompt:maxTokens:tier:sampler:)``.
+    public func loadLanguageModel(named name: String) async throws -> LlamaModel {
+        let directory = configuration.modelsDirectory
+        return try await Self.offCooperativePool {
+            try LlamaModel(file: GGUFFile(path: try ModelLocator.path(for: name, modelsDirectory: directory)))
+        }
+    }
+
+    /// Loads a sentence-transformers model by manifest name or folder, ready for ``embed(_:_:tier:)``.
+    public func loadEmbeddingModel(named name: String) async throws -> BertModel {
+        let directory = configuration.modelsDirectory
+        return try await Self.offCooperativePool {
+            try BertModel(directory: try ModelLocator.directory(for: name, modelsDirectory: directory))
+        }
+    }
+
+    /// Generates from `prompt` as a request of `tier`; text pieces stream as
+    /// they are decoded. Ending the iteration early cancels the request.
+    public func generate(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
+                         sampler: SamplerSettings = SamplerSettings()) -> AsyncThrowingStream<String, Error> {
+        let request = InferenceRequest(requirements: RequestRequirements(tier: tier)) { decision, context in
+            await context.checkpoint()
+            let result = try await Self.offCooperativePool {
+                try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, units: decision.computeUnits,
+                                   precision: decision.precision, threads: decision.threads, qos: context.qos,
+                                   onPiece: { context.emit($0) })
+            }
+            context.report(energy: result.energy)
+            return result.text
+        }
+        return scheduler.stream(request, tier: tier)
+    }
+
+    /// Embeddings of `texts` as a request of `tier` (batched with concurrent calls); one L2-normalised vector per text.
+    public func embed(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> [[Float]] {
+        try await model.embed(texts, scheduler: scheduler, tier: tier)
+    }
+
+    /// Runs blocking work (loading, a forward pass) on a thread of its own, so
+    /// Swift concurrency's few cooperative threads are never held by it.
+    static func offCooperativePool<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try work() }) }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+    }
+}

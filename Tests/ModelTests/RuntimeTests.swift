@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+@testable import Ember
+
+/// The host-facing `Runtime` on the real models (needs `make models`).
+@Suite("Runtime API", .serialized, .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")
+                                             && FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+struct RuntimeTests {
+    static let models = References.root.appendingPathComponent("models")
+
+    @Test func generatesAndEmbedsThroughThePolicy() async throws {
+        let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: Self.models))
+        let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        var text = ""
+        for try await piece in runtime.generate(llm, prompt: "The capital of France is", maxTokens: 8, tier: .critical) { text += piece }
+        #expect(text.hasPrefix(" Paris"), "\(text)")
+        let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
+        let vectors = try await runtime.embed(minilm, ["a cat", "a kitten", "stock prices fell"], tier: .standard)
+        #expect(vectors.count == 3 && vectors.allSatisfy { $0.count == 384 })
+        #expect(BertModel.cosine(vectors[0], vectors[1]) > BertModel.cosine(vectors[0], vectors[2]))
+        let records = await runtime.scheduler.metrics.records
+        #expect(records.count == 2)
+        #expect(records.allSatisfy { $0.outcome == "completed" })
+    }
+
+    /// Background work waits while the battery is low and runs when the charger returns.
+    @Test func backgroundWorkWaitsForPower() async throws {
+        let low = PowerState(batteryLevel: 0.12, charging: .unplugged, externalPower: false)
+        let runtime = try Runtime(configuration: .init(power: .injected(low), modelsDirectory: Self.models))
+        let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
+        let job = Task { try await runtime.embed(minilm, ["re-index me"], tier: .background) }
+        #expect(await eventually { await runtime.scheduler.deferredCount == 1 }, "deferred on a low battery")
+        try runtime.setPowerState(.mains)
+        let vectors = try await job.value
+        #expect(vectors.count == 1)
+        #expect(throws: KernelError.self) { try Runtime(configuration: .init(power: .system)).setPowerState(.mains) }
+    }
+}
+
+/// Polls `condition` for up to `seconds`.
+func eventually(seconds: Double = 10, _ condition: () async -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return await condition()
+}
