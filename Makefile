@@ -66,6 +66,7 @@ models: build
 
 demo: build models
 	$(EMBER) info
+	$(EMBER) demo
 	$(EMBER) bench blas --quick
 	$(EMBER) bench kernels --quick
 	$(EMBER) bench qos --repetitions 60

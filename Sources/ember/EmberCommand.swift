@@ -4,12 +4,12 @@ import Foundation
 
 /// The `ember` command-line tool: a thin shell over the Ember library.
 @main
-struct EmberCommand: ParsableCommand {
+struct EmberCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ember",
         abstract: "Ember — an embedded inference runtime that is honest about energy.",
         version: SystemReport.emberVersion,
-        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self])
+        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self])
 }
 
 /// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`).

@@ -1,0 +1,156 @@
+import ArgumentParser
+import Ember
+import Foundation
+
+/// `ember demo`: the whole product in a minute — both models behind the
+/// scheduler while a scripted power timeline plays, a table per step.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Replay a power timeline (charger → 60% → 15% → low-power → hot → charger) and show what Ember decides for each request.")
+
+    @Option(help: "Tokens per chat reply.") var tokens = 24
+
+    struct Step {
+        let name: String
+        let state: PowerState
+    }
+
+    static let steps = [
+        Step(name: "on the charger", state: PowerState(batteryLevel: 0.8, charging: .charging, externalPower: true)),
+        Step(name: "unplugged, 60%", state: PowerState(batteryLevel: 0.6, charging: .unplugged, externalPower: false)),
+        Step(name: "unplugged, 15%", state: PowerState(batteryLevel: 0.15, charging: .unplugged, externalPower: false)),
+        Step(name: "low-power mode, 15%", state: PowerState(batteryLevel: 0.15, charging: .unplugged, externalPower: false, lowPowerMode: true)),
+        Step(name: "thermal serious, 40%", state: PowerState(batteryLevel: 0.4, charging: .unplugged, externalPower: false, thermal: .serious)),
+        Step(name: "back on the charger", state: PowerState(batteryLevel: 0.42, charging: .charging, externalPower: true)),
+    ]
+
+    /// What one request did.
+    struct Outcome: Sendable {
+        var label: String
+        var decision: Decision
+        var result: String
+        var seconds: Double?
+        var rate: String
+    }
+
+    func run() async throws {
+        let runtime = try Runtime(configuration: .init(power: .injected(Self.steps[0].state)))
+        print("Ember demo — both models behind the scheduler; the power state follows a script.")
+        let llm = try await Self.timed("loading smollm2-135m-instruct (GGUF, Q4_1)") {
+            try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        }
+        let minilm = try await Self.timed("loading all-minilm-l6-v2 (safetensors, fp32)") {
+            try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
+        }
+        // Bind each model's weights for every (units, precision) the script will ask for, so the
+        // table shows steady-state speed rather than one-time conversions.
+        var plans = Set<String>()
+        for step in Self.steps {
+            for tier in [Tier.critical, .standard, .background] {
+                let decision = BackendPolicy.decide(request: RequestRequirements(tier: tier), state: step.state,
+                                                    configuration: runtime.configuration.policy)
+                guard plans.insert("\(decision.computeUnits.rawValue)-\(decision.precision)").inserted else { continue }
+                try await Self.timed("binding weights for \(decision.precision) on \(decision.computeUnits)") {
+                    try llm.prepare(units: decision.computeUnits, precision: decision.precision)
+                    try minilm.prepare(units: decision.computeUnits, precision: decision.precision)
+                }
+            }
+        }
+        let template = try ChatTemplate(gguf: llm.file)
+        let sentences = EmbeddingBenchmark.sentences(16, seed: 1)
+        let archive = EmbeddingBenchmark.sentences(64, seed: 2)
+        var pending: [(String, Task<Outcome, Never>)] = []
+        var waited = 0
+
+        for (index, step) in Self.steps.enumerated() {
+            try runtime.setPowerState(step.state)
+            print("\n[\(index + 1)/\(Self.steps.count)] \(step.name): \(step.state)")
+            let decide = { (tier: Tier) in
+                BackendPolicy.decide(request: RequestRequirements(tier: tier), state: step.state, configuration: runtime.configuration.policy)
+            }
+            let prompt = template.format([ChatMessage(role: "user", content: "Give me one tip for saving battery.")])
+            let (critical, standard, background, tokens) = (decide(.critical), decide(.standard), decide(.background), tokens)
+            let chat = Task { await Self.measure("critical chat", critical) {
+                var pieces = 0
+                let start = DispatchTime.now().uptimeNanoseconds
+                for try await _ in runtime.generate(llm, prompt: prompt, maxTokens: tokens, tier: .critical) { pieces += 1 }
+                let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                return String(format: "%d pieces, %.0f/s", pieces, Double(pieces) / seconds)
+            } }
+            let batch = Task { await Self.measure("standard embeddings ×16", standard) {
+                let start = DispatchTime.now().uptimeNanoseconds
+                _ = try await runtime.embed(minilm, sentences, tier: .standard)
+                return String(format: "%.0f sentences/s", 16 / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+            } }
+            let reindex = Task { await Self.measure("background re-index ×64", background) {
+                let start = DispatchTime.now().uptimeNanoseconds
+                _ = try await runtime.embed(minilm, archive, tier: .background)
+                return String(format: "%.0f sentences/s", 64 / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+            } }
+            var rows: [Outcome] = []
+            for (task, tier) in [(chat, Tier.critical), (batch, .standard), (reindex, .background)] {
+                if case .defer = decide(tier).action {
+                    pending.append(("step \(index + 1)", task))
+                    rows.append(Outcome(label: tier == .critical ? "critical chat" : tier == .standard ? "standard embeddings ×16" : "background re-index ×64",
+                                        decision: decide(tier), result: "waiting for power", seconds: nil, rate: "—"))
+                } else {
+                    rows.append(await task.value)
+                }
+            }
+            Self.printTable(rows)
+            if step.state.onExternalPower && !pending.isEmpty {
+                print("  power is back: \(pending.count) deferred request(s) drain (latency counts the wait)")
+                waited += pending.count
+                var drained: [Outcome] = []
+                for (origin, task) in pending {
+                    var outcome = await task.value
+                    outcome.label += " (\(origin))"
+                    outcome.decision = decide(outcome.decision.qos == .background ? .background : .standard)
+                    drained.append(outcome)
+                }
+                pending.removeAll()
+                Self.printTable(drained)
+            }
+        }
+        let metrics = await runtime.scheduler.metrics
+        let joules = metrics.records.compactMap(\.energy?.joules).reduce(0, +)
+        print(String(format: "\n%d requests completed, %d of them after waiting for power; energy %.2f J (%@: no RAPL counter here → the units' cost model).",
+                     metrics.records.filter { $0.outcome == "completed" }.count, waited, joules,
+                     metrics.records.compactMap(\.energy?.source.rawValue).first ?? "modelled"))
+    }
+
+    static func timed<Value>(_ label: String, _ work: () async throws -> Value) async throws -> Value {
+        print("  \(label)… ", terminator: "")
+        fflush(nil)
+        let start = DispatchTime.now().uptimeNanoseconds
+        let value = try await work()
+        print(String(format: "%.0f ms", Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6))
+        return value
+    }
+
+    static func measure(_ label: String, _ decision: Decision, _ work: @Sendable () async throws -> String) async -> Outcome {
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            let rate = try await work()
+            return Outcome(label: label, decision: decision, result: "done", seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, rate: rate)
+        } catch {
+            return Outcome(label: label, decision: decision, result: "\(error)", seconds: nil, rate: "—")
+        }
+    }
+
+    static func printTable(_ rows: [Outcome]) {
+        func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+        print("  " + pad("request", 40) + pad("decision", 50) + pad("precision / units / QoS", 46) + pad("latency", 18) + "rate")
+        for row in rows {
+            let action: String = switch row.decision.action {
+            case .run: "run"
+            case let .defer(reason): "defer (\(reason))"
+            case let .drop(reason): "drop (\(reason))"
+            }
+            let how = "\(row.decision.precision) / \(row.decision.computeUnits) / \(row.decision.qos)"
+            let latency = row.seconds.map { String(format: "%.0f ms", $0 * 1000) } ?? row.result
+            print("  " + pad(row.label, 40) + pad(action, 50) + pad(how, 46) + pad(latency, 18) + row.rate)
+        }
+    }
+}
