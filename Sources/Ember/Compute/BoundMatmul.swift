@@ -27,6 +27,7 @@ public struct ActivationPreparation: Hashable, Sendable {
 /// ``WorkerPool/region(threads:qos:_:)``. Binding does the per-weight work
 /// once (packing, dequantizing), so a call costs only the kernel.
 public struct BoundMatmul: @unchecked Sendable {
+    /// The kernel call: x (and its preparation), m rows, into y, over a range of weight rows; 0 is success.
     public typealias Body = (_ x: UnsafePointer<Float>, _ prepared: UnsafeRawPointer?, _ m: Int,
                              _ y: UnsafeMutablePointer<Float>, _ rows: Range<Int>) -> Int32
 

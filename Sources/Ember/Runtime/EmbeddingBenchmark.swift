@@ -5,6 +5,7 @@ import Foundation
 /// batches of `batch`, tokenization included; one untimed warm-up pass, then
 /// the median of `runs` passes, in sentences per second.
 public struct EmbeddingBenchmark: Sendable {
+    /// The median rate and every run's.
     public struct Result: Sendable, Codable {
         public var sentencesPerSecond: Double
         public var runs: [Double]

@@ -9,6 +9,7 @@ import Foundation
 /// Time to first token is separate: open the file, load, bind, prefill a
 /// 20-token prompt and pick the first token, all timed.
 public struct GenerationBenchmark: Sendable {
+    /// Median prefill and decode rates, and every run's.
     public struct Result: Sendable, Codable {
         public var prefillTokensPerSecond: Double
         public var decodeTokensPerSecond: Double

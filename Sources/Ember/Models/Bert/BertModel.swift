@@ -7,6 +7,7 @@ import Foundation
 /// tokens, L2-normalised (as the pooling config says). Every matmul goes
 /// through the kernel registry, so the units and precision decided apply.
 public final class BertModel: @unchecked Sendable {
+    /// The encoder's shape, from config.json and sentence_bert_config.json.
     public struct Config: Sendable, Equatable {
         public var layers: Int
         public var hidden: Int

@@ -8,6 +8,7 @@ import Foundation
 public final class LlamaModel: @unchecked Sendable {
     // MARK: Config
 
+    /// The decoder's shape, from the GGUF metadata.
     public struct Config: Sendable, Equatable {
         public var layers: Int
         public var hidden: Int

@@ -26,6 +26,7 @@ public final class SafetensorsFile: @unchecked Sendable {
         }
     }
 
+    /// One tensor of the header: name, element type, shape and byte range.
     public struct TensorInfo: Sendable, Equatable {
         public var name: String
         public var dtype: DType
