@@ -46,3 +46,22 @@ func eventually(seconds: Double = 10, _ condition: () async -> Bool) async -> Bo
     }
     return await condition()
 }
+
+@Suite("Runtime API: stopping generation", .enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+struct RuntimeCancellationTests {
+    /// A caller that stops reading ends the generation within a token, not after 2000 of them.
+    @Test func leavingTheStreamStopsGenerating() async throws {
+        let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: RuntimeTests.models))
+        let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        var pieces = 0
+        for try await _ in runtime.generate(llm, prompt: "Count from one to a thousand:", maxTokens: 2000, tier: .standard,
+                                            sampler: SamplerSettings(temperature: 0)) {
+            pieces += 1
+            if pieces == 3 { break }
+        }
+        #expect(pieces == 3)
+        #expect(await eventually(seconds: 5) { await runtime.scheduler.metrics.records.count == 1 }, "the request ended")
+        let record = try #require(await runtime.scheduler.metrics.records.first)
+        #expect(record.outcome != "completed" || record.runSeconds < 5, "\(record.outcome) after \(record.runSeconds) s")
+    }
+}

@@ -93,15 +93,30 @@ public final class Runtime: Sendable {
     }
 
     /// Generates from `prompt` as a request of `tier`; text pieces stream as
-    /// they are decoded. Ending the iteration early cancels the request.
+    /// they are decoded. Ending the iteration early cancels the request. Below
+    /// the critical tier each token is a checkpoint where critical work passes.
     public func generate(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                          sampler: SamplerSettings = SamplerSettings()) -> AsyncThrowingStream<String, Error> {
         let request = InferenceRequest(requirements: RequestRequirements(tier: tier)) { decision, context in
             await context.checkpoint()
-            let result = try await Self.offCooperativePool {
-                try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, units: decision.computeUnits,
-                                   precision: decision.precision, threads: decision.threads, qos: context.qos,
-                                   onPiece: { context.emit($0) })
+            let cancelled = CancellationFlag()
+            let result = try await withTaskCancellationHandler {
+                try await Self.offCooperativePool {
+                    // Every token: stop if the caller went away; below critical, a checkpoint
+                    // where critical work on the route goes first.
+                    let checkpoint: () throws -> Void = {
+                        if cancelled.isSet { throw CancellationError() }
+                        guard tier != .critical else { return }
+                        let done = DispatchSemaphore(value: 0)
+                        Task { await context.checkpoint(); done.signal() }
+                        done.wait()
+                    }
+                    return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, units: decision.computeUnits,
+                                              precision: decision.precision, threads: decision.threads, qos: context.qos,
+                                              onPiece: { context.emit($0) }, betweenTokens: checkpoint)
+                }
+            } onCancel: {
+                cancelled.set()
             }
             context.report(energy: result.energy)
             return result.text
@@ -123,4 +138,12 @@ public final class Runtime: Sendable {
             thread.start()
         }
     }
+}
+
+/// A flag one thread sets and another polls.
+final class CancellationFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
 }

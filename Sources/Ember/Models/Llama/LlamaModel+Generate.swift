@@ -26,24 +26,25 @@ extension LlamaModel {
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          units: ComputeUnits = .cpuAndNeuralEngine, precision: Precision? = nil,
                          threads: Int = KernelThreads.default, qos: QoSClass = .current,
-                         onPiece: (String) -> Void = { _ in }) throws -> Generation {
+                         onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         let promptIDs = tokenizer.encode(prompt)
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
         let session = makeSession(contextLength: promptIDs.count + maxTokens + 1)
         var sampler = Sampler(settings)
         return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
                                       sampler: &sampler, units: units, precision: precision, threads: threads, qos: qos,
-                                      onPiece: onPiece)
+                                      onPiece: onPiece, betweenTokens: betweenTokens)
     }
 
     /// Feeds `tokens` after what `session` holds, then samples up to
     /// `maxTokens` new ones (each fed back), stopping at end-of-generation or
     /// when the context is full. `history` is what the repetition penalty sees.
     /// The session keeps everything fed, so a conversation continues from it.
+    /// `betweenTokens` runs before each decode step (a scheduler's checkpoint); it may throw to stop.
     public func continueGeneration(session: Session, feeding tokens: [Int], history: [Int], maxTokens: Int,
                                    sampler: inout Sampler, units: ComputeUnits = .cpuAndNeuralEngine, precision: Precision? = nil,
                                    threads: Int = KernelThreads.default, qos: QoSClass = .current,
-                                   onPiece: (String) -> Void = { _ in }) throws -> Generation {
+                                   onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
         let energyBefore = session.energy.joules
         var decoder = StreamingDecoder()
@@ -69,6 +70,7 @@ extension LlamaModel {
                 stop = "context_full"
                 break
             }
+            try betweenTokens()
             logits = try forward([next], session: session, units: units, precision: precision, threads: threads, qos: qos)
         }
         let tail = decoder.finish()
