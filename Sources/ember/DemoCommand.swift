@@ -89,11 +89,11 @@ struct DemoCommand: AsyncParsableCommand {
                 return String(format: "%.0f sentences/s", 64 / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
             } }
             var rows: [Outcome] = []
-            for (task, tier) in [(chat, Tier.critical), (batch, .standard), (reindex, .background)] {
-                if case .defer = decide(tier).action {
+            for (task, decision, label) in [(chat, critical, "critical chat"), (batch, standard, "standard embeddings ×16"),
+                                            (reindex, background, "background re-index ×64")] {
+                if case .defer = decision.action {
                     pending.append(("step \(index + 1)", task))
-                    rows.append(Outcome(label: tier == .critical ? "critical chat" : tier == .standard ? "standard embeddings ×16" : "background re-index ×64",
-                                        decision: decide(tier), result: "waiting for power", seconds: nil, rate: "—"))
+                    rows.append(Outcome(label: label, decision: decision, result: "waiting for power", seconds: nil, rate: "—"))
                 } else {
                     rows.append(await task.value)
                 }

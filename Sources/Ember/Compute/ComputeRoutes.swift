@@ -74,6 +74,21 @@ public final class ComputeRoutes: @unchecked Sendable {
     public func makeCommandBuffer(qos: QoSClass = .current) -> CommandBuffer {
         CommandBuffer(queue: gpuQueue, qos: qos.resolved)
     }
+
+    /// Runs `body` on `unit`'s execution resource at `qos` and returns when it
+    /// has finished: as a job of the neural-engine queue, as a job of the GPU
+    /// submission queue (what a one-op command buffer does), or on the calling
+    /// thread for the CPU route.
+    public func run(on unit: ComputeUnit, qos: QoSClass, _ body: () throws -> Void) throws {
+        switch unit {
+        case .neuralEngine:
+            try neuralEngine.sync(qos: qos, body)
+        case .gpu:
+            try gpuQueue.sync(qos: qos, body) // a one-op command buffer, committed and waited for
+        case .cpu:
+            try body()
+        }
+    }
 }
 
 /// The outcome of one op run through the registry.
@@ -116,35 +131,13 @@ public final class ComputeEngine: @unchecked Sendable {
             throw KernelError.invalidArgument(argument: "w", found: "\(w.format)", expected: "a format some matmul kernel takes")
         }
         var y = try Tensor(zeros: [x.shape[0], w.rows])
-        let energyBefore = EnergyCounter.microjoules()
+        let meter = EnergyMeter()
         let start = DispatchTime.now().uptimeNanoseconds
-        switch placement.unit {
-        case .neuralEngine:
-            try routes.neuralEngine.sync(qos: qos) { try kernel.run(x, w, &y) }
-        case .gpu:
-            let buffer = routes.makeCommandBuffer(qos: qos)
-            let output = ResultBox<Tensor>()
-            buffer.encode {
-                var result = try Tensor(zeros: [x.shape[0], w.rows])
-                try kernel.run(x, w, &result)
-                output.value = result
-            }
-            buffer.commit()
-            try buffer.waitUntilCompleted()
-            y = output.value!
-        case .cpu:
-            try kernel.run(x, w, &y)
-        }
+        try routes.run(on: placement.unit, qos: qos) { try kernel.run(x, w, &y) }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         let operations = 2 * Double(x.shape[0]) * Double(w.rows) * Double(w.columns)
-        let energy: EnergyEstimate
-        if let before = energyBefore, let after = EnergyCounter.microjoules(), after >= before {
-            energy = EnergyEstimate(joules: Double(after - before) / 1e6, source: .measured)
-        } else {
-            let precision = kernel.formats.contains(.f32) ? Precision.fp32 : w.format.precision
-            let joules = profiles[placement.unit]?.estimate(operations: operations, precision: precision)?.joules ?? 0
-            energy = EnergyEstimate(joules: joules, source: .modelled)
-        }
+        let precision = kernel.formats.contains(.f32) ? Precision.fp32 : w.format.precision
+        let energy = meter.finish(unit: placement.unit, operations: operations, precision: precision, profiles: profiles)
         return ComputeResult(output: y, placement: placement, seconds: seconds, energy: energy)
     }
 }

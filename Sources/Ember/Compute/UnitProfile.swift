@@ -97,11 +97,39 @@ public struct EnergyEstimate: Sendable, Codable, Equatable {
 public enum EnergyCounter {
     static let path = "/sys/class/powercap/intel-rapl:0/energy_uj"
 
+    /// Whether the counter file is readable (looked up once: every forward pass asks).
+    static let isPresent = FileManager.default.isReadableFile(atPath: path)
+
     /// Microjoules so far, or nil when there is no readable counter.
     public static func microjoules() -> UInt64? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        guard isPresent, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
         return UInt64(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     public static var isAvailable: Bool { microjoules() != nil }
+}
+
+/// The energy of one piece of work: started before it, finished after it.
+/// Measured from the package counter when the machine has one, else
+/// modelled from the unit's profile for the work's operations.
+public struct EnergyMeter: Sendable {
+    private let before = EnergyCounter.microjoules()
+
+    public init() {}
+
+    public func finish(unit: ComputeUnit, operations: Double, precision: Precision,
+                       profiles: [ComputeUnit: UnitProfile] = ComputeEngine.shared.profiles) -> EnergyEstimate {
+        if let before, let after = EnergyCounter.microjoules(), after >= before {
+            return EnergyEstimate(joules: Double(after - before) / 1e6, source: .measured)
+        }
+        let joules = profiles[unit]?.estimate(operations: operations, precision: precision)?.joules ?? 0
+        return EnergyEstimate(joules: joules, source: .modelled)
+    }
+}
+
+extension EnergyEstimate {
+    /// The sum of two estimates; measured only if both were.
+    public static func + (lhs: EnergyEstimate, rhs: EnergyEstimate) -> EnergyEstimate {
+        EnergyEstimate(joules: lhs.joules + rhs.joules, source: lhs.source == .measured && rhs.source == .measured ? .measured : .modelled)
+    }
 }

@@ -127,12 +127,49 @@ struct PassStages {
         return range
     }
 
-    /// y[r, columns] += addend[r, columns] (row stride `width`) for `rows` rows; addend stride 0 repeats one row (a bias).
-    func add(_ addend: UnsafePointer<Float>, addendStride: Int, to y: UnsafeMutablePointer<Float>, width: Int, rows: Int,
-             columns: Range<Int>) {
+    /// x[:, columns] += addend[:, columns] (both row stride `width`) for `rows` rows: a residual
+    /// added over the output columns this thread just computed.
+    func addResidual(_ addend: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
         guard !columns.isEmpty else { return }
-        for row in 0..<rows {
-            ek_add(y + row * width + columns.lowerBound, addend + row * addendStride + columns.lowerBound, Int64(columns.count))
-        }
+        ek_add_bias_rows(x, Int64(width), nil, addend, Int64(width), Int64(rows), Int64(columns.lowerBound), Int64(columns.upperBound))
     }
+}
+
+/// A model's weight matrices bound at once: binding packs, requantizes or
+/// dequantizes, so the matrices are bound on every core, largest first.
+/// Also where the pass runs (the unit with most of the arithmetic) and how
+/// much arithmetic a token takes.
+struct BoundMatmuls {
+    let all: [BoundMatmul]
+    /// The unit that runs most of the arithmetic; a pass runs on its execution resource.
+    let route: ComputeUnit
+    /// Multiply-adds ×2 of the matmuls, per token.
+    let operationsPerToken: Double
+
+    init(_ sources: [WeightMatrix], bind: (Int, WeightMatrix) throws -> BoundMatmul) throws {
+        let order = sources.indices.sorted { sources[$0].bytes.count > sources[$1].bytes.count }
+        let results = ResultSlots<BoundMatmul>(count: sources.count)
+        WorkerPool.shared.parallelFor(order.count, qos: .current) { part in
+            let index = order[part]
+            results.set(index, Result { try bind(index, sources[index]) })
+        }
+        all = try results.values()
+        var work: [ComputeUnit: Double] = [:]
+        for matmul in all { work[matmul.placement.unit, default: 0] += 2 * Double(matmul.rows) * Double(matmul.columns) }
+        route = work.max { $0.value < $1.value }?.key ?? .cpu
+        operationsPerToken = work.values.reduce(0, +)
+    }
+}
+
+/// One result per index, filled from several threads.
+final class ResultSlots<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var slots: [Result<Value, Error>?]
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ index: Int, _ result: Result<Value, Error>) { lock.withLock { slots[index] = result } }
+
+    /// Every value in order, or the first error by index.
+    func values() throws -> [Value] { try lock.withLock { slots }.map { try $0!.get() } }
 }

@@ -79,7 +79,7 @@ public final class Runtime: Sendable {
     /// Loads a GGUF text model by manifest name or path (off the cooperative pool), ready for ``generate(_:prompt:maxTokens:tier:sampler:)``.
     public func loadLanguageModel(named name: String) async throws -> LlamaModel {
         let directory = configuration.modelsDirectory
-        return try await Self.offCooperativePool {
+        return try await QoSThread.value(qos: .current) {
             try LlamaModel(file: GGUFFile(path: try ModelLocator.path(for: name, modelsDirectory: directory)))
         }
     }
@@ -87,7 +87,7 @@ public final class Runtime: Sendable {
     /// Loads a sentence-transformers model by manifest name or folder, ready for ``embed(_:_:tier:)``.
     public func loadEmbeddingModel(named name: String) async throws -> BertModel {
         let directory = configuration.modelsDirectory
-        return try await Self.offCooperativePool {
+        return try await QoSThread.value(qos: .current) {
             try BertModel(directory: try ModelLocator.directory(for: name, modelsDirectory: directory))
         }
     }
@@ -101,7 +101,7 @@ public final class Runtime: Sendable {
             await context.checkpoint()
             let cancelled = CancellationFlag()
             let result = try await withTaskCancellationHandler {
-                try await Self.offCooperativePool {
+                try await QoSThread.value(qos: context.qos) {
                     // Every token: stop if the caller went away; below critical, a checkpoint
                     // where critical work on the route goes first.
                     let checkpoint: () throws -> Void = {
@@ -127,16 +127,6 @@ public final class Runtime: Sendable {
     /// Embeddings of `texts` as a request of `tier` (batched with concurrent calls); one L2-normalised vector per text.
     public func embed(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> [[Float]] {
         try await model.embed(texts, scheduler: scheduler, tier: tier)
-    }
-
-    /// Runs blocking work (loading, a forward pass) on a thread of its own, so
-    /// Swift concurrency's few cooperative threads are never held by it.
-    static func offCooperativePool<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) async throws -> Value {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try work() }) }
-            thread.stackSize = 8 << 20
-            thread.start()
-        }
     }
 }
 

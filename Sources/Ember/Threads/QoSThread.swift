@@ -27,6 +27,18 @@ public enum QoSThread {
     }
 }
 
+extension QoSThread {
+    /// Runs blocking `body` (loading a model, a forward pass) on a new thread at
+    /// `qos` and awaits its result, so Swift concurrency's few cooperative
+    /// threads are never held by it.
+    public static func value<Result: Sendable>(qos: QoSClass, mapping: QoSMapping = .current,
+                                              _ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            start(qos: qos, mapping: mapping) { continuation.resume(with: Swift.Result { try body() }) }
+        }
+    }
+}
+
 /// A value written by one thread and read by another after a semaphore hand-off.
 final class ResultBox<Value>: @unchecked Sendable {
     var value: Value?

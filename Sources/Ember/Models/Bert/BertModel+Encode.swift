@@ -32,23 +32,16 @@ final class EncoderPlan: @unchecked Sendable {
 
     init(model: BertModel, key: PlanKey, registry: KernelRegistry) throws {
         let linears = model.layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.intermediate, $0.output] }
-        let results = ResultSlots<BoundMatmul>(count: linears.count)
-        WorkerPool.shared.parallelFor(linears.count, qos: .current) { index in
-            results.set(index, Result {
-                try registry.bindMatmul(try Self.weights(linears[index].weights, role: index % 6, precision: key.precision),
-                                        units: key.units)
-            })
+        let bound = try BoundMatmuls(linears.map(\.weights)) { index, weights in
+            try registry.bindMatmul(try Self.weights(weights, role: index % 6, precision: key.precision), units: key.units)
         }
-        let bound = try results.values()
-        layers = stride(from: 0, to: bound.count, by: 6).map { i in
-            LayerMatmuls(query: bound[i], key: bound[i + 1], value: bound[i + 2], attentionOutput: bound[i + 3],
-                         intermediate: bound[i + 4], output: bound[i + 5])
+        layers = stride(from: 0, to: bound.all.count, by: 6).map { i in
+            LayerMatmuls(query: bound.all[i], key: bound.all[i + 1], value: bound.all[i + 2], attentionOutput: bound.all[i + 3],
+                         intermediate: bound.all[i + 4], output: bound.all[i + 5])
         }
-        var work: [ComputeUnit: Double] = [:]
-        for matmul in bound { work[matmul.placement.unit, default: 0] += 2 * Double(matmul.rows * matmul.columns) }
-        route = work.max { $0.value < $1.value }?.key ?? .cpu
+        route = bound.route
+        operationsPerToken = bound.operationsPerToken
         precision = key.precision ?? .fp32
-        operationsPerToken = work.values.reduce(0, +)
     }
 }
 
@@ -161,26 +154,12 @@ extension BertModel {
                 workspace = EncoderWorkspace(config: config, rows: rows, threads: threads)
             }
             let pass = EncoderPass(model: self, plan: plan, workspace: workspace!, sentences: sentences, starts: starts)
-            let run = { WorkerPool.shared.region(threads: threads, qos: qos) { pass.run(on: $0) } }
-            let energyBefore = EnergyCounter.microjoules()
-            switch plan.route {
-            case .neuralEngine: ComputeRoutes.shared.neuralEngine.sync(qos: qos, run)
-            case .gpu:
-                let buffer = ComputeRoutes.shared.makeCommandBuffer(qos: qos)
-                buffer.encode(run)
-                buffer.commit()
-                try buffer.waitUntilCompleted()
-            case .cpu: run()
+            let meter = EnergyMeter()
+            try ComputeRoutes.shared.run(on: plan.route, qos: qos) {
+                WorkerPool.shared.region(threads: threads, qos: qos) { pass.run(on: $0) }
             }
             if let failure = pass.stages.failure.error { throw failure }
-            let energy: EnergyEstimate
-            if let before = energyBefore, let after = EnergyCounter.microjoules(), after >= before {
-                energy = EnergyEstimate(joules: Double(after - before) / 1e6, source: .measured)
-            } else {
-                let joules = ComputeEngine.shared.profiles[plan.route]?
-                    .estimate(operations: plan.operationsPerToken * Double(rows), precision: plan.precision)?.joules ?? 0
-                energy = EnergyEstimate(joules: joules, source: .modelled)
-            }
+            let energy = meter.finish(unit: plan.route, operations: plan.operationsPerToken * Double(rows), precision: plan.precision)
             return (pool(sentences, starts: starts), energy)
         }
     }

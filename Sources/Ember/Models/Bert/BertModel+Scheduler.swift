@@ -36,7 +36,7 @@ extension BertModel {
     private func run(_ texts: [String], decision: Decision, context: RunContext) async throws -> [[Float]] {
         await context.checkpoint() // let critical work on the same route pass first
         let qos = context.qos
-        let batch = try await Runtime.offCooperativePool { [self] in
+        let batch = try await QoSThread.value(qos: qos) { [self] in
             try embed(texts, units: decision.computeUnits, precision: decision.precision, threads: decision.threads, qos: qos)
         }
         context.report(energy: batch.energy)

@@ -52,31 +52,15 @@ extension LlamaModel {
         try logits.makeWritable(argument: "logits")
         let pass = ForwardPass(model: self, plan: plan, session: session, workspace: workspace, rows: t,
                                outputRows: outputRows, logits: logits.baseAddress.assumingMemoryBound(to: Float.self))
-        let run = { WorkerPool.shared.region(threads: threads, qos: qos) { pass.run(on: $0) } }
-
-        let energyBefore = EnergyCounter.microjoules()
-        switch plan.route {
-        case .neuralEngine:
-            ComputeRoutes.shared.neuralEngine.sync(qos: qos, run)
-        case .gpu:
-            let buffer = ComputeRoutes.shared.makeCommandBuffer(qos: qos)
-            buffer.encode(run)
-            buffer.commit()
-            try buffer.waitUntilCompleted()
-        case .cpu:
-            run()
+        let meter = EnergyMeter()
+        try ComputeRoutes.shared.run(on: plan.route, qos: qos) {
+            WorkerPool.shared.region(threads: threads, qos: qos) { pass.run(on: $0) }
         }
         if let failure = pass.failure { throw failure }
         session.advance(by: t)
-
         let operations = plan.operationsPerToken * Double(t) - (allLogits ? 0 : Double(t - 1) * 2 * Double(plan.output.rows * d))
-        if let before = energyBefore, let after = EnergyCounter.microjoules(), after >= before {
-            session.energy = EnergyEstimate(joules: session.energy.joules + Double(after - before) / 1e6, source: .measured)
-        } else {
-            let joules = ComputeEngine.shared.profiles[plan.route]?.estimate(operations: operations, precision: plan.precision)?.joules ?? 0
-            session.energy = EnergyEstimate(joules: session.energy.joules + joules,
-                                            source: session.energy.joules > 0 ? session.energy.source : .modelled)
-        }
+        let energy = meter.finish(unit: plan.route, operations: operations, precision: plan.precision)
+        session.energyTotal = session.energyTotal.map { $0 + energy } ?? energy
         return logits
     }
 }
@@ -164,7 +148,7 @@ final class ForwardPass: @unchecked Sendable {
 
             // Output projection, added to the residual stream.
             let projectionInput = stages.stage(thread, width: d, rows: t, group: [layer.o], source: ws.attention)
-            stages.add(ws.projected, addendStride: d, to: ws.x, width: d, rows: t,
+            stages.addResidual(ws.projected, to: ws.x, width: d, rows: t,
                        columns: stages.matmul(thread, layer.o, projectionInput, 0, rows: t, into: ws.projected))
             thread.barrier()
 
@@ -179,7 +163,7 @@ final class ForwardPass: @unchecked Sendable {
             ek_swiglu(ws.gate + elements.lowerBound, ws.up + elements.lowerBound, ws.hidden + elements.lowerBound, Int64(elements.count))
             thread.barrier()
             let downInput = stages.stage(thread, width: ff, rows: t, group: [layer.down], source: ws.hidden)
-            stages.add(ws.projected, addendStride: d, to: ws.x, width: d, rows: t,
+            stages.addResidual(ws.projected, to: ws.x, width: d, rows: t,
                        columns: stages.matmul(thread, layer.down, downInput, 0, rows: t, into: ws.projected))
             thread.barrier()
         }

@@ -31,52 +31,21 @@ final class ForwardPlan: @unchecked Sendable {
             }
             return try registry.bindMatmul(try w.variant(for: precision), units: key.units)
         }
-        // Binding packs, requantizes or dequantizes: the matrices are bound on
-        // every core at once, largest first. The token table (also the output
-        // projection) keeps a finer quantized format (Q8_0 in SmolLM2's file)
-        // unless fp32 is asked for, as llama.cpp runs its Q4_1 file.
+        // The token table (also the output projection) keeps a finer quantized format
+        // (Q8_0 in SmolLM2's file) unless fp32 is asked for, as llama.cpp runs its Q4_1 file.
         let matrices = model.layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] } + [model.embedding]
-        let order = matrices.indices.sorted { matrices[$0].bytes.count > matrices[$1].bytes.count }
-        let results = ResultSlots<BoundMatmul>(count: matrices.count)
-        WorkerPool.shared.parallelFor(order.count, qos: .current) { part in
-            let index = order[part]
-            results.set(index, Result { try bind(matrices[index], keepingFinerFormat: index == matrices.count - 1) })
+        let bound = try BoundMatmuls(matrices) { index, w in
+            try bind(w, keepingFinerFormat: index == matrices.count - 1)
         }
-        let bound = try results.values()
-        layers = stride(from: 0, to: bound.count - 1, by: 7).map { i in
-            LayerMatmuls(q: bound[i], k: bound[i + 1], v: bound[i + 2], o: bound[i + 3],
-                         gate: bound[i + 4], up: bound[i + 5], down: bound[i + 6])
+        layers = stride(from: 0, to: bound.all.count - 1, by: 7).map { i in
+            LayerMatmuls(q: bound.all[i], k: bound.all[i + 1], v: bound.all[i + 2], o: bound.all[i + 3],
+                         gate: bound.all[i + 4], up: bound.all[i + 5], down: bound.all[i + 6])
         }
-        output = bound[bound.count - 1]
-        var work: [ComputeUnit: Double] = [:]
-        var total = 0.0
-        for matmul in layers.flatMap({ [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] }) + [output] {
-            let operations = 2 * Double(matmul.rows) * Double(matmul.columns)
-            work[matmul.placement.unit, default: 0] += operations
-            total += operations
-        }
-        route = work.max { $0.value < $1.value }?.key ?? .cpu
+        output = bound.all[bound.all.count - 1]
+        route = bound.route
+        operationsPerToken = bound.operationsPerToken
         precision = key.precision ?? model.layers.first?.q.format.precision ?? .fp32
-        operationsPerToken = total
     }
-
-    /// Every placement, in forward order (matmuls as the registry placed them).
-    var matmulPlacements: [Placement] {
-        layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down].map(\.placement) } + [output.placement]
-    }
-}
-
-/// One result per index, filled from several threads.
-final class ResultSlots<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var slots: [Result<Value, Error>?]
-
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-
-    func set(_ index: Int, _ result: Result<Value, Error>) { lock.withLock { slots[index] = result } }
-
-    /// Every value in order, or the first error by index.
-    func values() throws -> [Value] { try lock.withLock { slots }.map { try $0!.get() } }
 }
 
 extension LlamaModel {

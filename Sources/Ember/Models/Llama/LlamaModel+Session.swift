@@ -14,7 +14,8 @@ extension LlamaModel {
         public let halfPrecision: Bool
         public private(set) var position = 0
         /// Energy of every forward pass of this session so far.
-        public internal(set) var energy = EnergyEstimate(joules: 0, source: .modelled)
+        public var energy: EnergyEstimate { energyTotal ?? EnergyEstimate(joules: 0, source: .modelled) }
+        var energyTotal: EnergyEstimate?
         let kvWidth: Int
         /// Per layer: keys then values, each [capacity × kvWidth] of fp16 or fp32.
         let cache: [UnsafeMutableRawPointer]
