@@ -41,7 +41,9 @@ build: deps
 # Kernel tests run in release: C kernels at -O0 are too slow to test well.
 # On x86 the arm64 NEON kernels are checked too, cross-compiled and run under qemu.
 # The model tests compare against llama.cpp's outputs on the real files: fetched first.
+# The host tests compile examples/c-host against libEmberC.so and drive `ember serve`: built first.
 test: deps test-arm64 models
+	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
 	$(SWIFT) test -c release
 
 # The NEON kernels against the scalar oracle, from plain C, under qemu-aarch64.

@@ -11,6 +11,8 @@ import PackageDescription
 let products: [Product] = [
     .library(name: "Ember", targets: ["Ember"]),
     .executable(name: "ember", targets: ["EmberCLI"]),
+    // The C API (`Sources/EmberC/include/ember.h`) as a shared library for C and C++ hosts.
+    .library(name: "EmberC", type: .dynamic, targets: ["EmberC"]),
 ]
 
 // MARK: - Implementation details
@@ -45,6 +47,9 @@ let implementationTargets: [Target] = [
         ],
         path: "Sources/Ember"
     ),
+    // `ember.h`'s types, so the Swift exports below use exactly the C layout the header declares.
+    .target(name: "_CEmberAPI", path: "Sources/EmberC/include", publicHeadersPath: "."),
+    .target(name: "EmberC", dependencies: ["Ember", "_CEmberAPI"], path: "Sources/EmberC", exclude: ["include"]),
     .executableTarget(
         name: "EmberCLI",
         dependencies: [
@@ -69,6 +74,11 @@ let testTargets: [Target] = [
     .testTarget(name: "SchedulerTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/SchedulerTests"),
     .testTarget(name: "ModelTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ModelTests",
                 exclude: ["Fixtures"]),
+    // The worker protocol's pieces, and `ember serve` driven by a Python client process.
+    .testTarget(name: "ServiceTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ServiceTests",
+                exclude: ["Client"]),
+    // examples/: the C host compiled with cc against libEmberC.so and run.
+    .testTarget(name: "HostTests", dependencies: ["EmberTestSupport"], path: "Tests/HostTests"),
 ]
 
 // MARK: - Benchmarks

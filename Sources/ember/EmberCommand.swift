@@ -9,7 +9,7 @@ struct EmberCommand: AsyncParsableCommand {
         commandName: "ember",
         abstract: "Ember — an embedded inference runtime that is honest about energy.",
         version: SystemReport.emberVersion,
-        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self])
+        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self, ServeCommand.self])
 }
 
 /// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`).

@@ -97,7 +97,27 @@ public final class Runtime: Sendable {
     /// the critical tier each token is a checkpoint where critical work passes.
     public func generate(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                          sampler: SamplerSettings = SamplerSettings()) -> AsyncThrowingStream<String, Error> {
-        let request = InferenceRequest(requirements: RequestRequirements(tier: tier)) { decision, context in
+        scheduler.stream(generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler), tier: tier)
+    }
+
+    /// Generates from `prompt` as a request of `tier` and returns the whole
+    /// ``Generation`` with the decision it ran under; `onPiece` sees each text
+    /// piece as it is decoded. Cancelling the calling task stops the
+    /// generation within a token.
+    public func generateText(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
+                             sampler: SamplerSettings = SamplerSettings(),
+                             onPiece: @escaping @Sendable (String) -> Void = { _ in }) async throws -> Completion<Generation> {
+        let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler)
+        let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece)
+        guard let generation = result.output as? Generation else {
+            throw KernelError.invalidArgument(argument: "result", found: "\(type(of: result.output))", expected: "Generation")
+        }
+        return Completion(result, output: generation)
+    }
+
+    private func generationRequest(_ model: LlamaModel, prompt: String, maxTokens: Int, tier: Tier,
+                                   sampler: SamplerSettings) -> InferenceRequest {
+        InferenceRequest(requirements: RequestRequirements(tier: tier)) { decision, context in
             await context.checkpoint()
             let cancelled = CancellationFlag()
             let result = try await withTaskCancellationHandler {
@@ -119,14 +139,19 @@ public final class Runtime: Sendable {
                 cancelled.set()
             }
             context.report(energy: result.energy)
-            return result.text
+            return result
         }
-        return scheduler.stream(request, tier: tier)
     }
 
     /// Embeddings of `texts` as a request of `tier` (batched with concurrent calls); one L2-normalised vector per text.
     public func embed(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> [[Float]] {
         try await model.embed(texts, scheduler: scheduler, tier: tier)
+    }
+
+    /// Like ``embed(_:_:tier:)``, with the decision the request ran under and what it cost.
+    public func embedding(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> Completion<[[Float]]> {
+        let result = try await scheduler.submit(model.embeddingRequest(texts, tier: tier), tier: tier)
+        return Completion(result, output: try BertModel.embeddings(in: result))
     }
 }
 

@@ -92,6 +92,13 @@ public actor InferenceScheduler {
         try await submit(request, tier: tier, sink: nil)
     }
 
+    /// Runs `request` at `tier`, handing each piece it emits (a token, say) to
+    /// `onPiece` as it comes, and returns its result.
+    public func submit(_ request: InferenceRequest, tier: Tier,
+                       onPiece: @escaping @Sendable (String) -> Void) async throws -> InferenceResult {
+        try await submit(request, tier: tier, sink: onPiece)
+    }
+
     /// Runs `request` and streams what it emits; the stream ends when the request does.
     public nonisolated func stream(_ request: InferenceRequest, tier: Tier) -> AsyncThrowingStream<String, Error> {
         AsyncThrowingStream { continuation in

@@ -9,10 +9,18 @@ extension BertModel {
     public func embed(_ texts: [String], scheduler: InferenceScheduler, tier: Tier = .standard,
                       requirements: RequestRequirements? = nil) async throws -> [[Float]] {
         guard !texts.isEmpty else { return [] }
+        let result = try await scheduler.submit(embeddingRequest(texts, tier: tier, requirements: requirements), tier: tier)
+        return try Self.embeddings(in: result)
+    }
+
+    /// The scheduler request that embeds `texts` (batched with other requests
+    /// of this model under the same decision; identical calls coalesce).
+    public func embeddingRequest(_ texts: [String], tier: Tier = .standard,
+                                 requirements: RequestRequirements? = nil) -> InferenceRequest {
         var needs = requirements ?? RequestRequirements(tier: tier)
         needs.tier = tier
         let batchKey = "bert-embed-\(ObjectIdentifier(self).hashValue)"
-        let request = InferenceRequest(
+        return InferenceRequest(
             requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"),
             batch: InferenceRequest.Batch(key: batchKey, input: texts) { [self] inputs, decision, context in
                 let groups = inputs.map { $0 as? [String] ?? [] }
@@ -26,7 +34,10 @@ extension BertModel {
                 return outputs
             },
             run: { [self] decision, context in try await run(texts, decision: decision, context: context) })
-        let result = try await scheduler.submit(request, tier: tier)
+    }
+
+    /// The vectors in the result of an ``embeddingRequest(_:tier:requirements:)``.
+    static func embeddings(in result: InferenceResult) throws -> [[Float]] {
         guard let embeddings = result.output as? [[Float]] else {
             throw KernelError.invalidArgument(argument: "result", found: "\(type(of: result.output))", expected: "[[Float]]")
         }

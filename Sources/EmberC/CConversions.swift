@@ -1,0 +1,92 @@
+import _CEmberAPI
+import Ember
+import Foundation
+
+/// Between the C API's enums and structures and Ember's Swift types; every
+/// value from C is checked.
+enum CConversions {
+    struct Invalid: Error { let message: String }
+
+    static func tier(_ tier: ember_tier_t) -> Tier? {
+        switch tier {
+        case EMBER_TIER_CRITICAL: .critical
+        case EMBER_TIER_STANDARD: .standard
+        case EMBER_TIER_BACKGROUND: .background
+        default: nil
+        }
+    }
+
+    static func units(_ units: ember_compute_units_t) -> ComputeUnits? {
+        switch units {
+        case EMBER_UNITS_ALL: .all
+        case EMBER_UNITS_CPU_ONLY: .cpuOnly
+        case EMBER_UNITS_CPU_AND_GPU: .cpuAndGPU
+        case EMBER_UNITS_CPU_AND_NEURAL_ENGINE: .cpuAndNeuralEngine
+        default: nil
+        }
+    }
+
+    static func units(_ units: ComputeUnits) -> ember_compute_units_t {
+        switch units {
+        case .cpuOnly: EMBER_UNITS_CPU_ONLY
+        case .cpuAndGPU: EMBER_UNITS_CPU_AND_GPU
+        case .cpuAndNeuralEngine: EMBER_UNITS_CPU_AND_NEURAL_ENGINE
+        default: EMBER_UNITS_ALL
+        }
+    }
+
+    /// A checked ``PowerState`` from a C structure; `name` is how errors call it.
+    static func powerState(_ state: inout ember_power_state_t, name: String) -> Result<PowerState, Invalid> {
+        guard state.size == MemoryLayout<ember_power_state_t>.size else {
+            return .failure(Invalid(message: "\(name).size: found \(state.size), expected sizeof(ember_power_state_t) = \(MemoryLayout<ember_power_state_t>.size)"))
+        }
+        guard state.battery_percent == -1 || (0...100).contains(state.battery_percent) else {
+            return .failure(Invalid(message: "\(name).battery_percent: found \(state.battery_percent), expected 0…100 or -1 (unknown)"))
+        }
+        guard (0...1).contains(state.charging), (0...1).contains(state.low_power_mode), (-1...1).contains(state.external_power) else {
+            return .failure(Invalid(message: "\(name): found charging \(state.charging), low_power_mode \(state.low_power_mode), external_power \(state.external_power); expected 0 or 1 (external_power also -1)"))
+        }
+        let thermal: PowerState.Thermal
+        switch state.thermal {
+        case EMBER_THERMAL_NOMINAL: thermal = .nominal
+        case EMBER_THERMAL_FAIR: thermal = .fair
+        case EMBER_THERMAL_SERIOUS: thermal = .serious
+        case EMBER_THERMAL_CRITICAL: thermal = .critical
+        default: return .failure(Invalid(message: "\(name).thermal: found \(state.thermal.rawValue), expected an ember_thermal_t (0…3)"))
+        }
+        let external: Bool? = state.external_power == -1 ? nil : state.external_power == 1
+        return .success(PowerState(batteryLevel: state.battery_percent < 0 ? nil : Double(state.battery_percent) / 100,
+                                   charging: state.charging == 1 ? .charging : (external == true ? .unknown : .unplugged),
+                                   externalPower: external, lowPowerMode: state.low_power_mode == 1, thermal: thermal))
+    }
+
+    static func decision<Output>(_ completion: Completion<Output>) -> ember_decision_t {
+        var decision = ember_decision_t()
+        decision.size = UInt32(MemoryLayout<ember_decision_t>.size)
+        decision.precision = switch completion.decision.precision {
+        case .fp32: EMBER_PRECISION_FP32
+        case .int8: EMBER_PRECISION_INT8
+        case .int4: EMBER_PRECISION_INT4
+        }
+        decision.compute_units = units(completion.decision.computeUnits)
+        decision.qos_class = completion.decision.qos.rawValue
+        decision.threads = Int32(completion.decision.threads)
+        decision.wait_ms = completion.waitSeconds * 1000
+        decision.run_ms = completion.runSeconds * 1000
+        decision.energy_joules = completion.energy?.joules ?? -1
+        decision.energy_measured = completion.energy?.source == .measured ? 1 : 0
+        return decision
+    }
+}
+
+/// A C token callback and its user data, called with each piece as a C string.
+struct CCallback: @unchecked Sendable {
+    let function: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?
+    let userData: UnsafeMutableRawPointer?
+
+    func call(_ piece: String) {
+        guard let function else { return }
+        let bytes = piece.utf8CString // NUL-terminated
+        bytes.withUnsafeBufferPointer { function($0.baseAddress, bytes.count - 1, userData) }
+    }
+}

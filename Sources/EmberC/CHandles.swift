@@ -1,0 +1,92 @@
+import _CEmberAPI
+import Ember
+import Foundation
+
+// The objects behind the C API's opaque handles. A handle is a retained
+// reference (`Unmanaged`) handed to C; releasing the handle balances it.
+
+/// Behind `ember_runtime_t`: the runtime and the requests still running, so
+/// releasing the runtime can cancel them.
+final class CRuntime: @unchecked Sendable {
+    let runtime: Runtime
+    private let lock = NSLock()
+    private var running: [ObjectIdentifier: CRequest] = [:]
+
+    init(_ runtime: Runtime) { self.runtime = runtime }
+
+    func track(_ request: CRequest) { lock.withLock { running[ObjectIdentifier(request)] = request } }
+    func untrack(_ request: CRequest) { lock.withLock { running[ObjectIdentifier(request)] = nil } }
+    func cancelAll() { lock.withLock { Array(running.values) }.forEach { $0.cancel() } }
+}
+
+/// Behind `ember_model_t`: a loaded model of either kind.
+enum CModel: @unchecked Sendable {
+    case language(LlamaModel)
+    case embedding(BertModel)
+
+    final class Box: @unchecked Sendable {
+        let model: CModel
+        init(_ model: CModel) { self.model = model }
+    }
+}
+
+/// Behind `ember_request_t`: one generation running as a task, its outcome,
+/// and a condition to wait on.
+final class CRequest: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var finished = false
+    private var status = EMBER_ERROR_PENDING
+    private var message = ""
+    private var task: Task<Void, Never>?
+    private(set) var completion: Completion<Generation>?
+    /// The generated text as a C string, kept for the request's lifetime.
+    private(set) var text: UnsafeMutablePointer<CChar>?
+
+    deinit { free(text) }
+
+    func start(_ work: @escaping @Sendable () async throws -> Completion<Generation>, then: @escaping @Sendable () -> Void) {
+        condition.withLock {
+            task = Task {
+                let outcome: Result<Completion<Generation>, Error>
+                do { outcome = .success(try await work()) } catch { outcome = .failure(error) }
+                self.finish(outcome)
+                then()
+            }
+        }
+    }
+
+    private func finish(_ outcome: Result<Completion<Generation>, Error>) {
+        condition.withLock {
+            switch outcome {
+            case let .success(completion):
+                self.completion = completion
+                text = strdup(completion.output.text)
+                status = EMBER_OK
+            case let .failure(error):
+                (status, message) = CStatus.from(error)
+            }
+            finished = true
+            condition.broadcast()
+        }
+    }
+
+    func cancel() { condition.withLock { task }?.cancel() }
+
+    /// Blocks until the request ends; its status and error message.
+    func wait() -> (ember_status_t, String) {
+        condition.withLock {
+            while !finished { condition.wait() }
+            return (status, message)
+        }
+    }
+
+    /// The status now, without waiting (`EMBER_ERROR_PENDING` while it runs).
+    var current: (ember_status_t, String) { condition.withLock { (status, message) } }
+}
+
+extension Unmanaged {
+    /// The object behind a C handle, without changing its retain count.
+    static func object(_ handle: OpaquePointer?) -> Instance? {
+        handle.map { Unmanaged<Instance>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+    }
+}

@@ -1,0 +1,245 @@
+import _CEmberAPI
+import Ember
+import Foundation
+
+// The functions `include/ember.h` declares, exported with C names. Each one
+// checks its arguments, runs Ember, and turns every Swift error into a status
+// code and a message for `ember_last_error()`.
+
+@_cdecl("ember_abi_version")
+public func ember_abi_version() -> UInt32 { UInt32(EMBER_ABI_VERSION) }
+
+@_cdecl("ember_last_error")
+public func ember_last_error() -> UnsafePointer<CChar> { LastError.pointer }
+
+// MARK: - Runtime
+
+@_cdecl("ember_runtime_create")
+public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_t>?,
+                                 _ outRuntime: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
+    guard let outRuntime else { return CStatus.invalid("out_runtime", found: "NULL", expected: "a pointer to store the handle") }
+    outRuntime.pointee = nil
+    var configuration = Runtime.Configuration()
+    if let options {
+        guard options.pointee.size == MemoryLayout<ember_runtime_options_t>.size else {
+            return CStatus.invalid("options.size", found: "\(options.pointee.size)",
+                                   expected: "sizeof(ember_runtime_options_t) = \(MemoryLayout<ember_runtime_options_t>.size)")
+        }
+        let o = options.pointee
+        guard let units = CConversions.units(o.compute_units) else {
+            return CStatus.invalid("options.compute_units", found: "\(o.compute_units.rawValue)", expected: "an ember_compute_units_t (0…3)")
+        }
+        configuration = Runtime.Configuration(computeUnits: units)
+        if let directory = o.models_directory {
+            configuration.modelsDirectory = URL(fileURLWithPath: String(cString: directory))
+        }
+        switch o.power_mode {
+        case EMBER_POWER_SYSTEM: break
+        case EMBER_POWER_INJECTED:
+            var initial = o.initial_power
+            switch CConversions.powerState(&initial, name: "options.initial_power") {
+            case let .success(state): configuration.power = .injected(state)
+            case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
+            }
+        default:
+            return CStatus.invalid("options.power_mode", found: "\(o.power_mode.rawValue)", expected: "EMBER_POWER_SYSTEM (0) or EMBER_POWER_INJECTED (1)")
+        }
+    }
+    do {
+        let runtime = CRuntime(try Runtime(configuration: configuration))
+        outRuntime.pointee = OpaquePointer(Unmanaged.passRetained(runtime).toOpaque())
+        return EMBER_OK
+    } catch {
+        return CStatus.fail(error)
+    }
+}
+
+@_cdecl("ember_runtime_release")
+public func ember_runtime_release(_ runtime: OpaquePointer?) {
+    guard let runtime else { return }
+    let object = Unmanaged<CRuntime>.fromOpaque(UnsafeRawPointer(runtime))
+    object.takeUnretainedValue().cancelAll()
+    object.release()
+}
+
+@_cdecl("ember_runtime_set_power_state")
+public func ember_runtime_set_power_state(_ runtime: OpaquePointer?, _ state: UnsafePointer<ember_power_state_t>?) -> ember_status_t {
+    guard let runtime = Unmanaged<CRuntime>.object(runtime) else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
+    guard let state else { return CStatus.invalid("state", found: "NULL", expected: "an ember_power_state_t") }
+    var copy = state.pointee
+    switch CConversions.powerState(&copy, name: "state") {
+    case let .success(power):
+        do { try runtime.runtime.setPowerState(power) } catch { return CStatus.fail(error) }
+        return EMBER_OK
+    case let .failure(error):
+        return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
+    }
+}
+
+// MARK: - Models
+
+@_cdecl("ember_model_load")
+public func ember_model_load(_ runtime: OpaquePointer?, _ nameOrPath: UnsafePointer<CChar>?, _ kind: ember_model_kind_t,
+                             _ outModel: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
+    guard let outModel else { return CStatus.invalid("out_model", found: "NULL", expected: "a pointer to store the handle") }
+    outModel.pointee = nil
+    guard let runtime = Unmanaged<CRuntime>.object(runtime)?.runtime else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
+    guard let nameOrPath else { return CStatus.invalid("name_or_path", found: "NULL", expected: "a model name or path") }
+    let name = String(cString: nameOrPath)
+    let loaded: Result<CModel, Error>
+    switch kind {
+    case EMBER_MODEL_LANGUAGE: loaded = blocking { .language(try await runtime.loadLanguageModel(named: name)) }
+    case EMBER_MODEL_EMBEDDING: loaded = blocking { .embedding(try await runtime.loadEmbeddingModel(named: name)) }
+    default: return CStatus.invalid("kind", found: "\(kind.rawValue)", expected: "EMBER_MODEL_LANGUAGE (0) or EMBER_MODEL_EMBEDDING (1)")
+    }
+    switch loaded {
+    case let .success(model):
+        outModel.pointee = OpaquePointer(Unmanaged.passRetained(CModel.Box(model)).toOpaque())
+        return EMBER_OK
+    case let .failure(error):
+        return CStatus.fail(error)
+    }
+}
+
+@_cdecl("ember_model_embedding_dimension")
+public func ember_model_embedding_dimension(_ model: OpaquePointer?, _ outDimension: UnsafeMutablePointer<Int>?) -> ember_status_t {
+    guard let box = Unmanaged<CModel.Box>.object(model) else { return CStatus.invalid("model", found: "NULL", expected: "a model handle") }
+    guard let outDimension else { return CStatus.invalid("out_dimension", found: "NULL", expected: "a pointer to a size_t") }
+    guard case let .embedding(bert) = box.model else {
+        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")
+    }
+    outDimension.pointee = bert.config.hidden
+    return EMBER_OK
+}
+
+@_cdecl("ember_model_release")
+public func ember_model_release(_ model: OpaquePointer?) {
+    guard let model else { return }
+    Unmanaged<CModel.Box>.fromOpaque(UnsafeRawPointer(model)).release()
+}
+
+// MARK: - Text generation
+
+@_cdecl("ember_generate_submit")
+public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ prompt: UnsafePointer<CChar>?,
+                                  _ maxTokens: Int32, _ tier: ember_tier_t,
+                                  _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
+                                  _ userData: UnsafeMutableRawPointer?,
+                                  _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
+    guard let outRequest else { return CStatus.invalid("out_request", found: "NULL", expected: "a pointer to store the handle") }
+    outRequest.pointee = nil
+    guard let owner = Unmanaged<CRuntime>.object(runtime) else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
+    guard let box = Unmanaged<CModel.Box>.object(model) else { return CStatus.invalid("model", found: "NULL", expected: "a model handle") }
+    guard case let .language(llm) = box.model else {
+        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found an embedding model, expected a language model")
+    }
+    guard let prompt else { return CStatus.invalid("prompt", found: "NULL", expected: "a UTF-8 string") }
+    guard maxTokens > 0 else { return CStatus.invalid("max_tokens", found: "\(maxTokens)", expected: "at least 1") }
+    guard let tier = CConversions.tier(tier) else {
+        return CStatus.invalid("tier", found: "\(tier.rawValue)", expected: "an ember_tier_t (0 critical, 1 standard, 2 background)")
+    }
+    let text = String(cString: prompt)
+    let callback = CCallback(function: onToken, userData: userData)
+    let request = CRequest()
+    owner.track(request)
+    request.start({
+        try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier) { piece in
+            callback.call(piece)
+        }
+    }, then: { owner.untrack(request) })
+    outRequest.pointee = OpaquePointer(Unmanaged.passRetained(request).toOpaque())
+    return EMBER_OK
+}
+
+@_cdecl("ember_request_wait")
+public func ember_request_wait(_ request: OpaquePointer?) -> ember_status_t {
+    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+    let (status, message) = request.wait()
+    return status == EMBER_OK ? status : CStatus.fail(status, message)
+}
+
+@_cdecl("ember_request_cancel")
+public func ember_request_cancel(_ request: OpaquePointer?) -> ember_status_t {
+    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+    request.cancel()
+    return EMBER_OK
+}
+
+@_cdecl("ember_request_text")
+public func ember_request_text(_ request: OpaquePointer?, _ outText: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> ember_status_t {
+    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+    guard let outText else { return CStatus.invalid("out_text", found: "NULL", expected: "a pointer to a const char *") }
+    let (status, message) = request.current
+    guard status == EMBER_OK, let text = request.text else {
+        outText.pointee = nil
+        return CStatus.fail(status, status == EMBER_ERROR_PENDING ? "the request has not finished: call ember_request_wait first" : message)
+    }
+    outText.pointee = UnsafePointer(text)
+    return EMBER_OK
+}
+
+@_cdecl("ember_request_decision")
+public func ember_request_decision(_ request: OpaquePointer?, _ outDecision: UnsafeMutablePointer<ember_decision_t>?) -> ember_status_t {
+    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+    guard let outDecision else { return CStatus.invalid("out_decision", found: "NULL", expected: "a pointer to an ember_decision_t") }
+    guard outDecision.pointee.size == MemoryLayout<ember_decision_t>.size else {
+        return CStatus.invalid("out_decision->size", found: "\(outDecision.pointee.size)",
+                               expected: "sizeof(ember_decision_t) = \(MemoryLayout<ember_decision_t>.size)")
+    }
+    let (status, message) = request.current
+    guard status == EMBER_OK, let completion = request.completion else {
+        return CStatus.fail(status, status == EMBER_ERROR_PENDING ? "the request has not finished: call ember_request_wait first" : message)
+    }
+    outDecision.pointee = CConversions.decision(completion)
+    return EMBER_OK
+}
+
+@_cdecl("ember_request_release")
+public func ember_request_release(_ request: OpaquePointer?) {
+    guard let request else { return }
+    let object = Unmanaged<CRequest>.fromOpaque(UnsafeRawPointer(request))
+    object.takeUnretainedValue().cancel()
+    object.release()
+}
+
+// MARK: - Embeddings
+
+@_cdecl("ember_embed")
+public func ember_embed(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
+                        _ count: Int, _ tier: ember_tier_t, _ outVectors: UnsafeMutablePointer<Float>?, _ capacity: Int,
+                        _ outDecision: UnsafeMutablePointer<ember_decision_t>?) -> ember_status_t {
+    guard let runtime = Unmanaged<CRuntime>.object(runtime)?.runtime else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
+    guard let box = Unmanaged<CModel.Box>.object(model) else { return CStatus.invalid("model", found: "NULL", expected: "a model handle") }
+    guard case let .embedding(bert) = box.model else {
+        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")
+    }
+    guard count > 0, let texts else { return CStatus.invalid("texts", found: count > 0 ? "NULL" : "count \(count)", expected: "at least one text") }
+    guard let tier = CConversions.tier(tier) else {
+        return CStatus.invalid("tier", found: "\(tier.rawValue)", expected: "an ember_tier_t (0 critical, 1 standard, 2 background)")
+    }
+    guard let outVectors else { return CStatus.invalid("out_vectors", found: "NULL", expected: "a buffer of count × dimension floats") }
+    let needed = count * bert.config.hidden
+    guard capacity >= needed else {
+        return CStatus.fail(EMBER_ERROR_BUFFER_TOO_SMALL, "capacity: found \(capacity) floats, expected at least \(needed) (\(count) texts × \(bert.config.hidden))")
+    }
+    if let outDecision, outDecision.pointee.size != MemoryLayout<ember_decision_t>.size {
+        return CStatus.invalid("out_decision->size", found: "\(outDecision.pointee.size)",
+                               expected: "sizeof(ember_decision_t) = \(MemoryLayout<ember_decision_t>.size)")
+    }
+    var strings: [String] = []
+    for index in 0..<count {
+        guard let text = texts[index] else { return CStatus.invalid("texts[\(index)]", found: "NULL", expected: "a UTF-8 string") }
+        strings.append(String(cString: text))
+    }
+    let input = strings
+    switch blocking({ try await runtime.embedding(bert, input, tier: tier) }) {
+    case let .success(completion):
+        for (row, vector) in completion.output.enumerated() {
+            vector.withUnsafeBufferPointer { (outVectors + row * bert.config.hidden).update(from: $0.baseAddress!, count: vector.count) }
+        }
+        outDecision?.pointee = CConversions.decision(completion)
+        return EMBER_OK
+    case let .failure(error):
+        return CStatus.fail(error)
+    }
+}

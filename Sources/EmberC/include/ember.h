@@ -1,0 +1,194 @@
+/*
+ * ember.h — Ember's C API for C and C++ hosts.
+ *
+ * Link libEmberC.so (built by `swift build -c release --product EmberC`).
+ * Every request goes through Ember's scheduler: the power policy picks the
+ * precision, compute units, QoS and threads from the request's tier and the
+ * device's power state — or defers or refuses the request.
+ *
+ * Rules every function follows:
+ *  - It returns an ember_status_t (EMBER_OK on success) unless it only
+ *    releases something or reports a version.
+ *  - On failure, ember_last_error() returns a message naming what was wrong
+ *    (the file, the field, the value found and expected). The message belongs
+ *    to the calling thread and stays valid until that thread's next failing
+ *    call.
+ *  - No Swift error, exception or crash crosses this boundary; NULL handles
+ *    and NULL out-pointers give EMBER_ERROR_INVALID_ARGUMENT.
+ *  - Handles are opaque. Release each with its own function, once.
+ *  - Functions that block (loading, waiting, embedding) must not be called
+ *    from inside a token callback.
+ *
+ * Threading: a runtime, its models and requests may be used from any thread.
+ * Token callbacks run on an Ember thread, one at a time per request, in order.
+ */
+#ifndef EMBER_H
+#define EMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this header's ABI; ember_abi_version() returns the library's. */
+#define EMBER_ABI_VERSION 1
+
+/* ---- Status codes ------------------------------------------------------ */
+
+typedef enum ember_status {
+    EMBER_OK = 0,
+    EMBER_ERROR_INVALID_ARGUMENT = 1, /* NULL handle, bad enum value, bad size   */
+    EMBER_ERROR_MODEL_NOT_FOUND = 2,  /* no such name in the manifest or path    */
+    EMBER_ERROR_MODEL_FILE = 3,       /* the file is truncated, hostile or unsupported */
+    EMBER_ERROR_WRONG_MODEL_KIND = 4, /* an embedding model asked to generate, or the reverse */
+    EMBER_ERROR_DROPPED = 5,          /* the power policy refused the request     */
+    EMBER_ERROR_CANCELLED = 6,        /* ember_request_cancel, or the runtime went away */
+    EMBER_ERROR_BUFFER_TOO_SMALL = 7, /* the output buffer cannot hold the result */
+    EMBER_ERROR_PENDING = 8,          /* the request has not finished yet         */
+    EMBER_ERROR_INTERNAL = 99         /* anything else; see ember_last_error()   */
+} ember_status_t;
+
+/* ---- Enumerations -------------------------------------------------------- */
+
+/* A request's priority tier: the policy decides from it. */
+typedef enum ember_tier {
+    EMBER_TIER_CRITICAL = 0,   /* the user is waiting                       */
+    EMBER_TIER_STANDARD = 1,   /* foreground, not blocking                  */
+    EMBER_TIER_BACKGROUND = 2  /* not user-visible (indexing, prefetching)  */
+} ember_tier_t;
+
+/* The compute units a runtime may use at most (Core ML's MLComputeUnits). */
+typedef enum ember_compute_units {
+    EMBER_UNITS_ALL = 0,
+    EMBER_UNITS_CPU_ONLY = 1,
+    EMBER_UNITS_CPU_AND_GPU = 2,
+    EMBER_UNITS_CPU_AND_NEURAL_ENGINE = 3
+} ember_compute_units_t;
+
+/* Where a runtime's power state comes from. */
+typedef enum ember_power_mode {
+    EMBER_POWER_SYSTEM = 0,   /* the OS (Linux sysfs), or EMBER_POWER when set         */
+    EMBER_POWER_INJECTED = 1  /* the host sets it with ember_runtime_set_power_state() */
+} ember_power_mode_t;
+
+typedef enum ember_thermal {
+    EMBER_THERMAL_NOMINAL = 0,
+    EMBER_THERMAL_FAIR = 1,
+    EMBER_THERMAL_SERIOUS = 2,
+    EMBER_THERMAL_CRITICAL = 3
+} ember_thermal_t;
+
+typedef enum ember_model_kind {
+    EMBER_MODEL_LANGUAGE = 0,  /* a GGUF text model (SmolLM2)                   */
+    EMBER_MODEL_EMBEDDING = 1  /* a sentence-transformers folder (MiniLM)        */
+} ember_model_kind_t;
+
+typedef enum ember_precision {
+    EMBER_PRECISION_FP32 = 0,
+    EMBER_PRECISION_INT8 = 1,
+    EMBER_PRECISION_INT4 = 2
+} ember_precision_t;
+
+/* ---- Structures (each starts with its size: set it to sizeof) ------------ */
+
+/* The device's power state, as a host injects it. */
+typedef struct ember_power_state {
+    uint32_t size;              /* sizeof(ember_power_state_t)                 */
+    int32_t battery_percent;    /* 0…100, or -1 when there is no battery level */
+    int32_t charging;           /* 1 charging or full, 0 not                   */
+    int32_t external_power;     /* 1 on mains or USB power, 0 not, -1 unknown  */
+    int32_t low_power_mode;     /* 1 on, 0 off                                 */
+    ember_thermal_t thermal;
+} ember_power_state_t;
+
+/* How to set a runtime up; NULL for ember_runtime_create gives the defaults. */
+typedef struct ember_runtime_options {
+    uint32_t size;                       /* sizeof(ember_runtime_options_t)           */
+    ember_compute_units_t compute_units; /* default EMBER_UNITS_ALL                    */
+    ember_power_mode_t power_mode;       /* default EMBER_POWER_SYSTEM                 */
+    ember_power_state_t initial_power;   /* used with EMBER_POWER_INJECTED             */
+    const char *models_directory;        /* NULL: "models" (or EMBER_MODELS_DIR)       */
+} ember_runtime_options_t;
+
+/* What the policy decided for a request that ran. */
+typedef struct ember_decision {
+    uint32_t size;                       /* sizeof(ember_decision_t)                      */
+    ember_precision_t precision;
+    ember_compute_units_t compute_units;
+    uint32_t qos_class;                  /* Apple's raw QoS value (0x19 userInitiated …) */
+    int32_t threads;
+    double wait_ms;                      /* submission to start (deferral included)      */
+    double run_ms;
+    double energy_joules;                /* -1 when not reported                         */
+    int32_t energy_measured;             /* 1 measured (RAPL), 0 modelled                */
+} ember_decision_t;
+
+/* ---- Handles ----------------------------------------------------------------- */
+
+typedef struct ember_runtime ember_runtime_t;  /* loads models, owns the scheduler   */
+typedef struct ember_model ember_model_t;      /* a loaded model                    */
+typedef struct ember_request ember_request_t;  /* a submitted generation            */
+
+/* Called with each piece of generated text (UTF-8, `length` bytes, also
+ * NUL-terminated) as it is decoded. Runs on an Ember thread. */
+typedef void (*ember_token_callback)(const char *piece, size_t length, void *user_data);
+
+/* ---- Library ------------------------------------------------------------------ */
+
+uint32_t ember_abi_version(void);
+/* The message of this thread's last failing call ("" if none). */
+const char *ember_last_error(void);
+
+/* ---- Runtime ------------------------------------------------------------------- */
+
+ember_status_t ember_runtime_create(const ember_runtime_options_t *options, ember_runtime_t **out_runtime);
+/* Cancels the runtime's unfinished requests and releases it. */
+void ember_runtime_release(ember_runtime_t *runtime);
+/* Only for a runtime created with EMBER_POWER_INJECTED. */
+ember_status_t ember_runtime_set_power_state(ember_runtime_t *runtime, const ember_power_state_t *state);
+
+/* ---- Models -------------------------------------------------------------------- */
+
+/* Loads a model by manifest name ("smollm2-135m-instruct", "all-minilm-l6-v2")
+ * or by path. Blocks until loaded. */
+ember_status_t ember_model_load(ember_runtime_t *runtime, const char *name_or_path, ember_model_kind_t kind,
+                                ember_model_t **out_model);
+/* The length of the vectors an embedding model produces. */
+ember_status_t ember_model_embedding_dimension(const ember_model_t *model, size_t *out_dimension);
+void ember_model_release(ember_model_t *model);
+
+/* ---- Text generation ----------------------------------------------------------- */
+
+/* Starts generating up to `max_tokens` tokens from `prompt` (greedy) as a
+ * request of `tier`; returns at once. `on_token` (may be NULL) receives the
+ * text as it is decoded. */
+ember_status_t ember_generate_submit(ember_runtime_t *runtime, ember_model_t *model, const char *prompt,
+                                     int32_t max_tokens, ember_tier_t tier, ember_token_callback on_token,
+                                     void *user_data, ember_request_t **out_request);
+/* Blocks until the request ends; returns how it ended (EMBER_OK, _DROPPED, _CANCELLED, …). */
+ember_status_t ember_request_wait(ember_request_t *request);
+/* Asks the request to stop; it ends within a token with EMBER_ERROR_CANCELLED. */
+ember_status_t ember_request_cancel(ember_request_t *request);
+/* The whole generated text once the request ended with EMBER_OK; valid until the request is released. */
+ember_status_t ember_request_text(ember_request_t *request, const char **out_text);
+/* The decision the request ran under, once it ended with EMBER_OK. */
+ember_status_t ember_request_decision(ember_request_t *request, ember_decision_t *out_decision);
+/* Cancels the request if it still runs and releases it. */
+void ember_request_release(ember_request_t *request);
+
+/* ---- Embeddings ------------------------------------------------------------------ */
+
+/* Embeds `count` UTF-8 texts as one request of `tier` and blocks until done.
+ * Writes count × dimension floats (one L2-normalised vector per text, in
+ * order) to `out_vectors`, which holds `capacity` floats. `out_decision` may
+ * be NULL. */
+ember_status_t ember_embed(ember_runtime_t *runtime, ember_model_t *model, const char *const *texts, size_t count,
+                           ember_tier_t tier, float *out_vectors, size_t capacity, ember_decision_t *out_decision);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_H */

@@ -1,0 +1,93 @@
+import ArgumentParser
+import Ember
+import Foundation
+
+/// `ember serve`: Ember as a worker process speaking JSON lines
+/// (docs/PROTOCOL.md) on a Unix domain socket or on stdin/stdout.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve generate and embed requests as JSON lines on a Unix socket or stdin/stdout (see docs/PROTOCOL.md).")
+
+    @Option(help: "Listen on a Unix domain socket at this path (many clients).")
+    var socket: String?
+
+    @Flag(help: "Serve one client on stdin/stdout; exits when stdin ends and every request has answered.")
+    var stdio = false
+
+    @Option(help: "The model for generate requests without \"model\".")
+    var model = "smollm2-135m-instruct"
+
+    @Option(help: "The model for embed requests without \"model\".")
+    var embeddingModel = "all-minilm-l6-v2"
+
+    @Flag(help: "Refuse work while the device is not on external power (clients may change it per connection).")
+    var runOnlyWhileCharging = false
+
+    @Option(help: "Longest request line accepted, in bytes.")
+    var maxLineBytes = 1 << 20
+
+    @Option(help: "Responses longer than this are sent as chunks of at most this many bytes.")
+    var chunkBytes = 512
+
+    @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
+    var units = "all"
+
+    @Option(help: "A scripted power timeline (JSON steps) instead of the OS's power state — for demos and tests.")
+    var powerTimeline: String?
+
+    @Flag(help: "Load models at their first request instead of at start.")
+    var noPreload = false
+
+    func validate() throws {
+        guard (socket != nil) != stdio else { throw ValidationError("give exactly one of --socket PATH and --stdio") }
+        guard DecisionOptions.unitSets[units] != nil else {
+            throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
+        }
+        guard maxLineBytes >= 256 else { throw ValidationError("--max-line-bytes \(maxLineBytes): expected at least 256") }
+        guard chunkBytes >= 256 else { throw ValidationError("--chunk-bytes \(chunkBytes): expected at least 256") }
+    }
+
+    func run() async throws {
+        let power: Runtime.Configuration.Power = if let powerTimeline {
+            .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
+        } else {
+            .system
+        }
+        let runtime = try Runtime(configuration: .init(computeUnits: DecisionOptions.unitSets[units] ?? .all, power: power))
+        var settings = WorkerServer.Configuration()
+        settings.languageModel = model
+        settings.embeddingModel = embeddingModel
+        settings.preload = !noPreload
+        settings.runOnlyWhileCharging = runOnlyWhileCharging
+        settings.maxLineBytes = maxLineBytes
+        settings.chunkBytes = chunkBytes
+        let server = try WorkerServer(runtime: runtime, configuration: settings)
+        if stdio {
+            await server.serveStandardIO()
+            return
+        }
+        try server.listen(socketPath: socket ?? "")
+        // Until SIGINT or SIGTERM: then stop listening, remove the socket, cancel what runs.
+        let stopped = AsyncStream<Int32> { continuation in
+            for signal in [SIGINT, SIGTERM] {
+                Foundation.signal(signal, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signal)
+                source.setEventHandler { continuation.yield(signal) }
+                source.resume()
+                SignalSources.keep(source)
+            }
+        }
+        for await signal in stopped {
+            printError("ember serve: signal \(signal): stopping")
+            server.stop()
+            break
+        }
+    }
+}
+
+/// Keeps signal sources alive for the life of the process.
+enum SignalSources {
+    nonisolated(unsafe) private static var sources: [DispatchSourceSignal] = []
+    static func keep(_ source: DispatchSourceSignal) { sources.append(source) }
+}

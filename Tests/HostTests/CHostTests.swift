@@ -1,0 +1,51 @@
+import EmberTestSupport
+import Foundation
+import Testing
+
+/// examples/c-host: compiled with the system C compiler against `ember.h` and
+/// libEmberC.so, run against the real models; its generated text checked
+/// against llama.cpp's reference output.
+@Suite("C host example")
+struct CHostTests {
+    @Test func cHostBuildsRunsAndGeneratesTheReferenceText() throws {
+        let root = ExternalProcess.repositoryRoot
+        let products = ExternalProcess.productsDirectory
+        let library = products.appendingPathComponent("libEmberC.so").path
+        try #require(FileManager.default.fileExists(atPath: library),
+                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-host-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: binary) }
+        let compile = try ExternalProcess.run("cc", [
+            "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic",
+            "-I", root.appendingPathComponent("Sources/EmberC/include").path,
+            root.appendingPathComponent("examples/c-host/main.c").path,
+            "-L", products.path, "-lEmberC", "-lm", "-Wl,-rpath," + products.path, "-o", binary,
+        ], timeout: 120)
+        #expect(compile.status == 0, "cc failed: \(compile.standardError)")
+        try #require(compile.status == 0)
+
+        let run = try ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
+        #expect(run.status == 0, "c-host failed:\n\(run.standardOutput)\n\(run.standardError)")
+        let lines = run.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.last == "c-host: all checks passed")
+
+        // The text it generated is the start of llama.cpp's greedy output for the precision the policy chose.
+        let generated = try #require(lines.first { $0.hasPrefix("generated: ") })
+        let text = String(generated.dropFirst("generated: \"".count).dropLast())
+            .replacingOccurrences(of: "\\n", with: "\n").replacingOccurrences(of: "\\\"", with: "\"")
+        let decision = try #require(lines.first { $0.hasPrefix("decision: ") })
+        let reference: String? = if decision.contains("precision=fp32") { "smollm2_greedy_f32.jsonl" }
+            else if decision.contains("precision=int4") { "smollm2_greedy_q4_1.jsonl" } else { nil }
+        if let reference {
+            let fixture = root.appendingPathComponent("Tests/ModelTests/Fixtures/\(reference)")
+            let first = try #require(String(contentsOf: fixture, encoding: .utf8).split(separator: "\n").first)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+            let expected = try #require(object["gen_text"] as? String)
+            #expect(text.count >= 10 && expected.hasPrefix(text), "c-host generated \(text.debugDescription), reference \(expected.debugDescription)")
+        } else {
+            #expect(text.hasPrefix(" Paris"))
+        }
+        #expect(lines.contains { $0.hasPrefix("cancelled: status 6") })
+        #expect(lines.contains { $0.hasPrefix("missing model: status 2") && $0.contains("no-such-model") })
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+@testable import Ember
+
+/// The worker protocol's pieces, without a model: parsing, errors, chunking.
+@Suite("Worker protocol messages")
+struct WorkerProtocolTests {
+    private func parse(_ text: String) throws -> WorkerMessage { try WorkerMessage.parse(Data(text.utf8)) }
+
+    private func invalid(_ text: String) -> WorkerMessage.Invalid? {
+        do {
+            _ = try WorkerMessage.parse(Data(text.utf8))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func aFullRequestIsRead() throws {
+        let message = try parse(#"{"id":"r1","prompt":"Hi","maxTokens":12,"tier":"background","model":"m","stream":true,"chat":true}"#)
+        guard case let .request(request) = message else { Issue.record("not a request: \(message)"); return }
+        #expect(request.id == "r1" && request.prompt == "Hi" && request.maxTokens == 12)
+        #expect(request.tier == .background && request.model == "m" && request.stream && request.chat && request.kind == .generate)
+    }
+
+    @Test func defaultsAndEmbedInputs() throws {
+        guard case let .request(plain) = try parse(#"{"id":"a","prompt":"Hi"}"#) else { Issue.record("not a request"); return }
+        #expect(plain.maxTokens == 256 && plain.tier == .standard && plain.model == nil && !plain.stream)
+        guard case let .request(one) = try parse(#"{"id":"b","kind":"embed","input":"a cat"}"#),
+              case let .request(many) = try parse(#"{"id":"c","kind":"embed","input":["a","b"]}"#),
+              case let .request(fromPrompt) = try parse(#"{"id":"d","kind":"embed","prompt":"p"}"#)
+        else { Issue.record("not requests"); return }
+        #expect(one.texts == ["a cat"] && many.texts == ["a", "b"] && fromPrompt.texts == ["p"])
+    }
+
+    @Test func settingsAndCancel() throws {
+        #expect(try parse(#"{"runOnlyWhileCharging":true}"#) == .settings(runOnlyWhileCharging: true))
+        #expect(try parse(#"{"cancel":"r1"}"#) == .cancel(id: "r1"))
+        #expect(invalid(#"{"runOnlyWhileCharging":1}"#)?.message.contains("runOnlyWhileCharging") == true)
+    }
+
+    @Test(arguments: [
+        (#"{"id":"x","prompt":"hi","maxTokens":"ten"}"#, "x", "maxTokens"),
+        (#"{"id":"x","prompt":"hi","maxTokens":0}"#, "x", "maxTokens"),
+        (#"{"id":"x","prompt":"hi","maxTokens":2.5}"#, "x", "maxTokens"),
+        (#"{"id":"x","prompt":"hi","maxTokens":true}"#, "x", "maxTokens"),
+        (#"{"id":"x","prompt":"hi","tier":"urgent"}"#, "x", "tier"),
+        (#"{"id":"x","prompt":42}"#, "x", "prompt"),
+        (#"{"id":"x"}"#, "x", "prompt"),
+        (#"{"id":"x","kind":"embed","input":[1,2]}"#, "x", "input"),
+        (#"{"id":"x","kind":"embed"}"#, "x", "input"),
+        (#"{"id":"x","kind":"translate","prompt":"hi"}"#, "x", "kind"),
+        (#"{"id":"x","prompt":"hi","stream":"yes"}"#, "x", "stream"),
+        (#"{"id":"x","prompt":"hi","model":7}"#, "x", "model"),
+    ])
+    func wrongFieldsNameTheFieldAndKeepTheID(line: String, id: String, field: String) throws {
+        let error = try #require(invalid(line))
+        #expect(error.id == id)
+        #expect(error.message.hasPrefix(field + ":"), "\(error.message)")
+    }
+
+    @Test(arguments: [#"{"prompt":"hi"}"#, #"{"id":5,"prompt":"hi"}"#, #"{"id":"","prompt":"hi"}"#, "[1]", "\"text\"", "{nope", ""])
+    func linesWithoutAReadableIDGetANullID(line: String) throws {
+        let error = try #require(invalid(line))
+        #expect(error.id == nil)
+        #expect(!error.message.isEmpty)
+    }
+
+    @Test func numbersAreNotBooleansAndBooleansAreNotNumbers() throws {
+        #expect(try JSONValue.parse(Data("true".utf8)) == .bool(true))
+        #expect(try JSONValue.parse(Data("1".utf8)) == .number(1))
+        #expect(try JSONValue.parse(Data(#"{"a":[1,"x",null,false]}"#.utf8))["a"] == .array([.number(1), .string("x"), .null, .bool(false)]))
+    }
+
+    @Test func errorsAreOneLineOfJSON() throws {
+        let line = WorkerResponse.error(id: nil, "bad \"thing\"\nhere")
+        #expect(!line.contains("\n"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(object["id"] is NSNull)
+        #expect(object["ok"] as? Bool == false)
+        #expect(object["error"] as? String == "bad \"thing\"\nhere")
+    }
+
+    @Test func aSmallResponseIsOneLine() throws {
+        let lines = WorkerResponse.lines(id: "r", output: .string("Paris."), metadata: [("durationMs", .number(12))], limit: 512)
+        #expect(lines.count == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(object["output"] as? String == "Paris." && object["ok"] as? Bool == true && object["durationMs"] as? Int == 12)
+    }
+
+    /// Random text with quotes, backslashes, control characters, accents and emoji:
+    /// every chunk fits the limit, chunks are numbered in order, only the last says so
+    /// and carries the metadata, and the outputs concatenate to the text.
+    @Test(arguments: [256, 300, 512, 1000])
+    func largeResponsesAreChunkedWithinTheLimit(limit: Int) throws {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [String] = ["a", "b", " ", "\"", "\\", "\n", "\t", "\u{01}", "é", "€", "😀", "👩‍👩‍👧", "/", "{", "}"]
+        for length in [0, 1, 100, 511, 2000, 9000] {
+            let text = (0..<length).map { _ in alphabet.randomElement(using: &generator)! }.joined()
+            let metadata: [(String, JSONValue)] = [("durationMs", .number(450)), ("decision", .object([("precision", .string("int4"))]))]
+            let lines = WorkerResponse.lines(id: "req-1", output: .string(text), metadata: metadata, limit: limit)
+            var joined = ""
+            for (index, line) in lines.enumerated() {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                let whole = lines.count == 1
+                if whole {
+                    joined = try #require(object["output"] as? String)
+                    #expect(line.utf8.count <= limit)
+                    continue
+                }
+                #expect(line.utf8.count <= limit, "chunk \(index) is \(line.utf8.count) bytes, limit \(limit)")
+                #expect(object["id"] as? String == "req-1")
+                #expect(object["chunk"] as? Int == index)
+                #expect(object["last"] as? Bool == (index == lines.count - 1))
+                #expect((object["durationMs"] != nil) == (index == lines.count - 1))
+                joined += try #require(object["output"] as? String)
+            }
+            #expect(joined == text, "length \(length), limit \(limit): \(lines.count) lines")
+        }
+    }
+
+    @Test func nonStringOutputsAreChunkedAsTheirJSONText() throws {
+        let vectors = JSONValue.array((0..<3).map { row in .array((0..<100).map { .float(Float($0) / 7 - Float(row)) }) })
+        let lines = WorkerResponse.lines(id: "e", output: vectors, metadata: [], limit: 512)
+        #expect(lines.count > 1)
+        var text = ""
+        for line in lines {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            text += try #require(object["output"] as? String)
+        }
+        let decoded = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Double]])
+        #expect(decoded.count == 3 && decoded[2].count == 100)
+        #expect(Float(decoded[1][10]) == Float(10) / 7 - 1)
+    }
+}

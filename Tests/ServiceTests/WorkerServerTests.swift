@@ -1,0 +1,140 @@
+import EmberTestSupport
+import Foundation
+import Testing
+
+/// `ember serve` as a host would run it: the real binary, the real models,
+/// and a real client process (Python's `socket`) — Tests/ServiceTests/Client/worker_client.py.
+@Suite("ember serve", .serialized)
+struct WorkerServerTests {
+    static let ember = ExternalProcess.productsDirectory.appendingPathComponent("ember").path
+    static let client = ExternalProcess.repositoryRoot.appendingPathComponent("Tests/ServiceTests/Client/worker_client.py").path
+    static let models = ExternalProcess.repositoryRoot.appendingPathComponent("models").path
+
+    /// A server process in the background; `stop()` sends SIGTERM and returns what it logged.
+    final class Server {
+        let process = Process()
+        let errors = Pipe()
+        let socket: String
+
+        init(_ arguments: [String], socket: String) throws {
+            self.socket = socket
+            process.executableURL = URL(fileURLWithPath: WorkerServerTests.ember)
+            process.arguments = ["serve", "--socket", socket] + arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(["EMBER_MODELS_DIR": WorkerServerTests.models]) { $1 }
+            process.standardError = errors
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+        }
+
+        func stop() -> String {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+    }
+
+    private func report(_ scenario: String, socket: String) throws -> [String: Any] {
+        let outcome = try ExternalProcess.run("python3", [Self.client, socket, scenario], timeout: 600)
+        #expect(outcome.status == 0 && !outcome.timedOut, "client: \(outcome.standardError)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(outcome.standardOutput.utf8)) as? [String: Any])
+    }
+
+    private static func socketPath(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ember-\(name)-\(getpid()).sock").path
+    }
+
+    @Test func answersAPythonClientStreamsChunksAndSurvivesBadClients() throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let server = try Server([], socket: Self.socketPath("protocol"))
+        var log = ""
+        defer { if server.process.isRunning { _ = server.stop() } }
+        let report = try report("protocol", socket: server.socket)
+        log = server.stop()
+
+        // Status first, on connect, with the fields the protocol promises; then pushed when models are ready.
+        #expect(report["first_message_keys"] as? [String] == ["batteryPct", "charging", "lowPower", "modelState", "models", "runOnlyWhileCharging", "thermal"])
+        #expect((report["model_states_seen"] as? [String])?.last == "ready")
+
+        // A generation: the reference text's start, with a decision and a duration.
+        let generate = try #require(report["generate"] as? [String: Any])
+        #expect(generate["ok"] as? Bool == true)
+        let output = try #require(generate["output"] as? String)
+        #expect(output.hasPrefix(" Paris."), "\(output)")
+        #expect((generate["durationMs"] as? Int).map { $0 >= 0 } == true)
+        let decision = try #require(generate["decision"] as? [String: Any])
+        #expect(decision["action"] as? String == "run" && decision["precision"] is String && decision["qos"] as? String == "userInitiated")
+        #expect(report["stream_output"] as? String == output)
+        #expect((report["stream_pieces"] as? [String])?.joined() == output)
+
+        // Embeddings: 2 × 384, chunked (no line over 512 bytes), the guitar pair close.
+        #expect(report["embed_ok"] as? Bool == true)
+        #expect(report["embed_shape"] as? [Int] == [2, 384])
+        #expect((report["embed_chunks"] as? Int ?? 0) > 1)
+        #expect((report["embed_cosine"] as? Double ?? 0) > 0.75)
+        #expect((report["longest_line"] as? Int ?? .max) <= 512)
+
+        // Bad input: an error each, with the id when it could be read, null otherwise.
+        let errors = try #require(report["errors"] as? [String: [String: Any]])
+        for (name, id, mentions) in [("malformed", nil, "malformed JSON"), ("wrong_type", "wrong-type", "maxTokens"),
+                                     ("number_id", nil, "id:"), ("array", nil, "object"), ("no_prompt", "no-prompt", "prompt"),
+                                     ("bad_tier", "bad-tier", "tier"), ("oversized", nil, "longer than"),
+                                     ("unknown_model", "no-model", "no-such-model")] as [(String, String?, String)] {
+            let error = try #require(errors[name], "\(name)")
+            #expect(error["ok"] as? Bool == false)
+            if let id { #expect(error["id"] as? String == id, "\(name)") } else { #expect(error["id"] is NSNull, "\(name)") }
+            #expect((error["error"] as? String)?.contains(mentions) == true, "\(name): \(error)")
+        }
+        #expect((report["after_errors"] as? [String: Any])?["ok"] as? Bool == true)
+
+        // Cancelling by message, and a client that leaves mid-stream: cancelled cleanly, others served.
+        #expect((report["cancelled"] as? [String: Any])?["error"] as? String == "cancelled")
+        #expect(log.contains("went away: 1 request(s) cancelled"), "server log: \(log)")
+        #expect(report["concurrent"] as? [Bool] == [true, true])
+        #expect(!FileManager.default.fileExists(atPath: server.socket), "the socket file is removed on SIGTERM")
+    }
+
+    @Test func runOnlyWhileChargingRefusesOnBatteryAndStatusFollowsThePowerTimeline() throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        // A fake power source for this test: a scripted timeline, unplugged at 60 %, on the charger after 3 s.
+        let timeline = FileManager.default.temporaryDirectory.appendingPathComponent("ember-timeline-\(getpid()).json")
+        try Data(#"{"steps": [{"at": 0, "battery": 0.6, "charging": "unplugged", "external": false}, {"at": 3, "battery": 0.61, "charging": "charging", "external": true}]}"#.utf8).write(to: timeline)
+        defer { try? FileManager.default.removeItem(at: timeline) }
+        let server = try Server(["--no-preload", "--power-timeline", timeline.path], socket: Self.socketPath("charging"))
+        defer { if server.process.isRunning { _ = server.stop() } }
+        let report = try report("charging", socket: server.socket)
+        _ = server.stop()
+
+        let first = try #require(report["first"] as? [String: Any])
+        #expect(first["batteryPct"] as? Int == 60 && first["charging"] as? Bool == false && first["modelState"] as? String == "unloaded")
+        #expect((report["setting"] as? [String: Any])?["runOnlyWhileCharging"] as? Bool == true)
+        let refusal = try #require(report["refusal"] as? [String: Any])
+        #expect(refusal["ok"] as? Bool == false && (refusal["error"] as? String)?.contains("runOnlyWhileCharging") == true)
+        #expect((report["refusal_status"] as? [String: Any])?["reason"] is String)
+        let charging = try #require(report["charging_status"] as? [String: Any])
+        #expect(charging["batteryPct"] as? Int == 61)
+        #expect((report["after_charging"] as? [String: Any])?["ok"] as? Bool == true)
+    }
+
+    @Test func stdioAnswersUntilInputEnds() throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let input = [
+            #"{"id":"g","prompt":"The capital of France is","maxTokens":6,"tier":"critical"}"#,
+            #"{"id":"bad","prompt":"x","maxTokens":-3}"#,
+            "not json at all",
+            #"{"id":"e","kind":"embed","input":"a cat"}"#,
+        ].joined(separator: "\n") + "\n"
+        let outcome = try ExternalProcess.run(Self.ember, ["serve", "--stdio"], input: Data(input.utf8),
+                                              environment: ["EMBER_MODELS_DIR": Self.models], timeout: 300)
+        #expect(outcome.status == 0 && !outcome.timedOut, "\(outcome.standardError)")
+        let messages = try outcome.standardOutput.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "not JSON: \($0)")
+        }
+        #expect(messages.first?["modelState"] != nil, "status first")
+        let generated = try #require(messages.first { $0["id"] as? String == "g" })
+        #expect((generated["output"] as? String)?.hasPrefix(" Paris") == true)
+        #expect(messages.contains { $0["id"] as? String == "bad" && ($0["error"] as? String)?.hasPrefix("maxTokens") == true })
+        #expect(messages.contains { $0["id"] is NSNull && ($0["error"] as? String)?.contains("malformed") == true })
+        let chunks = messages.filter { $0["id"] as? String == "e" }
+        #expect(chunks.count > 1 && chunks.last?["last"] as? Bool == true && chunks.last?["ok"] as? Bool == true)
+    }
+}

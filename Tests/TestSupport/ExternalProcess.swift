@@ -1,0 +1,76 @@
+import Foundation
+
+/// Where the package's built products are, and a way to run other programs
+/// (a C compiler, the `ember` binary, Python) from tests with a time limit.
+public enum ExternalProcess {
+    /// The repository's root folder.
+    public static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The folder of the running test binary: `ember` and `libEmberC.so` are built next to it.
+    public static var productsDirectory: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    /// What a finished program did.
+    public struct Outcome: Sendable {
+        public var status: Int32
+        public var standardOutput: String
+        public var standardError: String
+        public var timedOut: Bool
+    }
+
+    /// Runs `executable` with `arguments` (standard input from `input`) and
+    /// waits at most `timeout` seconds, killing it after that.
+    public static func run(_ executable: String, _ arguments: [String], input: Data? = nil,
+                           environment: [String: String]? = nil, timeout: Double = 300) throws -> Outcome {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
+        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        let (output, error) = (Pipe(), Pipe())
+        process.standardOutput = output
+        process.standardError = error
+        let inputPipe = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+        let collected = Collected()
+        let readers = DispatchGroup()
+        for (pipe, isError) in [(output, false), (error, true)] {
+            readers.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                collected.set(data, isError: isError)
+                readers.leave()
+            }
+        }
+        try process.run()
+        if let input {
+            DispatchQueue.global().async {
+                try? inputPipe.fileHandleForWriting.write(contentsOf: input)
+                try? inputPipe.fileHandleForWriting.close()
+            }
+        }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        var timedOut = false
+        while process.isRunning {
+            if Date() > deadline {
+                timedOut = true
+                process.terminate()
+                break
+            }
+            usleep(20_000)
+        }
+        process.waitUntilExit()
+        readers.wait()
+        return Outcome(status: process.terminationStatus, standardOutput: collected.text(isError: false),
+                       standardError: collected.text(isError: true), timedOut: timedOut)
+    }
+
+    private final class Collected: @unchecked Sendable {
+        private let lock = NSLock()
+        private var output = Data()
+        private var error = Data()
+        func set(_ data: Data, isError: Bool) { lock.withLock { if isError { error = data } else { output = data } } }
+        func text(isError: Bool) -> String { lock.withLock { String(decoding: isError ? error : output, as: UTF8.self) } }
+    }
+}
