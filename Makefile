@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc libc6-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test test-arm64 demo models bench bench-suite clean
+.PHONY: all deps build test test-arm64 demo models bench bench-suite docs clean
 
 all: build
 
@@ -73,6 +73,20 @@ demo: build models
 	$(EMBER) bench kernels --quick
 	$(EMBER) bench qos --repetitions 60
 	$(EMBER) policy --state battery=15%,thermal=serious
+
+# The DocC archive of the Ember module (Sources/Ember/Ember.docc + every doc comment),
+# after checking that every public symbol has a doc comment.
+DOCS_SCRATCH := .build/docs
+docs: deps
+	$(SWIFT) build $(BUILD_FLAGS) --target Ember --scratch-path $(DOCS_SCRATCH) \
+	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_SCRATCH)/all-symbol-graphs
+	@rm -rf $(DOCS_SCRATCH)/symbol-graphs && mkdir -p $(DOCS_SCRATCH)/symbol-graphs && \
+	  cp $(DOCS_SCRATCH)/all-symbol-graphs/Ember.symbols.json $(DOCS_SCRATCH)/all-symbol-graphs/Ember@*.symbols.json $(DOCS_SCRATCH)/symbol-graphs/ 2>/dev/null; \
+	  python3 scripts/undocumented_symbols.py $(DOCS_SCRATCH)/symbol-graphs Ember Sources/Ember
+	docc convert Sources/Ember/Ember.docc --additional-symbol-graph-dir $(DOCS_SCRATCH)/symbol-graphs \
+	  --fallback-display-name Ember --fallback-bundle-identifier org.ember.Ember \
+	  --output-path .build/Ember.doccarchive --analyze
+	@echo "documentation: .build/Ember.doccarchive"
 
 bench: build
 	$(EMBER) bench blas

@@ -77,7 +77,7 @@ let testTargets: [Target] = [
     // The worker protocol's pieces, and `ember serve` driven by a Python client process.
     .testTarget(name: "ServiceTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ServiceTests",
                 exclude: ["Client"]),
-    // examples/: the C host compiled with cc against libEmberC.so and run.
+    // examples/ and the CLI end to end: the C host compiled with cc against libEmberC.so, `ember demo`.
     .testTarget(name: "HostTests", dependencies: ["EmberTestSupport"], path: "Tests/HostTests"),
 ]
 

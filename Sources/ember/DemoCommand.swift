@@ -32,6 +32,23 @@ struct DemoCommand: AsyncParsableCommand {
         var result: String
         var seconds: Double?
         var rate: String
+        var energy: EnergyEstimate? = nil
+        var batchSize = 1
+        var coalesced = false
+    }
+
+    /// What a finished request reports: its speed, the decision it ran under, its energy, its batch.
+    struct Measured: Sendable {
+        var rate: String
+        var decision: Decision
+        var energy: EnergyEstimate?
+        var batchSize: Int
+        var coalesced: Bool
+
+        init<Output>(rate: String, _ completion: Completion<Output>) {
+            (self.rate, decision, energy, batchSize, coalesced) =
+                (rate, completion.decision, completion.energy, completion.batchSize, completion.coalesced)
+        }
     }
 
     func run() async throws {
@@ -72,21 +89,17 @@ struct DemoCommand: AsyncParsableCommand {
             let prompt = template.format([ChatMessage(role: "user", content: "Give me one tip for saving battery.")])
             let (critical, standard, background, tokens) = (decide(.critical), decide(.standard), decide(.background), tokens)
             let chat = Task { await Self.measure("critical chat", critical) {
-                var pieces = 0
-                let start = DispatchTime.now().uptimeNanoseconds
-                for try await _ in runtime.generate(llm, prompt: prompt, maxTokens: tokens, tier: .critical) { pieces += 1 }
-                let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                return String(format: "%d pieces, %.0f/s", pieces, Double(pieces) / seconds)
+                let done = try await runtime.generateText(llm, prompt: prompt, maxTokens: tokens, tier: .critical)
+                let pieces = done.output.tokenIDs.count
+                return Measured(rate: String(format: "%d tokens, %.0f tok/s", pieces, Double(pieces) / done.runSeconds), done)
             } }
             let batch = Task { await Self.measure("standard embeddings ×16", standard) {
-                let start = DispatchTime.now().uptimeNanoseconds
-                _ = try await runtime.embed(minilm, sentences, tier: .standard)
-                return String(format: "%.0f sentences/s", 16 / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+                let done = try await runtime.embedding(minilm, sentences, tier: .standard)
+                return Measured(rate: String(format: "%.0f sentences/s", 16 / done.runSeconds), done)
             } }
             let reindex = Task { await Self.measure("background re-index ×64", background) {
-                let start = DispatchTime.now().uptimeNanoseconds
-                _ = try await runtime.embed(minilm, archive, tier: .background)
-                return String(format: "%.0f sentences/s", 64 / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+                let done = try await runtime.embedding(minilm, archive, tier: .background)
+                return Measured(rate: String(format: "%.0f sentences/s", 64 / done.runSeconds), done)
             } }
             var rows: [Outcome] = []
             for (task, decision, label) in [(chat, critical, "critical chat"), (batch, standard, "standard embeddings ×16"),
@@ -106,7 +119,6 @@ struct DemoCommand: AsyncParsableCommand {
                 for (origin, task) in pending {
                     var outcome = await task.value
                     outcome.label += " (\(origin))"
-                    outcome.decision = decide(outcome.decision.qos == .background ? .background : .standard)
                     drained.append(outcome)
                 }
                 pending.removeAll()
@@ -129,11 +141,14 @@ struct DemoCommand: AsyncParsableCommand {
         return value
     }
 
-    static func measure(_ label: String, _ decision: Decision, _ work: @Sendable () async throws -> String) async -> Outcome {
+    /// Runs one request; its row shows the decision it actually ran under (for a deferred
+    /// one, the decision when power came back), its latency from submission, rate and energy.
+    static func measure(_ label: String, _ decision: Decision, _ work: @Sendable () async throws -> Measured) async -> Outcome {
         let start = DispatchTime.now().uptimeNanoseconds
         do {
-            let rate = try await work()
-            return Outcome(label: label, decision: decision, result: "done", seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, rate: rate)
+            let done = try await work()
+            return Outcome(label: label, decision: done.decision, result: "done", seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9,
+                           rate: done.rate, energy: done.energy, batchSize: done.batchSize, coalesced: done.coalesced)
         } catch {
             return Outcome(label: label, decision: decision, result: "\(error)", seconds: nil, rate: "—")
         }
@@ -141,7 +156,8 @@ struct DemoCommand: AsyncParsableCommand {
 
     static func printTable(_ rows: [Outcome]) {
         func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
-        print("  " + pad("request", 40) + pad("decision", 50) + pad("precision / units / QoS", 46) + pad("latency", 18) + "rate")
+        print("  " + pad("request", 34) + pad("decision", 50) + pad("precision / units / QoS", 46) + pad("latency", 10)
+              + pad("rate", 30) + pad("energy", 18) + "notes")
         for row in rows {
             let action: String = switch row.decision.action {
             case .run: "run"
@@ -149,8 +165,14 @@ struct DemoCommand: AsyncParsableCommand {
             case let .drop(reason): "drop (\(reason))"
             }
             let how = "\(row.decision.precision) / \(row.decision.computeUnits) / \(row.decision.qos)"
-            let latency = row.seconds.map { String(format: "%.0f ms", $0 * 1000) } ?? row.result
-            print("  " + pad(row.label, 40) + pad(action, 50) + pad(how, 46) + pad(latency, 18) + row.rate)
+            let latency = row.seconds.map { String(format: "%.0f ms", $0 * 1000) } ?? "—"
+            let rate = row.seconds == nil ? row.result : row.rate
+            let energy = row.energy.map { String(format: "%.2f J %@", $0.joules, $0.source.rawValue) } ?? "—"
+            var notes: [String] = []
+            if row.batchSize > 1 { notes.append("one batch of \(row.batchSize) requests (energy of the batch)") }
+            if row.coalesced { notes.append("joined an identical request: ran once") }
+            print("  " + pad(row.label, 34) + pad(action, 50) + pad(how, 46) + pad(latency, 10) + pad(rate, 30) + pad(energy, 18)
+                  + notes.joined(separator: "; "))
         }
     }
 }

@@ -37,6 +37,56 @@ struct RuntimeTests {
     }
 }
 
+/// The README's "In a Swift app" lines and the Getting-started article's, kept compiling and correct.
+@Suite("README host snippet", .serialized, .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")
+                                                     && FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+struct ReadmeHostSnippetTests {
+    @Test func theReadmeSwiftSnippetRuns() async throws {
+        let runtime = try Runtime(configuration: .init(computeUnits: .all, power: .system, modelsDirectory: RuntimeTests.models))
+
+        let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        var text = ""
+        for try await piece in runtime.generate(llm, prompt: "The capital of France is", maxTokens: 16, tier: .critical) {
+            text += piece
+        }
+        #expect(text.hasPrefix(" Paris."), "\(text)")
+
+        let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
+        let vectors = try await runtime.embed(minilm, ["A man is playing a guitar.", "Someone plays music on a guitar."],
+                                              tier: .background)
+        let cosine = BertModel.cosine(vectors[0], vectors[1])
+        #expect(abs(cosine - 0.81) < 0.03, "\(cosine)")
+
+        let done = try await runtime.generateText(llm, prompt: "Hello", maxTokens: 8, tier: .standard)
+        #expect(done.decision.action == .run && done.decision.qos == .utility)
+        #expect(done.runSeconds > 0 && (done.energy?.joules ?? 0) > 0)
+        #expect(done.output.tokenIDs.count <= 8)
+    }
+
+    /// Getting started: an injected state drives the decision the completion reports.
+    @Test func injectedPowerStateShowsInTheCompletion() async throws {
+        let runtime = try Runtime(configuration: .init(power: .injected(PowerState(batteryLevel: 0.6, charging: .unplugged)),
+                                                       modelsDirectory: RuntimeTests.models))
+        let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        let onBattery = try await runtime.generateText(llm, prompt: "The capital of France is", maxTokens: 8)
+        #expect(onBattery.decision.precision == .int8 && onBattery.decision.computeUnits == .cpuAndNeuralEngine)
+        #expect(onBattery.output.text.hasPrefix(" Paris"), "\(onBattery.output.text)")
+        try runtime.setPowerState(PowerState(batteryLevel: 0.15, charging: .unplugged))
+        let low = try await runtime.generateText(llm, prompt: "The capital of France is", maxTokens: 8)
+        #expect(low.decision.precision == .int4)
+        // The int4 path is the file's Q4_1: llama.cpp's greedy text for this prompt.
+        #expect(low.output.text == " Paris.\n\nThe United States has", "\(low.output.text)")
+        let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
+        let embedded = try await runtime.embedding(minilm, ["a cat"], tier: .critical)
+        #expect(embedded.decision.precision == .int4 && embedded.output.count == 1 && embedded.output[0].count == 384)
+        // Standard work waits at 15 %; cancelling it ends the wait.
+        let waiting = Task { try await runtime.embedding(minilm, ["later"], tier: .standard) }
+        #expect(await eventually { await runtime.scheduler.deferredCount == 1 })
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+    }
+}
+
 /// Polls `condition` for up to `seconds`.
 func eventually(seconds: Double = 10, _ condition: () async -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)

@@ -7,6 +7,7 @@ import CKernels
 public struct ActivationPreparation: Hashable, Sendable {
     /// The weight format the blocks are made for (Q8_1-style for Q4_1, Q8_0 otherwise).
     public let format: QuantizedFormat
+    /// The kernel family that quantizes the activations into these blocks and reads them.
     public let isa: KernelISA
 
     /// Bytes of prepared activations for `rows` rows of `columns`.
@@ -24,15 +25,18 @@ public struct ActivationPreparation: Hashable, Sendable {
 /// work themselves: activations are prepared once per input, then any
 /// thread computes any range of weight rows, Y[m × rows] = X·Wᵀ (row stride
 /// `rows`). A model's forward pass calls these from inside a
-/// ``WorkerPool/region(threads:qos:_:)``. Binding does the per-weight work
+/// ``WorkerPool/region(threads:qos:barrierSpinNanoseconds:_:)``. Binding does the per-weight work
 /// once (packing, dequantizing), so a call costs only the kernel.
 public struct BoundMatmul: @unchecked Sendable {
     /// The kernel call: x (and its preparation), m rows, into y, over a range of weight rows; 0 is success.
     public typealias Body = (_ x: UnsafePointer<Float>, _ prepared: UnsafeRawPointer?, _ m: Int,
                              _ y: UnsafeMutablePointer<Float>, _ rows: Range<Int>) -> Int32
 
+    /// Where the registry placed this matmul: unit, kernel and why.
     public let placement: Placement
+    /// Weight rows N: the columns of Y and the bound of the row ranges ``run(_:prepared:m:into:rows:)`` takes.
     public let rows: Int
+    /// Weight columns K: the length of each activation row.
     public let columns: Int
     /// What the kernel reads besides fp32 x; nil: fp32 x only.
     public let preparation: ActivationPreparation?
@@ -42,6 +46,7 @@ public struct BoundMatmul: @unchecked Sendable {
     /// Keeps the bound variant (packed or fp32 weights) alive.
     let owner: AnyObject
 
+    /// Wraps `body`, a kernel bound to one `rows` × `columns` weight matrix; `owner` keeps what `body` reads alive.
     public init(placement: Placement, rows: Int, columns: Int, preparation: ActivationPreparation?, splittable: Bool,
                 owner: AnyObject, body: @escaping Body) {
         self.placement = placement

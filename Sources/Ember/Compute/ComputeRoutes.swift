@@ -4,7 +4,17 @@ import Foundation
 /// completion — command-buffer style. Ops run in order on the GPU route's
 /// submission queue (using every core through the workers of `qos`).
 public final class CommandBuffer: @unchecked Sendable {
-    public enum Status: Sendable { case encoding, committed, completed, failed }
+    /// Where a buffer is in its life.
+    public enum Status: Sendable {
+        /// Taking ops; not yet committed.
+        case encoding
+        /// Queued or running on the GPU route.
+        case committed
+        /// Every op ran.
+        case completed
+        /// An op threw; the error is kept.
+        case failed
+    }
 
     private let queue: PromotingSerialQueue
     private let qos: QoSClass
@@ -19,6 +29,7 @@ public final class CommandBuffer: @unchecked Sendable {
         self.qos = qos
     }
 
+    /// The buffer's current state.
     public var status: Status { lock.withLock { state } }
 
     /// Adds an op; only before ``commit()``.
@@ -61,6 +72,7 @@ public final class CommandBuffer: @unchecked Sendable {
 /// route's one shared serial queue, and the GPU route's submission queue.
 /// The CPU route runs on the caller's workers and needs no queue.
 public final class ComputeRoutes: @unchecked Sendable {
+    /// The routes ``ComputeEngine/shared`` runs on.
     public static let shared = ComputeRoutes()
 
     /// One job at a time, as on the real engine; promotes for higher-QoS waiters.
@@ -68,6 +80,7 @@ public final class ComputeRoutes: @unchecked Sendable {
     /// Command buffers run in submission order.
     public let gpuQueue = PromotingSerialQueue(label: "ember-gpu")
 
+    /// A separate set of routes with its own neural-engine and GPU queues.
     public init() {}
 
     /// A new command buffer for the GPU route.
@@ -93,21 +106,30 @@ public final class ComputeRoutes: @unchecked Sendable {
 
 /// The outcome of one op run through the registry.
 public struct ComputeResult: Sendable {
+    /// Y, fp32 [M, N].
     public var output: Tensor
+    /// The unit and kernel the op ran on, and why.
     public var placement: Placement
+    /// Wall-clock seconds from handing the op to its route to its end (queue wait included).
     public var seconds: Double
+    /// Joules the run took: measured from the package counter where readable, else modelled.
     public var energy: EnergyEstimate
 }
 
 /// Runs ops where the registry places them: picks the kernel for the allowed
 /// units, runs it on its unit's execution resource, and reports time and energy.
 public final class ComputeEngine: @unchecked Sendable {
+    /// The engine on the shared registry and routes, with ``UnitProfile/current`` (calibrated on first use).
     public static let shared = ComputeEngine()
 
+    /// The kernels ops are placed among.
     public let registry: KernelRegistry
+    /// The queues each unit's ops run on.
     public let routes: ComputeRoutes
+    /// Each unit's cost model, for modelling energy when no counter is readable.
     public let profiles: [ComputeUnit: UnitProfile]
 
+    /// An engine over `registry` and `routes`; `profiles` must name each unit at most once (a duplicate traps).
     public init(registry: KernelRegistry = .shared, routes: ComputeRoutes = .shared,
                 profiles: [UnitProfile] = UnitProfile.current) {
         self.registry = registry

@@ -2,9 +2,12 @@ import Foundation
 
 /// Where a kernel came from.
 public enum KernelSource: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// Shipped with Ember.
     case builtIn
+    /// From the plugin library that declares itself `name`, loaded from `path`.
     case plugin(name: String, path: String)
 
+    /// "built-in", or "plugin NAME (PATH)".
     public var description: String {
         switch self {
         case .builtIn: "built-in"
@@ -15,14 +18,19 @@ public enum KernelSource: Sendable, Equatable, Codable, CustomStringConvertible 
 
 /// One registered kernel: what it computes, on which unit, how good it is.
 public struct RegisteredKernel: Sendable {
+    /// The name placements show, e.g. "openblas-sgemm".
     public var name: String
+    /// The operation it computes.
     public var op: ComputeOperation
     /// Weight formats it takes.
     public var formats: [WeightFormat]
+    /// The compute unit whose route it runs on.
     public var unit: ComputeUnit
     /// The kernel family it needs (built-in SIMD kernels), if any.
     public var requiredISA: KernelISA?
+    /// Rank among available kernels for the same op, format and unit: the highest wins.
     public var score: Int
+    /// Built in, or the plugin it came from.
     public var source: KernelSource
     /// What the kernel does to weights not in its native format ("dequantized to fp32 once, cached").
     public var conversion: String?
@@ -32,6 +40,8 @@ public struct RegisteredKernel: Sendable {
     /// themselves; nil for kernels that only run whole ops.
     let bind: (@Sendable (_ w: WeightMatrix, _ placement: Placement) throws -> BoundMatmul)?
 
+    /// A kernel for `op` on weights in `formats`, on `unit`: `run` computes a whole op, and the optional `bind`
+    /// binds it to one weight matrix for callers that split rows (see ``BoundMatmul``).
     public init(name: String, op: ComputeOperation, formats: [WeightFormat], unit: ComputeUnit, requiredISA: KernelISA? = nil,
                 score: Int, source: KernelSource = .builtIn, conversion: String? = nil,
                 run: @escaping @Sendable (_ x: Tensor, _ w: WeightMatrix, _ y: inout Tensor) throws -> Void,
@@ -54,14 +64,20 @@ public struct RegisteredKernel: Sendable {
 
 /// Where one op runs and why: an entry of a ``ComputePlan``.
 public struct Placement: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// The operation placed.
     public var op: ComputeOperation
+    /// The format of the weights it runs on.
     public var format: WeightFormat
+    /// The unit it runs on; `.cpu` when no kernel takes it.
     public var unit: ComputeUnit
     /// The kernel, or nil for ops the model code runs itself on the CPU route.
     public var kernel: String?
+    /// The kernel's ``KernelSource`` description ("built-in" or "plugin NAME (PATH)"); nil when there is no kernel.
     public var source: String?
+    /// Why it runs there: which preferred units had no kernel, and any conversion of the weights.
     public var reason: String
 
+    /// One line, e.g. "matmul q4_0 → neural-engine [ember-simd-avx2]: REASON".
     public var description: String {
         "\(op) \(format) → \(unit)\(kernel.map { " [\($0)]" } ?? ""): \(reason)"
     }
@@ -86,6 +102,7 @@ public final class KernelRegistry: @unchecked Sendable {
     private var loadedPlugins: [LoadedPlugin] = []
     private var failures: [String] = []
 
+    /// An empty registry: no built-in kernels and no plugins (``shared`` has both).
     public init() {}
 
     /// Adds a kernel (built-ins register through here too).
@@ -100,6 +117,7 @@ public final class KernelRegistry: @unchecked Sendable {
 
     /// Plugins loaded, and why the refused ones were refused.
     public var plugins: [LoadedPlugin] { lock.withLock { loadedPlugins } }
+    /// Why each refused plugin from `EMBER_PLUGIN_PATH` was refused, one message per plugin.
     public var pluginFailures: [String] { lock.withLock { failures } }
 
     func recordPlugin(_ plugin: LoadedPlugin, kernels added: [RegisteredKernel]) {
@@ -148,9 +166,12 @@ public final class KernelRegistry: @unchecked Sendable {
 
 /// Per op, the unit it runs on and why.
 public struct ComputePlan: Sendable, Codable, CustomStringConvertible {
+    /// The units the plan was made for.
     public var units: ComputeUnits
+    /// One placement per op, in the order the ops were given.
     public var placements: [Placement]
 
+    /// "compute plan for UNITS:" followed by one indented line per placement.
     public var description: String {
         (["compute plan for \(units):"] + placements.map { "  \($0)" }).joined(separator: "\n")
     }

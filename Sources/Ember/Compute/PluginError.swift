@@ -9,6 +9,7 @@ public enum PluginError: Error, Equatable, CustomStringConvertible {
     /// A field holds something other than what the ABI allows.
     case invalidField(path: String, field: String, found: String, expected: String)
 
+    /// One line naming the library path and what is wrong, e.g. "PATH: exports no ember_plugin_entry".
     public var description: String {
         switch self {
         case let .cannotOpen(path, reason):

@@ -3,8 +3,11 @@ import Foundation
 
 /// A plugin library Ember has loaded and kept open.
 public struct LoadedPlugin: Sendable {
+    /// The name the plugin's table declares (1–63 printable characters).
     public var name: String
+    /// The path the library was loaded from.
     public var path: String
+    /// Names of the kernels it registered.
     public var kernels: [String]
     /// Kernels left out because this CPU lacks what they require.
     public var skipped: [String]

@@ -31,7 +31,9 @@ public struct UnitProfile: Sendable, Codable {
         }
     }
 
+    /// The unit described.
     public var unit: ComputeUnit
+    /// The execution resource the unit's jobs run on.
     public var resource: ExecutionResource
     /// Ops this unit runs, and the weight precisions it runs them at.
     public var supports: [ComputeOperation: [Precision]]
@@ -81,6 +83,7 @@ public struct UnitProfile: Sendable, Codable {
 
 /// Energy a piece of work took, labelled with where the figure comes from.
 public struct EnergyEstimate: Sendable, Codable, Equatable {
+    /// Where an energy figure comes from.
     public enum Source: String, Sendable, Codable {
         /// Read from an OS energy counter (Linux RAPL, `/sys/class/powercap`).
         case measured
@@ -88,7 +91,9 @@ public struct EnergyEstimate: Sendable, Codable, Equatable {
         case modelled
     }
 
+    /// Energy in joules.
     public var joules: Double
+    /// Whether ``joules`` was measured or modelled.
     public var source: Source
 }
 
@@ -106,6 +111,7 @@ public enum EnergyCounter {
         return UInt64(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    /// Whether the counter can be read now.
     public static var isAvailable: Bool { microjoules() != nil }
 }
 
@@ -115,8 +121,11 @@ public enum EnergyCounter {
 public struct EnergyMeter: Sendable {
     private let before = EnergyCounter.microjoules()
 
+    /// Starts the meter: reads the energy counter now, if there is one.
     public init() {}
 
+    /// The energy since ``init()``: the counter's difference when it was readable at both ends and did not wrap, else
+    /// modelled from `profiles[unit]` for `operations` (2 per multiply-add) at `precision`, 0 J when no cost is known.
     public func finish(unit: ComputeUnit, operations: Double, precision: Precision,
                        profiles: [ComputeUnit: UnitProfile] = ComputeEngine.shared.profiles) -> EnergyEstimate {
         if let before, let after = EnergyCounter.microjoules(), after >= before {

@@ -6,8 +6,11 @@ import Foundation
 /// cached: the packed copy the SIMD kernels read, and an fp32 copy for the
 /// BLAS route (dequantized once).
 public final class WeightMatrix: @unchecked Sendable {
+    /// How the weights are stored.
     public let format: WeightFormat
+    /// N: output features, one per row.
     public let rows: Int
+    /// K: input features per row; a multiple of 32 for the quantized formats.
     public let columns: Int
     /// The GGUF (or fp32) bytes, owned or borrowed from `owner` (e.g. a memory-mapped file).
     let bytes: UnsafeRawBufferPointer

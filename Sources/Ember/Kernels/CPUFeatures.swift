@@ -6,20 +6,31 @@ import Foundation
 /// Detected at run time (and checked against what the operating system
 /// enables), so one binary runs the widest kernels each machine supports.
 public struct CPUFeatures: Sendable, Equatable {
+    /// x86-64 AVX2.
     public var avx2 = false
+    /// x86-64 FMA3 fused multiply-add.
     public var fma = false
+    /// x86-64 F16C (fp16 ↔ fp32 conversion).
     public var f16c = false
+    /// x86-64 AVX-512 Foundation.
     public var avx512f = false
+    /// x86-64 AVX-512 byte and word instructions.
     public var avx512bw = false
+    /// x86-64 AVX-512 vector-length extensions (the 128- and 256-bit forms).
     public var avx512vl = false
+    /// x86-64 AVX-512 VNNI (int8 dot products).
     public var avx512vnni = false
+    /// x86-64 AVX-VNNI: the VNNI int8 dot products on 256-bit AVX registers.
     public var avxvnni = false
+    /// arm64 Advanced SIMD (NEON).
     public var neon = false
+    /// arm64 dot-product instructions (SDOT/UDOT).
     public var dotprod = false
 
     /// The features of this machine's CPU.
     public static let current = CPUFeatures(ek_cpu_features_detect())
 
+    /// A set with every feature false; ``current`` holds this machine's.
     public init() {}
 
     init(_ c: ek_cpu_features) {
@@ -81,11 +92,15 @@ public struct CPUFeatures: Sendable, Equatable {
 
 /// Coarse SIMD levels, widest last, for comparing a BLAS core with the CPU.
 public enum SIMDLevel: Int, Sendable, Comparable, CustomStringConvertible {
+    /// x86-64 levels, narrowest first: baseline (nothing wider detected), SSE, AVX, AVX2 with FMA, AVX-512 F/BW/VL.
     case baseline = 0, sse = 1, avx = 2, avx2 = 3, avx512 = 4
+    /// arm64 NEON; orders after every x86 level.
     case neon = 10
 
+    /// Orders by raw value: baseline < SSE < AVX < AVX2 < AVX-512 < NEON.
     public static func < (lhs: SIMDLevel, rhs: SIMDLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 
+    /// The level's usual name: "baseline", "SSE", "AVX", "AVX2", "AVX-512" or "NEON".
     public var description: String {
         switch self {
         case .baseline: "baseline"

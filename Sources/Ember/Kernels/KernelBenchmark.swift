@@ -15,10 +15,13 @@ import Foundation
 public struct KernelBenchmark: Sendable {
     /// What one format × kind × shape measured.
     public struct Result: Sendable, Codable {
+        /// The quantized format's raw value: "q8_0", "q4_0" or "q4_1".
         public var format: String
         /// "gemv" (M = 1) or "gemm".
         public var kind: String
+        /// The shape: M activation rows (1 for gemv), N weight rows, K columns.
         public var m: Int, n: Int, k: Int
+        /// Median seconds per call, activation quantization included.
         public var seconds: Double
         /// GGUF weight bytes read per second, GB/s.
         public var weightGBs: Double
@@ -46,13 +49,18 @@ public struct KernelBenchmark: Sendable {
         (576, 576), (1536, 576), (576, 1536), (49152, 576), (16384, 8192),
     ]
 
+    /// The kernel family measured.
     public var isa: KernelISA
+    /// Threads per call, for the quantized kernels, the BLAS baseline and the streaming read.
     public var threads: Int
+    /// Rounds per measurement; the median is reported.
     public var rounds: Int
+    /// Each round repeats the call until it has run at least this many seconds.
     public var minimumRoundSeconds: Double
     /// Bytes of weight copies a GEMV rotates over (at least 8× a 32 MiB L3).
     public var rotationBytes = 256 << 20
 
+    /// A benchmark of `isa` on `threads` threads, `rounds` rounds of at least `minimumRoundSeconds` each; counts below 1 become 1.
     public init(isa: KernelISA = .active, threads: Int = KernelThreads.default, rounds: Int = 5,
                 minimumRoundSeconds: Double = 0.05) {
         self.isa = isa
@@ -62,12 +70,14 @@ public struct KernelBenchmark: Sendable {
     }
 
     /// A buffer of `bytes` distinct random bytes for the streaming-read loop.
-    /// (Zero pages would do: the host may share identical pages, and then
+    /// (Zero pages would not do: the host may share identical pages, and then
     /// "reading 512 MiB" reads a few cached pages.)
     public final class ReadBuffer: @unchecked Sendable {
         let storage: TensorStorage
+        /// Size of the buffer in bytes.
         public var byteCount: Int { storage.byteCount }
 
+        /// Allocates `bytes` bytes (512 MiB by default) and fills them with seeded pseudo-random words.
         public init(bytes: Int = 512 << 20) {
             storage = TensorStorage(zeroedByteCount: bytes)
             let words = storage.baseAddress.bindMemory(to: UInt64.self, capacity: bytes / 8)

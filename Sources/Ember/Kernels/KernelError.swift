@@ -11,6 +11,7 @@ public enum KernelError: Error, Equatable, CustomStringConvertible {
     /// An argument a kernel wrapper cannot take.
     case invalidArgument(argument: String, found: String, expected: String)
 
+    /// One line naming the ISA, kernel or argument at fault and what was expected.
     public var description: String {
         switch self {
         case let .unknownISA(value, expected):

@@ -9,7 +9,9 @@ import Foundation
 /// benchmarks can exercise each one. `avx2` uses AVX-VNNI where the CPU has
 /// it; `avx2-novnni` runs the AVX2 code that older CPUs get, even here.
 public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// The portable C reference, AVX2+FMA+F16C (with AVX-VNNI where present), AVX-512 F/BW/VL+VNNI, or arm64 NEON with dot product.
     case scalar, avx2, avx512, neon
+    /// The AVX2 kernels without AVX-VNNI even where the CPU has it ("avx2-novnni"), to test that code.
     case avx2NoVNNI = "avx2-novnni"
 
     /// The family this process runs: `EMBER_ISA` when it names one this CPU
@@ -39,6 +41,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         }
     }
 
+    /// The name `EMBER_ISA` uses, e.g. "avx2-novnni".
     public var description: String { rawValue }
 
     /// Whether `features` (and this build) can run this family.

@@ -4,9 +4,13 @@ import CBLAS
 /// [K×N], or as [N×K] when it is used transposed (the layout of a weight
 /// matrix W[N×K] in Y = X·Wᵀ).
 public struct MatmulShape: Sendable, Equatable, CustomStringConvertible {
+    /// Rows of A and of Y.
     public let m: Int
+    /// Columns of Y (rows of B when ``transposeB``).
     public let n: Int
+    /// The inner dimension: columns of A.
     public let k: Int
+    /// Whether B is stored as [N×K] and used transposed.
     public let transposeB: Bool
 
     /// Checks that `a` and `b` are fp32 matrices whose inner dimensions agree.
@@ -37,6 +41,7 @@ public struct MatmulShape: Sendable, Equatable, CustomStringConvertible {
     /// Multiply-adds one product takes, times two: the FLOP count GFLOP/s figures use.
     public var flops: Double { 2 * Double(m) * Double(n) * Double(k) }
 
+    /// "M×N×K", with " (Bᵀ)" when B is transposed, e.g. "1×576×1536 (Bᵀ)".
     public var description: String { "\(m)×\(n)×\(k)\(transposeB ? " (Bᵀ)" : "")" }
 }
 

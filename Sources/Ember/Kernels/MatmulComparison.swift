@@ -1,7 +1,7 @@
 import CBLAS
 import Foundation
 
-/// Ember's fp32 ``matmul(_:_:transposeB:into:accumulate:)`` against a raw
+/// Ember's fp32 ``matmul(_:_:transposeB:into:accumulate:threads:pool:)`` against a raw
 /// `cblas_sgemm` call on the same buffers, measured in one run.
 ///
 /// For every shape the two sides are timed in alternating rounds (the order
@@ -16,9 +16,11 @@ import Foundation
 public struct MatmulComparison: Sendable {
     /// One product to measure.
     public struct Case: Sendable, Equatable {
+        /// The product Y[M×N] = A[M×K]·B.
         public var m: Int, n: Int, k: Int
         /// B is used transposed ([N, K], the layout of a weight matrix).
         public var transposeB: Bool
+        /// The product of A[m×k] and B, stored [k×n], or [n×k] with `transposeB`.
         public init(m: Int, n: Int, k: Int, transposeB: Bool = false) {
             (self.m, self.n, self.k, self.transposeB) = (m, n, k, transposeB)
         }
@@ -26,18 +28,24 @@ public struct MatmulComparison: Sendable {
 
     /// What one shape measured.
     public struct Result: Sendable, Codable, Equatable {
+        /// The shape measured: Y[M×N] = A[M×K]·B.
         public var m: Int, n: Int, k: Int
+        /// Whether B was [N, K] and used transposed.
         public var transposeB: Bool
         /// The BLAS routine Ember's matmul called ("sgemm" or "sgemv").
         public var emberRoute: String
+        /// Median GFLOP/s (2·M·N·K per call) of Ember's matmul.
         public var emberGflops: Double
+        /// Median GFLOP/s (2·M·N·K per call) of the raw `cblas_sgemm` call.
         public var rawGflops: Double
         /// Median over rounds of (Ember GFLOP/s ÷ raw sgemm GFLOP/s).
         public var ratio: Double
         /// Extra time per call Ember's matmul took over the raw call, from the
         /// medians (argument checks, routing); negative when Ember was faster.
         public var overheadNanoseconds: Double
+        /// Rounds timed on each side.
         public var rounds: Int
+        /// Calls per round on each side, sized from the raw call.
         public var callsPerRound: Int
 
         enum CodingKeys: String, CodingKey {
@@ -70,6 +78,7 @@ public struct MatmulComparison: Sendable {
     /// Pause after a raw round while OpenBLAS's spinning threads go to sleep.
     static let openBLASSettleSeconds = 0.15
 
+    /// A comparison of `rounds` rounds of at least `minimumRoundSeconds` each, on `threads` threads per side; counts below 1 become 1.
     public init(rounds: Int = 7, minimumRoundSeconds: Double = 0.05, threads: Int = KernelThreads.default) {
         self.rounds = max(1, rounds)
         self.minimumRoundSeconds = minimumRoundSeconds

@@ -9,6 +9,7 @@ import CKernels
 /// | `q4_0` | 18 bytes: d, 16 bytes of nibbles | (q − 8)·d |
 /// | `q4_1` | 20 bytes: d, m, 16 bytes of nibbles | q·d + m |
 public enum QuantizedFormat: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// GGUF's Q8_0 (34-byte blocks), Q4_0 (18 bytes) and Q4_1 (20 bytes).
     case q8_0, q4_0, q4_1
 
     /// Elements per block.
@@ -17,9 +18,10 @@ public enum QuantizedFormat: String, Sendable, CaseIterable, CustomStringConvert
     /// Bytes of one block.
     public var blockBytes: Int { ek_format_block_bytes(cValue) }
 
-    /// The precision class the policy speaks of: int8 or int4.
+    /// Bits per weight of the format's precision class: 8 (int8) or 4 (int4).
     public var bits: Int { self == .q8_0 ? 8 : 4 }
 
+    /// The raw value, e.g. "q4_0".
     public var description: String { rawValue }
 
     var cValue: ek_format {

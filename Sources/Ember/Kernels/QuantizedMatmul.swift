@@ -3,6 +3,7 @@ import Foundation
 
 /// Threads the quantized kernels use by default: every core available.
 public enum KernelThreads {
+    /// Every core available to this process (`activeProcessorCount`).
     public static var `default`: Int { ProcessInfo.processInfo.activeProcessorCount }
 }
 

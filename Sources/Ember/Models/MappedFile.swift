@@ -8,9 +8,12 @@ import Darwin
 /// A whole file mapped read-only into memory. Tensors borrow from it; it
 /// stays mapped while any of them (or the model) holds a reference.
 public final class MappedFile: @unchecked Sendable {
+    /// The file's path as given.
     public let path: String
+    /// The file's contents, read-only; empty for an empty file. Valid while this object lives.
     public let bytes: UnsafeRawBufferPointer
 
+    /// Maps the whole file at `path` read-only; throws ``ModelFileError/unreadable(file:reason:)`` if it cannot be opened or mapped.
     public init(path: String) throws {
         self.path = path
         let descriptor = open(path, O_RDONLY)

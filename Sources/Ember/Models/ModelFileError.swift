@@ -9,6 +9,7 @@ public enum ModelFileError: Error, Equatable, CustomStringConvertible {
     /// A field holds a value outside what the format allows.
     case invalidField(file: String, field: String, found: String, expected: String)
 
+    /// A one-line human-readable form, e.g. "<file>: version is 1, expected 2 or 3".
     public var description: String {
         switch self {
         case let .unreadable(file, reason):

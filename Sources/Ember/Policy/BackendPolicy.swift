@@ -3,10 +3,12 @@
 /// precision, on which units, at which QoS, with how many threads. A pure
 /// function of its arguments; the numbers live in ``PolicyTable``.
 public enum BackendPolicy {
+    /// The decision for `request` in power `state` under the host's `configuration` (the default settings when omitted).
     public static func decide(request: RequestRequirements, state: PowerState,
                               configuration: PolicyConfiguration = PolicyConfiguration()) -> Decision {
         let table = configuration.table
-        let rule = table.rules[request.tier] ?? table.rules[.critical]!
+        // A host table without a rule for this tier: the critical rule, else run always.
+        let rule = table.rules[request.tier] ?? table.rules[.critical] ?? PolicyTable.TierRule.runsAlways
         let budget = table.budget(for: state)
         var decision = Decision(
             action: .run, precision: budget.precision, computeUnits: budget.computeUnits,

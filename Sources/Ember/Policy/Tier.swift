@@ -7,15 +7,18 @@ public enum Tier: String, Sendable, CaseIterable, Codable, Comparable, CustomStr
     /// Foreground, the user is waiting.
     case critical
 
+    /// Orders by importance: background < standard < critical.
     public static func < (lhs: Tier, rhs: Tier) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
     }
 
+    /// The raw value: "background", "standard" or "critical".
     public var description: String { rawValue }
 }
 
 /// What one request needs, beyond its tier: the host's per-request overrides.
 public struct RequestRequirements: Sendable, Equatable, Codable {
+    /// How much the request matters to the user right now.
     public var tier: Tier
     /// A critical request that drives what is on screen right now (→ `.userInteractive`).
     public var userInteractive: Bool
@@ -26,6 +29,7 @@ public struct RequestRequirements: Sendable, Equatable, Codable {
     /// Run only on external power (e.g. re-indexing everything).
     public var requiresExternalPower: Bool
 
+    /// Requirements for a request of `tier`; nil `precision` and `computeUnits` leave both to the policy, and every flag defaults to false.
     public init(tier: Tier, userInteractive: Bool = false, precision: Precision? = nil, computeUnits: ComputeUnits? = nil,
                 requiresExternalPower: Bool = false) {
         self.tier = tier
@@ -38,7 +42,9 @@ public struct RequestRequirements: Sendable, Equatable, Codable {
 
 /// What the policy decided for one request.
 public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// What happens to the request: run now, defer, or drop.
     public enum Action: Sendable, Equatable, Codable {
+        /// Run now, with the decision's precision, units, QoS and threads.
         case run
         /// Wait and be re-evaluated when the power state changes.
         case `defer`(reason: String)
@@ -46,12 +52,18 @@ public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
         case drop(reason: String)
     }
 
+    /// Run, defer or drop; the other fields are filled in either way.
     public var action: Action
+    /// The precision to run at.
     public var precision: Precision
+    /// The units the request may use; the CPU route is always among them.
     public var computeUnits: ComputeUnits
+    /// The QoS class to run at.
     public var qos: QoSClass
+    /// Threads to run on, at least 1.
     public var threads: Int
 
+    /// A one-line human-readable form, e.g. "run, int8 on cpuAndNeuralEngine, utility, 2 threads" or "defer (thermal state serious), int4 on cpuAndNeuralEngine, background, 1 thread".
     public var description: String {
         let verdict: String = switch action {
         case .run: "run"

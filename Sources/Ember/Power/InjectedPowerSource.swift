@@ -8,10 +8,13 @@ public final class InjectedPowerSource: PowerSource, @unchecked Sendable {
     private var state: PowerState
     private var subscribers: [UUID: AsyncStream<PowerState>.Continuation] = [:]
 
+    /// A source starting at `state` (default ``PowerState/mains``).
     public init(_ state: PowerState = .mains) { self.state = state }
 
+    /// The state last set.
     public func current() -> PowerState { lock.withLock { state } }
 
+    /// Every later ``set(_:)`` whose conditions differ from the state before it; the stream never finishes on its own.
     public func changes() -> AsyncStream<PowerState> {
         AsyncStream { continuation in
             let id = UUID()

@@ -16,12 +16,15 @@ import Foundation
 /// power with no battery level. Garbage, missing files or permission errors
 /// never crash: the field becomes unknown and a warning is logged once.
 public final class LinuxPowerSource: PowerSource, @unchecked Sendable {
+    /// The directory the sysfs and `/var/lib` paths are read under: `/` except in tests.
     public let root: URL
+    /// How often ``changes()`` re-reads sysfs; default 5 seconds.
     public let pollInterval: Duration
     private let warn: @Sendable (String) -> Void
     private let lock = NSLock()
     private var warned = Set<String>()
 
+    /// A source reading under `root` every `pollInterval`; `warn` gets each distinct warning once (default: standard error, prefixed "ember: warning:").
     public init(root: URL = URL(fileURLWithPath: "/"), pollInterval: Duration = .seconds(5),
                 warn: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data("ember: warning: \($0)\n".utf8)) }) {
         self.root = root
@@ -29,6 +32,7 @@ public final class LinuxPowerSource: PowerSource, @unchecked Sendable {
         self.warn = warn
     }
 
+    /// Reads the power supplies, thermal zones and low-power profile now.
     public func current() -> PowerState {
         var state = PowerState()
         let supplies = entries(in: "sys/class/power_supply")
@@ -80,6 +84,7 @@ public final class LinuxPowerSource: PowerSource, @unchecked Sendable {
         return state
     }
 
+    /// Re-reads every ``pollInterval`` and yields each state whose conditions differ from the last one yielded; polling stops when the stream is dropped.
     public func changes() -> AsyncStream<PowerState> {
         let interval = pollInterval
         return AsyncStream { continuation in

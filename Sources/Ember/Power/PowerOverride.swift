@@ -6,13 +6,18 @@ import Foundation
 /// (unplugged|charging|full|unknown), `external` (0|1), `lowpower` (0|1),
 /// `thermal` (nominal|fair|serious|critical).
 public enum PowerOverride {
+    /// The variable's name, "EMBER_POWER".
     public static let environmentVariable = "EMBER_POWER"
 
     /// Why an `EMBER_POWER` value was refused.
     public struct ParseError: Error, Equatable, CustomStringConvertible {
+        /// The key of the refused pair, lowercased.
         public var key: String
+        /// The value as given.
         public var value: String
+        /// What the key takes, e.g. "0 or 1".
         public var expected: String
+        /// A one-line form, e.g. "EMBER_POWER: lowpower=maybe: expected 0 or 1".
         public var description: String { "\(PowerOverride.environmentVariable): \(key)=\(value): expected \(expected)" }
     }
 

@@ -4,13 +4,16 @@ import Foundation
 public struct PowerState: Sendable, Equatable, Codable, CustomStringConvertible {
     /// Whether the battery is taking charge.
     public enum Charging: String, Sendable, Codable, CaseIterable {
+        /// `unplugged`: on battery (Linux's "Discharging" or "Not charging"); `charging`; `full`: charged and on external power; `unknown`: no battery, or its status cannot be read.
         case unplugged, charging, full, unknown
     }
 
     /// How hot the device runs, in `ProcessInfo.ThermalState`'s four steps.
     public enum Thermal: String, Sendable, Codable, CaseIterable, Comparable {
+        /// `nominal`, `fair`, `serious`, `critical`, from cool to hottest; on Linux, a zone at or past a `passive`, `hot` or `critical` trip point gives `fair`, `serious` or `critical`.
         case nominal, fair, serious, critical
 
+        /// Orders by heat: nominal < fair < serious < critical.
         public static func < (lhs: Thermal, rhs: Thermal) -> Bool {
             allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
         }
@@ -18,13 +21,18 @@ public struct PowerState: Sendable, Equatable, Codable, CustomStringConvertible 
 
     /// Battery charge 0…1, nil when there is no battery or it cannot be read.
     public var batteryLevel: Double?
+    /// Whether the battery is unplugged, charging or full; `.unknown` with no battery or an unreadable status.
     public var charging: Charging
     /// Whether mains (or USB) power is connected; nil when unknown.
     public var externalPower: Bool?
+    /// Whether the system's low-power (power-saver) mode is on.
     public var lowPowerMode: Bool
+    /// How hot the device runs.
     public var thermal: Thermal
+    /// When the state was read or made.
     public var timestamp: Date
 
+    /// A state; `batteryLevel` is clamped to 0…1, and the defaults are no battery level, unknown charging and external power, low-power mode off, thermal nominal, now.
     public init(batteryLevel: Double? = nil, charging: Charging = .unknown, externalPower: Bool? = nil,
                 lowPowerMode: Bool = false, thermal: Thermal = .nominal, timestamp: Date = Date()) {
         self.batteryLevel = batteryLevel.map { min(1, max(0, $0)) }
@@ -50,6 +58,7 @@ public struct PowerState: Sendable, Equatable, Codable, CustomStringConvertible 
         return copy == self
     }
 
+    /// A one-line human-readable form, e.g. "15%, unplugged, no external power, low-power mode, thermal serious" ("no battery level" and "external power unknown" when nil).
     public var description: String {
         let level = batteryLevel.map { String(format: "%.0f%%", $0 * 100) } ?? "no battery level"
         let power = externalPower.map { $0 ? "external power" : "no external power" } ?? "external power unknown"
@@ -67,8 +76,12 @@ public protocol PowerSource: Sendable {
 
 /// A source whose state never changes (a desktop, or `EMBER_POWER` for quick experiments).
 public struct FixedPowerSource: PowerSource {
+    /// The state ``current()`` always returns.
     public let state: PowerState
+    /// A source that always reports `state`.
     public init(_ state: PowerState) { self.state = state }
+    /// The fixed state.
     public func current() -> PowerState { state }
+    /// A stream that finishes at once: the state never changes.
     public func changes() -> AsyncStream<PowerState> { AsyncStream { $0.finish() } }
 }

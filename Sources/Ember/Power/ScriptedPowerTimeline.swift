@@ -11,8 +11,11 @@ public protocol PowerClock: Sendable {
 /// The monotonic wall clock.
 public struct SystemPowerClock: PowerClock {
     private let start = DispatchTime.now().uptimeNanoseconds
+    /// A clock whose zero is now.
     public init() {}
+    /// Seconds since this clock was made (monotonic).
     public func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+    /// Returns once ``now()`` reaches `time` seconds, at once if it already has, or early if the task is cancelled.
     public func sleep(until time: Double) async {
         let wait = time - now()
         if wait > 0 { try? await Task.sleep(for: .seconds(wait)) }
@@ -27,14 +30,22 @@ public struct SystemPowerClock: PowerClock {
 /// "lowPower": true}, {"at": 90, "thermal": "serious"}]}` — each step changes
 /// only the fields it names, at `at` seconds after the timeline starts.
 public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
+    /// One change of the script: at `at` seconds, each field that is not nil takes its value; nil fields keep theirs.
     public struct Step: Sendable, Codable, Equatable {
+        /// Seconds after the timeline starts, ≥ 0.
         public var at: Double
+        /// Battery level 0…1, nil to leave it.
         public var battery: Double?
+        /// Charging state, nil to leave it; setting it also sets external power (on unless `.unplugged`).
         public var charging: PowerState.Charging?
+        /// Whether external power is connected, nil to leave it; applied after `charging`.
         public var external: Bool?
+        /// Low-power mode on or off, nil to leave it.
         public var lowPower: Bool?
+        /// Thermal state, nil to leave it.
         public var thermal: PowerState.Thermal?
 
+        /// A step at `at` seconds that changes only the fields given.
         public init(at: Double, battery: Double? = nil, charging: PowerState.Charging? = nil, external: Bool? = nil,
                     lowPower: Bool? = nil, thermal: PowerState.Thermal? = nil) {
             (self.at, self.battery, self.charging, self.external, self.lowPower, self.thermal) =
@@ -44,7 +55,9 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
 
     /// Why a timeline file was refused.
     public enum TimelineError: Error, Equatable, CustomStringConvertible {
+        /// The file at `file` was refused: unreadable or not a timeline (`field` is "(document)"), or a step's `field` is out of range; `reason` says why.
         case invalid(file: String, field: String, reason: String)
+        /// A one-line form, "FILE: FIELD: REASON".
         public var description: String {
             switch self {
             case let .invalid(file, field, reason): "\(file): \(field): \(reason)"
@@ -52,10 +65,12 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
         }
     }
 
+    /// The steps, sorted by time.
     public let steps: [Step]
     private let clock: PowerClock
     private let start: Double
 
+    /// A timeline of `steps` (not checked) starting now on `clock`; before the first step the state is ``PowerState/mains``.
     public init(steps: [Step], clock: PowerClock = SystemPowerClock()) {
         self.steps = steps.sorted { $0.at < $1.at }
         self.clock = clock
@@ -98,14 +113,18 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
         return state
     }
 
+    /// The state at the clock's seconds since the timeline was made.
     public func current() -> PowerState { state(at: clock.now() - start) }
 
+    /// Yields the state at each step still ahead when its conditions differ from the last one yielded; finishes after the last step.
     public func changes() -> AsyncStream<PowerState> {
         let (clock, start, steps) = (clock, start, steps)
         return AsyncStream { continuation in
             let task = Task { [self] in
                 var last = current()
-                for step in steps where step.at > clock.now() - start {
+                // The steps ahead, fixed now: a late wake-up must not skip a step that has since passed.
+                let ahead = steps.filter { $0.at > clock.now() - start }
+                for step in ahead {
                     await clock.sleep(until: start + step.at)
                     if Task.isCancelled { break }
                     let next = state(at: step.at)

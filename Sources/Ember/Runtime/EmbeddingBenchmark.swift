@@ -7,20 +7,30 @@ import Foundation
 public struct EmbeddingBenchmark: Sendable {
     /// The median rate and every run's.
     public struct Result: Sendable, Codable {
+        /// Median throughput of the timed runs, sentences per second.
         public var sentencesPerSecond: Double
+        /// Each timed run's throughput, sentences per second, in order.
         public var runs: [Double]
         /// Tokens per sentence on average ([CLS] and [SEP] included).
         public var meanTokens: Double
     }
 
+    /// Sentences per pass; default 256.
     public var sentences = 256
+    /// Sentences per `embed` call.
     public var batch: Int
+    /// Timed passes after the warm-up (default 3; fewer than 1 counts as 1).
     public var runs = 3
+    /// The units the model may use; the kernel registry picks within them.
     public var units: ComputeUnits
+    /// The weight precision to run at; nil runs the weights as loaded.
     public var precision: Precision?
+    /// Threads each `embed` call runs on; default one per active core.
     public var threads: Int
+    /// The QoS class the calls run at; default `.userInitiated`.
     public var qos: QoSClass
 
+    /// A benchmark of `batch`-sentence calls with these settings; `sentences` and `runs` start at 256 and 3.
     public init(batch: Int, units: ComputeUnits, precision: Precision?, threads: Int = KernelThreads.default,
                 qos: QoSClass = .userInitiated) {
         self.batch = batch
@@ -54,6 +64,7 @@ public struct EmbeddingBenchmark: Sendable {
         }
     }
 
+    /// Embeds the sentences with `model`: one untimed warm-up pass, then `runs` timed passes.
     public func run(_ model: BertModel) throws -> Result {
         let texts = Self.sentences(sentences)
         func pass() throws -> Double {

@@ -11,21 +11,32 @@ import Foundation
 public struct GenerationBenchmark: Sendable {
     /// Median prefill and decode rates, and every run's.
     public struct Result: Sendable, Codable {
+        /// Median prompt-processing rate (pp), tokens per second.
         public var prefillTokensPerSecond: Double
+        /// Median generation rate (tg), tokens per second.
         public var decodeTokensPerSecond: Double
         /// Every timed run, in order.
         public var prefillRuns: [Double]
+        /// Every timed decode run, tokens per second, in order.
         public var decodeRuns: [Double]
     }
 
+    /// Tokens prefilled in one batch; default 128 (pp128).
     public var promptTokens = 128
+    /// Tokens decoded one at a time; default 64 (tg64).
     public var generatedTokens = 64
+    /// Timed runs of each after the warm-up (default 5; fewer than 1 counts as 1).
     public var runs = 5
+    /// The units the model may use; the kernel registry picks within them.
     public var units: ComputeUnits
+    /// The weight precision to run at; nil runs the file's own formats.
     public var precision: Precision?
+    /// Threads each forward pass runs on; default one per active core.
     public var threads: Int
+    /// The QoS class the passes run at; default `.userInitiated`.
     public var qos: QoSClass
 
+    /// A pp128/tg64 benchmark of 5 runs with these settings.
     public init(units: ComputeUnits, precision: Precision?, threads: Int = KernelThreads.default, qos: QoSClass = .userInitiated) {
         self.units = units
         self.precision = precision
@@ -33,6 +44,7 @@ public struct GenerationBenchmark: Sendable {
         self.qos = qos
     }
 
+    /// Measures prefill and decode on `model`: one untimed warm-up of each, then `runs` timed runs of each, alternating.
     public func run(_ model: LlamaModel) throws -> Result {
         var generator = SplitMix64(seed: 42)
         let tokens = (0..<max(promptTokens, generatedTokens)).map { _ in Int(generator.next() % UInt64(model.config.vocabulary)) }

@@ -10,11 +10,17 @@ import Foundation
 /// busy, and a user-interactive job waits for the queue; its wait with
 /// promotion on and off.
 public struct QoSBenchmark: Sendable {
+    /// The contention scenario's result: the user-interactive job's latency alone, under `.background` load, and under the same load at `.userInteractive`.
     public struct Contention: Sendable, Codable {
+        /// Median and 99th-percentile latency of the job alone, milliseconds.
         public var unloadedP50Ms, unloadedP99Ms: Double
+        /// Median and 99th-percentile latency with every core loaded at `.background`, milliseconds.
         public var backgroundP50Ms, backgroundP99Ms: Double
+        /// Median and 99th-percentile latency with the same load at `.userInteractive`, milliseconds.
         public var sameQoSP50Ms, sameQoSP99Ms: Double
+        /// Timed jobs per case (``QoSBenchmark/repetitions`` rounded up to a multiple of 4).
         public var repetitions: Int
+        /// Matmuls chained per job, chosen so a job takes about 5 ms alone.
         public var chainLength: Int
 
         enum CodingKeys: String, CodingKey {
@@ -25,8 +31,11 @@ public struct QoSBenchmark: Sendable {
         }
     }
 
+    /// The inversion scenario's result: how long a user-interactive job waits for the serial queue a background job holds, with promotion on and off.
     public struct Inversion: Sendable, Codable {
+        /// Milliseconds the user-interactive job waited for the queue with promotion on.
         public var promotedWaitMs: Double
+        /// Milliseconds it waited with promotion off (at most about ``loadCapMs`` plus the holder's run).
         public var unpromotedWaitMs: Double
         /// The background job's run time with the machine otherwise idle.
         public var holderAloneMs: Double
@@ -39,11 +48,16 @@ public struct QoSBenchmark: Sendable {
         }
     }
 
+    /// Timed jobs per contention case; default 200, at least 10.
     public var repetitions: Int
+    /// Threads the job splits over and the load runs on; default one per active core, at least 1.
     public var threads: Int
+    /// How QoS classes become thread priorities; default this process's (``QoSMapping/current``).
     public var mapping: QoSMapping
+    /// Seconds the inversion scenario's `.default` load runs at most (it bounds the unpromoted wait); default 2.
     public var loadCapSeconds: Double
 
+    /// A benchmark; `repetitions` is raised to at least 10 and `threads` to at least 1.
     public init(repetitions: Int = 200, threads: Int = KernelThreads.default, mapping: QoSMapping = .current,
                 loadCapSeconds: Double = 2) {
         self.repetitions = max(10, repetitions)

@@ -25,23 +25,30 @@ public final class Runtime: Sendable {
             case source(any PowerSource)
         }
 
-        /// The units Ember may use at most (Core ML's `MLComputeUnits`).
-        public var computeUnits: ComputeUnits
+        /// The units Ember may use at most (Core ML's `MLComputeUnits`): the policy's ceiling.
+        public var computeUnits: ComputeUnits {
+            get { policy.computeUnits }
+            set { policy.computeUnits = newValue }
+        }
+        /// Where the power state comes from; default `.system`.
         public var power: Power
         /// Where ``Runtime/loadLanguageModel(named:)`` looks for models by name (`models/` unless `EMBER_MODELS_DIR`).
         public var modelsDirectory: URL
         /// The policy's thresholds and budgets.
         public var policy: PolicyConfiguration
 
-        public init(computeUnits: ComputeUnits = .all, power: Power = .system,
+        /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
+        /// when given, sets the ceiling (else the policy's own, `.all` by default).
+        public init(computeUnits: ComputeUnits? = nil, power: Power = .system,
                     modelsDirectory: URL = ModelLocator.modelsDirectory, policy: PolicyConfiguration? = nil) {
-            self.computeUnits = computeUnits
             self.power = power
             self.modelsDirectory = modelsDirectory
-            self.policy = policy ?? PolicyConfiguration(computeUnits: computeUnits)
+            self.policy = policy ?? PolicyConfiguration(computeUnits: computeUnits ?? .all)
+            if let computeUnits { self.policy.computeUnits = computeUnits }
         }
     }
 
+    /// The configuration the runtime was made with.
     public let configuration: Configuration
     /// The scheduler every request goes through (its metrics are the runtime's telemetry).
     public let scheduler: InferenceScheduler
@@ -49,6 +56,7 @@ public final class Runtime: Sendable {
     public let powerSource: any PowerSource
     private let injected: InjectedPowerSource?
 
+    /// A runtime reading power from `configuration.power`; throws when `.system` finds an `EMBER_POWER` value it cannot parse.
     public init(configuration: Configuration = Configuration()) throws {
         self.configuration = configuration
         switch configuration.power {
@@ -97,7 +105,19 @@ public final class Runtime: Sendable {
     /// the critical tier each token is a checkpoint where critical work passes.
     public func generate(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                          sampler: SamplerSettings = SamplerSettings()) -> AsyncThrowingStream<String, Error> {
-        scheduler.stream(generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler), tier: tier)
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    _ = try await self.generateText(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler) {
+                        continuation.yield($0)
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
     }
 
     /// Generates from `prompt` as a request of `tier` and returns the whole
@@ -108,6 +128,7 @@ public final class Runtime: Sendable {
                              sampler: SamplerSettings = SamplerSettings(),
                              onPiece: @escaping @Sendable (String) -> Void = { _ in }) async throws -> Completion<Generation> {
         let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler)
+        await synchronizePowerState()
         let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece)
         guard let generation = result.output as? Generation else {
             throw KernelError.invalidArgument(argument: "result", found: "\(type(of: result.output))", expected: "Generation")
@@ -145,13 +166,22 @@ public final class Runtime: Sendable {
 
     /// Embeddings of `texts` as a request of `tier` (batched with concurrent calls); one L2-normalised vector per text.
     public func embed(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> [[Float]] {
-        try await model.embed(texts, scheduler: scheduler, tier: tier)
+        guard !texts.isEmpty else { return [] }
+        return try await embedding(model, texts, tier: tier).output
     }
 
     /// Like ``embed(_:_:tier:)``, with the decision the request ran under and what it cost.
     public func embedding(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> Completion<[[Float]]> {
+        await synchronizePowerState()
         let result = try await scheduler.submit(model.embeddingRequest(texts, tier: tier), tier: tier)
         return Completion(result, output: try BertModel.embeddings(in: result))
+    }
+
+    /// Hands the scheduler the power source's state now, so a request submitted right after
+    /// ``setPowerState(_:)`` is decided under that state (the change stream may not have arrived yet).
+    private func synchronizePowerState() async {
+        let now = powerSource.current()
+        if await !scheduler.powerState.sameConditions(as: now) { await scheduler.powerChanged(now) }
     }
 }
 

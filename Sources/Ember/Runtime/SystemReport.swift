@@ -9,7 +9,9 @@ public struct SystemReport: Sendable, Codable {
 
     /// The CPU.
     public struct CPU: Sendable, Codable {
+        /// The CPU's name: the CPUID brand string on x86, else the operating system's description, else "unknown CPU".
         public var model: String
+        /// Logical cores available to this process.
         public var logicalCores: Int
         /// Every feature Ember looks for, present or not.
         public var features: [String: Bool]
@@ -42,13 +44,19 @@ public struct SystemReport: Sendable, Codable {
 
     /// The BLAS library.
     public struct BLAS: Sendable, Codable {
+        /// The library's name: "OpenBLAS".
         public var library: String
+        /// The library version from its build configuration (e.g. "0.3.21"), nil when it does not say.
         public var version: String?
+        /// The kernel set OpenBLAS runs (`openblas_get_corename`), e.g. "Haswell", "SkylakeX".
         public var core: String
         /// SIMD level of the core, when Ember knows the core.
         public var coreLevel: String?
+        /// Threads OpenBLAS runs a call on (`openblas_get_num_threads`).
         public var threads: Int
+        /// How OpenBLAS was built to run in parallel: "sequential", "pthreads" or "openmp".
         public var parallelism: String
+        /// OpenBLAS's build configuration string (`openblas_get_config`).
         public var configuration: String
         /// The `OPENBLAS_CORETYPE` value, if set.
         public var coreTypeOverride: String?
@@ -60,9 +68,13 @@ public struct SystemReport: Sendable, Codable {
         }
     }
 
+    /// Ember's version, e.g. "0.1.0".
     public var emberVersion: String
+    /// The CPU and its features.
     public var cpu: CPU
+    /// The kernel family chosen and why.
     public var kernels: Kernels
+    /// The BLAS library behind the fp32 route.
     public var blas: BLAS
     /// How QoS classes become thread priorities in this process.
     public var qos: QoSMapping
@@ -72,20 +84,28 @@ public struct SystemReport: Sendable, Codable {
     public var registeredKernels: [KernelSummary]
     /// Plugins loaded, and refusals.
     public var plugins: [String]
+    /// Why each plugin from `EMBER_PLUGIN_PATH` that failed to load was refused, one message each.
     public var pluginFailures: [String]
     /// Whether energy figures are measured (RAPL) or modelled.
     public var energySource: String
     /// The power state now, and where it comes from.
     public var power: PowerState?
+    /// Where ``power`` comes from: "EMBER_POWER=…", "sysfs" (noting when no battery was found), or "unreadable".
     public var powerSource: String
 
     /// One registered kernel, for reports.
     public struct KernelSummary: Sendable, Codable {
+        /// The kernel's registered name.
         public var name: String
+        /// The op it computes (a ``ComputeOperation`` raw value).
         public var op: String
+        /// The weight formats it takes (``WeightFormat`` raw values).
         public var formats: [String]
+        /// The compute unit it runs on (a ``ComputeUnit`` raw value: "cpu", "gpu" or "neural-engine").
         public var unit: String
+        /// Its score: among the available kernels for an op on a unit, the highest wins.
         public var score: Int
+        /// Where it came from: "built-in" or "plugin NAME (PATH)".
         public var source: String
     }
     /// Things that cost speed or correctness, each with its fix.

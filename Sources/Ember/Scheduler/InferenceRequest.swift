@@ -7,10 +7,12 @@ public struct InferenceRequest: Sendable {
     public struct Batch: Sendable {
         /// Requests with the same key (and the same decision) are batched.
         public var key: String
+        /// This request's input, passed to `run` together with the other members' inputs.
         public var input: any Sendable
         /// Runs every input at once; returns one output per input, in order.
         public var run: @Sendable (_ inputs: [any Sendable], _ decision: Decision, _ context: RunContext) async throws -> [any Sendable]
 
+        /// How to run a request batched: its batch `key`, its `input`, and the `run` that handles a whole batch.
         public init(key: String, input: any Sendable,
                     run: @escaping @Sendable ([any Sendable], Decision, RunContext) async throws -> [any Sendable]) {
             self.key = key
@@ -19,15 +21,18 @@ public struct InferenceRequest: Sendable {
         }
     }
 
+    /// What the request needs (precision, units, external power); the tier given to `submit` replaces its `tier`.
     public var requirements: RequestRequirements
     /// Model + input + parameters: equal signatures within the coalescing window run once.
     public var signature: String?
     /// After this, a request still deferred is dropped with a reason.
     public var deadline: Date?
+    /// How to run the request as part of a batch; nil runs it alone with `run`.
     public var batch: Batch?
     /// Runs the request alone, at the decision's precision, units and QoS.
     public var run: @Sendable (_ decision: Decision, _ context: RunContext) async throws -> any Sendable
 
+    /// A request that `run` executes alone. `signature` lets identical requests share a run, `deadline` drops it if it has not started by then, `batch` lets it run batched (nil for each: none).
     public init(requirements: RequestRequirements, signature: String? = nil, deadline: Date? = nil, batch: Batch? = nil,
                 run: @escaping @Sendable (Decision, RunContext) async throws -> any Sendable) {
         self.requirements = requirements
@@ -40,10 +45,13 @@ public struct InferenceRequest: Sendable {
 
 /// What a caller gets back.
 public struct InferenceResult: Sendable {
+    /// What the request's run returned (for a batch, the output for this request's input).
     public var output: any Sendable
+    /// The policy decision the request ran under: precision, units, QoS and threads.
     public var decision: Decision
     /// From submission to the start of the run.
     public var waitSeconds: Double
+    /// Seconds from the start of the run to its end (the whole batch's when batched).
     public var runSeconds: Double
     /// Whether this caller joined another caller's identical request.
     public var coalesced: Bool
@@ -60,6 +68,7 @@ public enum SchedulerError: Error, Equatable, CustomStringConvertible {
     /// The policy refused it, it waited past its deadline, or the deferred queue overflowed.
     case dropped(reason: String)
 
+    /// A one-line human-readable form, e.g. "dropped: deadline passed".
     public var description: String {
         switch self {
         case let .dropped(reason): "dropped: \(reason)"
@@ -112,22 +121,38 @@ public final class RunContext: @unchecked Sendable {
 
 /// Counters and per-request records (`scheduler.metrics`).
 public struct SchedulerMetrics: Sendable {
+    /// How one caller's request ended.
     public struct Record: Sendable {
+        /// The tier the caller submitted at.
         public var tier: Tier
+        /// "completed", "cancelled", "dropped: <reason>" or "failed: <error>".
         public var outcome: String
+        /// The policy decision for the request, nil if none had been made.
         public var decision: Decision?
+        /// Seconds from submission to the start of the run; for a request that did not complete, to its end; 0 when served from a recent identical result.
         public var waitSeconds: Double
+        /// Seconds the run took; 0 when the request did not complete or was served from a recent identical result.
         public var runSeconds: Double
+        /// Pieces emitted per second of run time, nil when none were emitted or the request did not complete.
         public var piecesPerSecond: Double?
+        /// The energy the run reported, nil when it reported none or the request did not complete.
         public var energy: EnergyEstimate?
     }
 
+    /// One record per caller, oldest first; only the latest 4096 are kept.
     public var records: [Record] = []
+    /// How many times requests were deferred, by the policy's reason.
     public var deferrals: [String: Int] = [:]
+    /// How many requests were dropped, by reason (the policy's, "deadline passed" or "deferred queue full").
     public var drops: [String: Int] = [:]
+    /// Runs started; a batch counts once, callers coalesced onto another request not at all.
     public var executions = 0
+    /// Callers served by an identical request's run instead of one of their own.
     public var coalesced = 0
+    /// Runs of two or more requests as one batch.
     public var batches = 0
+    /// Times a running non-critical request paused at a checkpoint for critical work on its route.
     public var preemptions = 0
+    /// Callers whose task was cancelled before their request ended.
     public var cancellations = 0
 }

@@ -17,11 +17,17 @@ import Foundation
 ///   ``RunContext/checkpoint()`` while critical work runs on its route.
 /// Every request ends exactly once: a result, an error, or a drop with a reason.
 public actor InferenceScheduler {
+    /// The policy settings every decision is made with.
     public let configuration: PolicyConfiguration
+    /// Seconds after a request's submission during which an identical request (same signature) shares its run or result; default 0.5.
     public let coalescingWindow: Double
+    /// Seconds the first batchable request of a key waits for others to join its batch; default 0.005.
     public let batchingWindow: Double
+    /// Requests the deferred queue holds at most (≥ 1, default 256); beyond it the oldest lowest-tier one is dropped.
     public let deferredCapacity: Int
+    /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
     public private(set) var powerState: PowerState
+    /// Counters and per-request records since the scheduler started.
     public private(set) var metrics = SchedulerMetrics()
 
     private enum Phase { case pending, deferred, running }
@@ -68,6 +74,7 @@ public actor InferenceScheduler {
     private nonisolated(unsafe) var watcher: Task<Void, Never>?
     private let clockStart = DispatchTime.now().uptimeNanoseconds
 
+    /// A scheduler that reads the power state from `source` and follows its changes; windows are in seconds.
     public init(source: any PowerSource, configuration: PolicyConfiguration = PolicyConfiguration(),
                 coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256) {
         self.configuration = configuration

@@ -4,16 +4,22 @@ import Foundation
 /// the way in (a number is never taken for a Boolean), objects in a fixed key
 /// order on the way out, and one line of UTF-8 without escaped slashes.
 public enum JSONValue: Sendable, Equatable, Decodable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number; written without a fraction when whole and under 1e15 in magnitude, and as `null` when not finite.
     case number(Double)
     /// A single-precision number, written in its shortest form (embeddings).
     case float(Float)
+    /// A string; written with quotes, backslashes and control characters escaped (slashes and non-ASCII as they are).
     case string(String)
+    /// An array.
     case array([JSONValue])
     /// Keys in the order they are written.
     case object([(String, JSONValue)])
 
+    /// Decodes any JSON value: numbers become `.number`, never `.float`; object keys come in the decoder's order, not necessarily the text's.
     public init(from decoder: Decoder) throws {
         if var array = try? decoder.unkeyedContainer() {
             var values: [JSONValue] = []
@@ -110,6 +116,7 @@ public enum JSONValue: Sendable, Equatable, Decodable {
         }
     }
 
+    /// Equal when ``text`` is equal: object key order counts, and a non-finite number equals `.null`.
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool { lhs.text == rhs.text }
 
     private struct AnyKey: CodingKey {

@@ -3,6 +3,7 @@ import Foundation
 /// One line a client sent, understood: a request to run, or a change of the
 /// connection's settings. Parsing names the field that is wrong.
 public enum WorkerMessage: Sendable, Equatable {
+    /// A request to run: any object that is not a cancel or settings line.
     case request(WorkerRequest)
     /// `{"runOnlyWhileCharging": true}` (no `prompt`/`input`): the connection's setting.
     case settings(runOnlyWhileCharging: Bool)
@@ -11,8 +12,11 @@ public enum WorkerMessage: Sendable, Equatable {
 
     /// Why a line was refused; `id` is the request's id when it could be read.
     public struct Invalid: Error, Equatable, CustomStringConvertible {
+        /// The request's id, nil when the line had no readable one.
         public var id: String?
+        /// What is wrong, naming the field, e.g. "maxTokens: expected an integer 1…4096, found the number 0".
         public var message: String
+        /// The message alone.
         public var description: String { message }
     }
 
@@ -63,15 +67,25 @@ public enum WorkerMessage: Sendable, Equatable {
 
 /// A request to generate text or embed texts, as the worker protocol carries it.
 public struct WorkerRequest: Sendable, Equatable {
-    public enum Kind: String, Sendable { case generate, embed }
+    /// What a request does.
+    public enum Kind: String, Sendable {
+        /// Continue the prompt with generated text.
+        case generate
+        /// Turn each text into an embedding vector.
+        case embed
+    }
 
+    /// The client's id for the request (non-empty); every response line carries it.
     public var id: String
+    /// What to do: `.generate` (the default) or `.embed`.
     public var kind: Kind
     /// The prompt (generate).
     public var prompt: String
     /// The texts (embed): `input` as a string or an array of strings, else the prompt.
     public var texts: [String]
+    /// The most tokens to generate, 1…``maxTokensLimit``; default 256.
     public var maxTokens: Int
+    /// The request's tier; default `.standard`.
     public var tier: Tier
     /// A model name or path; nil for the worker's default of the kind.
     public var model: String?

@@ -35,14 +35,18 @@ public final class WorkerServer: @unchecked Sendable {
             FileHandle.standardError.write(Data(("ember serve: " + message + "\n").utf8))
         }
 
+        /// The defaults: SmolLM2-135M-Instruct and all-MiniLM-L6-v2, preloaded; lines up to 1 MiB, 512-byte chunks, `runOnlyWhileCharging` off, log to standard error.
         public init() {}
     }
 
     /// Why the worker could not start.
     public enum ServeError: Error, CustomStringConvertible {
+        /// The socket at `path` could not be set up: system call `call` failed, or the path cannot be used, for `reason`.
         case socket(path: String, call: String, reason: String)
+        /// A ``WorkerServer/Configuration`` value out of range (`chunkBytes` or `maxLineBytes` below 256).
         case invalidSetting(field: String, found: String, expected: String)
 
+        /// A one-line form, e.g. "socket /tmp/ember.sock: bind failed: …" or "chunkBytes: found 100, expected at least 256".
         public var description: String {
             switch self {
             case let .socket(path, call, reason): "socket \(path): \(call) failed: \(reason)"
@@ -51,7 +55,9 @@ public final class WorkerServer: @unchecked Sendable {
         }
     }
 
+    /// The runtime every request runs on.
     public let runtime: Runtime
+    /// The settings the worker was made with.
     public let configuration: Configuration
     private let models: WorkerModels
     private let lock = NSLock()
@@ -65,6 +71,7 @@ public final class WorkerServer: @unchecked Sendable {
     /// Held while a status is computed and queued, so no client gets an older status after a newer one.
     private let statusLock = NSLock()
 
+    /// A worker for `runtime`; throws ``ServeError/invalidSetting(field:found:expected:)`` when `chunkBytes` or `maxLineBytes` is below 256. It preloads the default models when `preload` is set, and serves once ``listen(socketPath:)`` or ``serveStandardIO()`` is called.
     public init(runtime: Runtime, configuration: Configuration = Configuration()) throws {
         guard configuration.chunkBytes >= 256 else {
             throw ServeError.invalidSetting(field: "chunkBytes", found: "\(configuration.chunkBytes)", expected: "at least 256")
@@ -138,7 +145,7 @@ public final class WorkerServer: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
+        guard bound == 0, startListening(fd) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
             throw ServeError.socket(path: path, call: "bind/listen", reason: reason)
@@ -339,4 +346,13 @@ public final class WorkerServer: @unchecked Sendable {
     }
 
     private func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
+}
+
+/// `listen(2)` with a backlog of 64 (the method of the same name hides it inside the class).
+private func startListening(_ socket: Int32) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.listen(socket, 64)
+    #else
+    Darwin.listen(socket, 64)
+    #endif
 }

@@ -4,10 +4,15 @@
 /// are not element types — they live in quantized weight storage, which packs
 /// 32 elements per block with a shared scale.
 public enum DType: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// 32-bit IEEE 754 float (4 bytes).
     case float32
+    /// 16-bit IEEE 754 half-precision float (2 bytes).
     case float16
+    /// 16-bit brain float: fp32's exponent range with 8 bits of significand (2 bytes).
     case bfloat16
+    /// Signed 8-bit integer (1 byte).
     case int8
+    /// Signed 32-bit integer (4 bytes).
     case int32
 
     /// Bytes one element occupies.
@@ -19,5 +24,6 @@ public enum DType: String, Sendable, CaseIterable, CustomStringConvertible {
         }
     }
 
+    /// The case name, e.g. "float16".
     public var description: String { rawValue }
 }

@@ -1,7 +1,9 @@
 /// A small, fast, seedable generator (SplitMix64) for reproducible test and benchmark data.
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
+    /// A generator starting from `seed`; equal seeds give equal sequences.
     public init(seed: UInt64) { state = seed }
+    /// The next 64 pseudo-random bits.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state

@@ -17,6 +17,7 @@ public enum TensorError: Error, Equatable, CustomStringConvertible {
     /// A dimension exceeds what the underlying library can index (32-bit BLAS).
     case dimensionTooLarge(argument: String, dimension: Int, limit: Int)
 
+    /// A one-line human-readable form naming the argument, e.g. "lhs: element type int8, expected float32".
     public var description: String {
         switch self {
         case let .invalidShape(argument, shape, reason):

@@ -1,11 +1,12 @@
 import _CEmberThreads
 
-/// One thread's view of a ``WorkerPool/region(threads:qos:_:)``: which of
+/// One thread's view of a ``WorkerPool/region(threads:qos:barrierSpinNanoseconds:_:)``: which of
 /// the region's threads it is, its share of split work, and the barrier
 /// that keeps the threads in step between stages.
 public struct RegionThread {
     /// 0 ..< count; thread 0 is the one that does unsplit work.
     public let index: Int
+    /// Number of threads in the region, 1 … the pool's `threadsPerClass`.
     public let count: Int
     let barrierHandle: OpaquePointer
     let spinNanoseconds: Int64

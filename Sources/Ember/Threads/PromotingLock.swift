@@ -23,10 +23,12 @@ public final class PromotingLock: @unchecked Sendable {
     private var waiting: [QoSClass: Int] = [:]
     private var promotionCount = 0
 
+    /// The QoS-to-priority table used to promote a holder.
     public let mapping: QoSMapping
     /// Whether waiters promote the holder (off only to measure what promotion buys).
     public let promotes: Bool
 
+    /// An unlocked lock; promotion uses `mapping` (this process's table by default) and is on unless `promotes` is false.
     public init(mapping: QoSMapping = .current, promotes: Bool = true) {
         mutex = et_mutex_create()
         self.mapping = mapping
@@ -69,6 +71,7 @@ public final class PromotingLock: @unchecked Sendable {
         et_mutex_unlock(mutex)
     }
 
+    /// Runs `body` holding the lock and returns its result; the lock is released even if `body` throws.
     public func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
         lock()
         defer { unlock() }

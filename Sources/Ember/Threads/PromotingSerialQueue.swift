@@ -17,7 +17,9 @@ public final class PromotingSerialQueue: @unchecked Sendable {
         var done: DispatchSemaphore?
     }
 
+    /// The queue's name, also given to its thread.
     public let label: String
+    /// The QoS-to-priority table the queue's thread is moved with.
     public let mapping: QoSMapping
     /// Whether waiting jobs promote the running one (off only to measure what promotion buys).
     public let promotes: Bool
@@ -30,6 +32,7 @@ public final class PromotingSerialQueue: @unchecked Sendable {
     private var promotionCount = 0
     private var stopping = false
 
+    /// Starts the queue's thread, named `label`; returns once it runs. Promotion is on unless `promotes` is false.
     public init(label: String, mapping: QoSMapping = .current, promotes: Bool = true) {
         self.label = label
         self.mapping = mapping
@@ -78,6 +81,7 @@ public final class PromotingSerialQueue: @unchecked Sendable {
         }
     }
 
+    /// Lets the thread end once the jobs already enqueued have run; returns at once.
     public func stop() {
         condition.withLock {
             stopping = true

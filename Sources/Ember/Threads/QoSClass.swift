@@ -5,18 +5,26 @@ import _CEmberThreads
 /// `.userInteractive`. `.unspecified` inherits: it runs as `.default` unless
 /// the thread already has a class.
 public enum QoSClass: UInt32, Sendable, CaseIterable, Comparable, Codable, CustomStringConvertible {
+    /// No class given: runs as `.default` unless the thread already has a class.
     case unspecified = 0x00
+    /// Work the user does not see (indexing, prefetching, maintenance); lowest.
     case background = 0x09
+    /// Long-running work the user knows of but does not wait on (downloads, imports).
     case utility = 0x11
+    /// Between `.utility` and `.userInitiated`; what unspecified work runs as.
     case `default` = 0x15
+    /// Work the user started and is waiting for (opening a document, a reply).
     case userInitiated = 0x19
+    /// Work that drives what is on screen right now; highest.
     case userInteractive = 0x21
 
+    /// Orders by urgency (raw value): `.unspecified` lowest, then `.background` … `.userInteractive`.
     public static func < (lhs: QoSClass, rhs: QoSClass) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// The five concrete classes, most urgent first.
     public static let concrete: [QoSClass] = [.userInteractive, .userInitiated, .default, .utility, .background]
 
+    /// The case name, e.g. "userInitiated".
     public var description: String {
         switch self {
         case .unspecified: "unspecified"

@@ -29,15 +29,18 @@ public struct ThreadPriority: Sendable, Equatable, Codable, CustomStringConverti
         }
     }
 
+    /// The Linux scheduling policy.
     public var policy: Policy
     /// −20 (most CPU) … 19 (least).
     public var nice: Int
 
+    /// A priority of `policy` and `nice` (−20 … 19; `SCHED_IDLE` ignores nice).
     public init(policy: Policy, nice: Int) {
         self.policy = policy
         self.nice = nice
     }
 
+    /// A one-line form, e.g. "SCHED_BATCH nice 2".
     public var description: String { "SCHED_\(policy.rawValue.uppercased()) nice \(nice)" }
 
     /// The priority of thread `tid` now, as the kernel reports it.

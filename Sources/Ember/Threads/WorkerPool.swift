@@ -27,11 +27,14 @@ public final class WorkerPool: @unchecked Sendable {
     public let workerSpinNanoseconds: Int64
     /// How long a caller spins for its job to finish before parking.
     public let callerSpinNanoseconds: Int64
+    /// The QoS-to-priority table each class's workers are started with.
     public let mapping: QoSMapping
 
     private let lock = NSLock()
     private var groups: [QoSClass: WorkerGroup] = [:]
 
+    /// A pool of `threadsPerClass` workers per class (at least 1; default one per active core), started on first use.
+    /// Spins are in nanoseconds; the caller spin defaults to 20 000.
     public init(threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount, mapping: QoSMapping = .current,
                 workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil) {
         self.threadsPerClass = max(1, threadsPerClass)

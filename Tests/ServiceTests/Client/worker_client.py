@@ -89,6 +89,8 @@ class Client:
 
 
 def wait_ready(client):
+    if client.statuses and client.statuses[-1].get("modelState") == "ready":
+        return
     client.until(lambda m: m.get("modelState") == "ready")
 
 

@@ -77,10 +77,15 @@ final class EncoderWorkspace {
 
 /// Sentence embeddings and what producing them took.
 public struct EmbeddingBatch: Sendable {
+    /// One embedding per input text, in input order, each `config.hidden` values.
     public var embeddings: [[Float]]
+    /// The token ids each text was encoded to ([CLS] … [SEP], truncated to the model's maximum).
     public var tokenIDs: [[Int]]
+    /// Seconds spent tokenizing all texts.
     public var tokenizeSeconds: Double
+    /// Seconds spent encoding and pooling the batch (tokenization excluded).
     public var encodeSeconds: Double
+    /// Energy the encoding took, measured or modelled.
     public var energy: EnergyEstimate
 }
 
@@ -262,6 +267,7 @@ final class EncoderPass: @unchecked Sendable {
     }
 
     /// This thread's share of y = x·Wᵀ + b (+ residual); returns the output columns it wrote.
+    @discardableResult
     private func linear(_ thread: RegionThread, _ matmul: BoundMatmul, _ linear: BertModel.Linear, _ input: StageInput, _ slot: Int,
                         into y: UnsafeMutablePointer<Float>, width: Int, residual: UnsafePointer<Float>? = nil) -> Range<Int> {
         let columns = stages.matmul(thread, matmul, input, slot, rows: rows, into: y)

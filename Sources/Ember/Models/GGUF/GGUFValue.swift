@@ -1,8 +1,12 @@
 /// A GGUF metadata value.
 public enum GGUFValue: Sendable, Equatable {
+    /// An integer of the width and signedness GGUF stored.
     case uint8(UInt8), int8(Int8), uint16(UInt16), int16(Int16), uint32(UInt32), int32(Int32)
+    /// A 64-bit integer, a floating-point number or a Boolean.
     case uint64(UInt64), int64(Int64), float32(Float), float64(Double), bool(Bool)
+    /// A UTF-8 string.
     case string(String)
+    /// An array of values of one element type (arrays of arrays are rejected).
     case array([GGUFValue])
 
     /// The value as an integer, when it is one (any width).
@@ -29,16 +33,23 @@ public enum GGUFValue: Sendable, Equatable {
         }
     }
 
+    /// The value as a string, nil when it is not one.
     public var string: String? { if case let .string(v) = self { v } else { nil } }
+    /// The value as a Boolean, nil when it is not one.
     public var bool: Bool? { if case let .bool(v) = self { v } else { nil } }
+    /// The value's elements, nil when it is not an array.
     public var array: [GGUFValue]? { if case let .array(v) = self { v } else { nil } }
 }
 
 /// GGML tensor types GGUF files use: id, elements per block, bytes per block.
 public struct GGMLType: Sendable, Equatable, CustomStringConvertible {
+    /// The type id as ggml numbers it (0 F32, 1 F16, 2 Q4_0, …).
     public let id: UInt32
+    /// The ggml name, e.g. "Q4_0".
     public let name: String
+    /// Elements per block: 1 for plain types, 32 or 256 for quantized ones.
     public let blockSize: Int
+    /// Bytes per block.
     public let blockBytes: Int
 
     /// The types Ember knows the sizes of (ids as in ggml).
@@ -58,5 +69,6 @@ public struct GGMLType: Sendable, Equatable, CustomStringConvertible {
     /// The weight format Ember's kernels take, if this is one of them.
     public var weightFormat: WeightFormat? { WeightFormat(ggufType: id) }
 
+    /// The ggml name, e.g. "Q8_0".
     public var description: String { name }
 }

@@ -2,9 +2,12 @@ import Foundation
 
 /// One turn of a conversation.
 public struct ChatMessage: Sendable, Equatable, Codable {
+    /// Who speaks: "system", "user" or "assistant".
     public var role: String
+    /// The message text, tokenized as plain text (special tokens in it are not parsed).
     public var content: String
 
+    /// A message from `role` with text `content`.
     public init(role: String, content: String) {
         self.role = role
         self.content = content
@@ -23,6 +26,7 @@ public struct ChatTemplate: Sendable, Equatable {
     /// Inserted first when the conversation does not start with a system message.
     public var defaultSystemMessage: String?
 
+    /// A ChatML template with the given default system message (nil: none is inserted).
     public init(defaultSystemMessage: String? = nil) {
         self.defaultSystemMessage = defaultSystemMessage
     }
@@ -91,18 +95,27 @@ public struct ChatTemplate: Sendable, Equatable {
 /// A conversation with a ``LlamaModel`` that keeps its KV cache between
 /// turns: each turn feeds only the tokens the cache does not hold yet.
 public final class ChatSession: @unchecked Sendable {
+    /// The model that generates the replies.
     public let model: LlamaModel
+    /// The chat format that turns the conversation into tokens.
     public let template: ChatTemplate
+    /// The conversation so far, including each reply; starts with the `system` message if one was given.
     public private(set) var messages: [ChatMessage] = []
+    /// The sampling settings the session was created with.
     public var sampler: SamplerSettings
+    /// The compute units generation may use.
     public var units: ComputeUnits
+    /// The weight precision the matmuls run at; nil keeps the file's own formats.
     public var precision: Precision?
+    /// Kernel threads per forward pass.
     public var threads: Int
+    /// The quality-of-service class generation runs at.
     public var qos: QoSClass
     private let session: LlamaModel.Session
     private var cached: [Int] = []   // the tokens the session's cache holds, in order
     private var random: Sampler
 
+    /// Starts a conversation with an optional `system` message and a KV cache of `contextLength` tokens (capped at the model's context length).
     public init(model: LlamaModel, template: ChatTemplate, system: String? = nil, contextLength: Int = 4096,
                 sampler: SamplerSettings = SamplerSettings(), units: ComputeUnits = .cpuAndNeuralEngine,
                 precision: Precision? = nil, threads: Int = KernelThreads.default, qos: QoSClass = .current) {
@@ -120,6 +133,7 @@ public final class ChatSession: @unchecked Sendable {
 
     /// Tokens of the context in use, and its size.
     public var contextUsed: Int { session.position }
+    /// Tokens the session's KV cache can hold.
     public var contextCapacity: Int { session.capacity }
 
     /// Adds the user's message, generates the assistant's reply (streamed to `onPiece`) and keeps it.

@@ -2,12 +2,17 @@ import Foundation
 
 /// The outcome of one generation.
 public struct Generation: Sendable {
+    /// The token ids fed before sampling (in a chat, only those the KV cache did not already hold).
     public var promptTokenIDs: [Int]
+    /// The sampled token ids, in order, including the end-of-generation token when that stopped it.
     public var tokenIDs: [Int]
+    /// The decoded text of the sampled tokens, without the end-of-generation token.
     public var text: String
     /// "eos" (an end-of-generation token), "max_tokens", or "context_full".
     public var stopReason: String
+    /// Seconds spent on the forward pass over the prompt tokens.
     public var prefillSeconds: Double
+    /// Seconds from the end of prefill to the end of generation (sampling and the per-token forward passes).
     public var decodeSeconds: Double
     /// Energy of the forward passes, measured (RAPL) or modelled (the route's cost model).
     public var energy: EnergyEstimate

@@ -10,8 +10,11 @@ extension LlamaModel {
     /// their other operand to fp16, as llama.cpp's f16 dot products do.
     /// Without it they are kept in fp32.
     public final class Session: @unchecked Sendable {
+        /// Tokens the KV cache holds at most.
         public let capacity: Int
+        /// Whether keys and values are stored as fp16 (true) or fp32.
         public let halfPrecision: Bool
+        /// Tokens the KV cache holds now, 0…`capacity`; the next token fed goes at this position.
         public private(set) var position = 0
         /// Energy of every forward pass of this session so far.
         public var energy: EnergyEstimate { energyTotal ?? EnergyEstimate(joules: 0, source: .modelled) }
@@ -50,6 +53,7 @@ extension LlamaModel {
         }
     }
 
+    /// A new, empty session whose KV cache holds `contextLength` tokens, capped at `config.contextLength` (at least 1); fp16 unless `halfPrecisionCache` is false.
     public func makeSession(contextLength: Int = 2048, halfPrecisionCache: Bool = true) -> Session {
         Session(config: config, capacity: max(1, min(contextLength, config.contextLength)), halfPrecision: halfPrecisionCache)
     }

@@ -10,15 +10,25 @@ public final class LlamaModel: @unchecked Sendable {
 
     /// The decoder's shape, from the GGUF metadata.
     public struct Config: Sendable, Equatable {
+        /// Number of decoder blocks (`llama.block_count`).
         public var layers: Int
+        /// Width of the hidden states (`llama.embedding_length`).
         public var hidden: Int
+        /// Width of the feed-forward layer (`llama.feed_forward_length`).
         public var feedForward: Int
+        /// Query attention heads (`llama.attention.head_count`).
         public var heads: Int
+        /// Key/value heads (`llama.attention.head_count_kv`); fewer than `heads` under grouped-query attention.
         public var kvHeads: Int
+        /// Width of one attention head: `hidden / heads`.
         public var headDim: Int
+        /// Number of token ids: the rows of `token_embd.weight`.
         public var vocabulary: Int
+        /// RoPE frequency base (`llama.rope.freq_base`, 10000 when absent).
         public var ropeBase: Float
+        /// Epsilon of the RMS norms (`llama.attention.layer_norm_rms_epsilon`, 1e-5 when absent).
         public var rmsEpsilon: Float
+        /// Tokens the model was trained to attend over (`llama.context_length`); sessions are capped at it.
         public var contextLength: Int
     }
 
@@ -31,14 +41,18 @@ public final class LlamaModel: @unchecked Sendable {
         let gate, up, down: WeightMatrix
     }
 
+    /// The decoder's shape as read from the GGUF metadata.
     public let config: Config
+    /// The byte-level BPE tokenizer from the GGUF metadata.
     public let tokenizer: ByteLevelBPE
+    /// The mapped GGUF file; the weights borrow its bytes.
     public let file: GGUFFile
     let embedding: WeightMatrix       // [vocabulary × hidden], also the tied output projection
     let layers: [Layer]
     let outputNorm: UnsafePointer<Float>
     private let normVectors: [UnsafeMutablePointer<Float>]
 
+    /// Reads a Llama-architecture model from `file`; every shape is checked and a mismatch throws a ``ModelFileError``.
     public init(file: GGUFFile) throws {
         self.file = file
         func integer(_ key: String) throws -> Int {
@@ -61,6 +75,17 @@ public final class LlamaModel: @unchecked Sendable {
             contextLength: try integer("llama.context_length"))
         self.config = config
         tokenizer = try ByteLevelBPE(gguf: file)
+        // Every id the output layer can produce must be a token the tokenizer can print.
+        guard tokenizer.tokens.count >= config.vocabulary else {
+            throw ModelFileError.invalidField(file: file.path, field: "tokenizer.ggml.tokens", found: "\(tokenizer.tokens.count) tokens",
+                                              expected: "at least \(config.vocabulary) (the rows of token_embd.weight)")
+        }
+        // The logits come from the token table (tied embeddings, as SmolLM2 has): a file with its own
+        // output projection would be decoded wrongly, so it is refused rather than run.
+        if file.tensors.contains(where: { $0.name == "output.weight" }) {
+            throw ModelFileError.invalidField(file: file.path, field: "tensors[output.weight]", found: "a separate output projection",
+                                              expected: "tied embeddings (logits from token_embd.weight), the only kind this decoder runs")
+        }
         var owned: [UnsafeMutablePointer<Float>] = []
         func vector(_ name: String) throws -> UnsafePointer<Float> {
             let info = try file.tensor(name)

@@ -14,8 +14,10 @@ public struct SamplerSettings: Sendable, Equatable {
     public var repetitionPenalty: Float = 1
     /// How many recent tokens the penalty looks at.
     public var repetitionWindow = 64
+    /// Seed of the random draws; the same seed and inputs give the same tokens.
     public var seed: UInt64 = 0
 
+    /// Settings with the defaults above: greedy, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, seed 0.
     public init(temperature: Float = 0, topK: Int = 40, topP: Float = 0.95, minP: Float = 0.05,
                 repetitionPenalty: Float = 1, repetitionWindow: Int = 64, seed: UInt64 = 0) {
         (self.temperature, self.topK, self.topP, self.minP) = (temperature, topK, topP, minP)
@@ -25,14 +27,17 @@ public struct SamplerSettings: Sendable, Equatable {
 
 /// Picks tokens: repetition penalty, then greedy, or top-k → temperature → top-p → min-p → a seeded draw.
 public struct Sampler {
+    /// The settings this sampler applies.
     public let settings: SamplerSettings
     private var random: SplitMix64
 
+    /// A sampler whose random draws start from `settings.seed`.
     public init(_ settings: SamplerSettings) {
         self.settings = settings
         random = SplitMix64(seed: settings.seed)
     }
 
+    /// Picks the next token id from `logits` (one per vocabulary entry); the repetition penalty applies to the last `repetitionWindow` ids of `history`.
     public mutating func next(logits input: [Float], history: [Int]) -> Int {
         var logits = input
         if settings.repetitionPenalty != 1 {

@@ -13,9 +13,12 @@ import Foundation
 public final class SafetensorsFile: @unchecked Sendable {
     /// The element types Ember reads.
     public enum DType: String, Sendable, CaseIterable {
+        /// IEEE floats of 32, 16 and 64 bits, and bfloat16; raw values are the header's dtype names.
         case f32 = "F32", f16 = "F16", bf16 = "BF16", f64 = "F64"
+        /// Signed integers of 64 to 8 bits, unsigned 8-bit integers and 1-byte Booleans.
         case i64 = "I64", i32 = "I32", i16 = "I16", i8 = "I8", u8 = "U8", bool = "BOOL"
 
+        /// Bytes one element occupies (1, 2, 4 or 8).
         public var byteSize: Int {
             switch self {
             case .f64, .i64: 8
@@ -28,15 +31,21 @@ public final class SafetensorsFile: @unchecked Sendable {
 
     /// One tensor of the header: name, element type, shape and byte range.
     public struct TensorInfo: Sendable, Equatable {
+        /// The tensor's key in the header, e.g. `encoder.layer.0.attention.self.query.weight`.
         public var name: String
+        /// The element type.
         public var dtype: DType
+        /// Dimensions, outermost first (row-major, as the header lists them); empty for a scalar.
         public var shape: [Int]
         /// Byte range within the data section.
         public var range: Range<Int>
+        /// Number of elements: the product of the shape (1 for a scalar).
         public var elementCount: Int { shape.reduce(1, *) }
     }
 
+    /// The file's path as given when opening it.
     public let path: String
+    /// Every tensor of the header, by name.
     public let tensors: [String: TensorInfo]
     /// `__metadata__`: free-form strings.
     public let metadata: [String: String]
@@ -46,6 +55,7 @@ public final class SafetensorsFile: @unchecked Sendable {
     /// The largest JSON header accepted (the format's own limit is 100 MB).
     public static let maximumHeaderBytes = 100_000_000
 
+    /// Maps and validates the safetensors file at `path`; throws a ``ModelFileError`` if it cannot be read or is malformed.
     public convenience init(path: String) throws {
         try self.init(mapping: MappedFile(path: path))
     }

@@ -7,13 +7,17 @@ import Foundation
 /// each piece's UTF-8 bytes are mapped to printable characters, and merges
 /// are applied by rank.
 public final class ByteLevelBPE: @unchecked Sendable {
+    /// The vocabulary, indexed by token id, in GPT-2's byte-to-character form (special tokens as their text).
     public let tokens: [String]
     let ids: [String: Int]
     private let ranks: [String: Int]         // "left right" → rank
     /// Control and user-defined tokens matched in raw text, longest first.
     private let specials: [(text: String, id: Int)]
+    /// The beginning-of-sequence token id, nil when the file names none.
     public let bosID: Int?
+    /// The end-of-sequence token id, nil when the file names none.
     public let eosID: Int?
+    /// Whether `encode` puts `bosID` first by default (`tokenizer.ggml.add_bos_token`, false when absent).
     public let addBOS: Bool
 
     /// GPT-2's byte ⇄ character table: printable bytes stand for themselves, the rest map to U+0100…
@@ -35,6 +39,7 @@ public final class ByteLevelBPE: @unchecked Sendable {
     static let characterToByte: [Character: UInt8] = Dictionary(
         uniqueKeysWithValues: byteToCharacter.enumerated().map { ($0.element, UInt8($0.offset)) })
 
+    /// A tokenizer from its parts: `merges` as "left right" pairs by rank, `tokenTypes` as GGUF's (3 control and 4 user-defined tokens are matched whole in text).
     public init(tokens: [String], merges: [String], tokenTypes: [Int], bosID: Int?, eosID: Int?, addBOS: Bool) {
         self.tokens = tokens
         var ids: [String: Int] = [:]
@@ -207,6 +212,7 @@ public final class ByteLevelBPE: @unchecked Sendable {
 /// character: bytes of an incomplete character wait for the next token.
 public struct StreamingDecoder {
     private var pending: [UInt8] = []
+    /// A decoder with nothing pending.
     public init() {}
 
     /// The complete text the bytes so far make, keeping an unfinished character back.

@@ -6,22 +6,35 @@ import Foundation
 /// continuations, `[UNK]` for words it cannot cover, and `[CLS] … [SEP]`
 /// around the result, truncated to `maxLength` tokens.
 public final class WordPiece: @unchecked Sendable {
+    /// Token text to id; continuation pieces carry `continuingPrefix`.
     public let vocabulary: [String: Int]
+    /// Whether text is lower-cased before matching (uncased models).
     public let lowercase: Bool
+    /// Whether accents (combining marks after canonical decomposition) are removed; defaults to `lowercase`.
     public let stripAccents: Bool
+    /// Whether each CJK ideograph becomes a word of its own.
     public let splitsCJK: Bool
+    /// Whether NUL, U+FFFD and control characters are dropped and every whitespace character becomes a space.
     public let cleansText: Bool
+    /// The id of `[UNK]`, used for a word the vocabulary cannot cover.
     public let unknownID: Int
+    /// The id of `[CLS]`, the first token of every sequence.
     public let clsID: Int
+    /// The id of `[SEP]`, the last token of every sequence.
     public let sepID: Int
+    /// The id of `[PAD]`, 0 when the vocabulary has none.
     public let padID: Int
+    /// The prefix marking a piece that continues a word, `##` by default.
     public let continuingPrefix: String
+    /// Words longer than this many Unicode scalars become `[UNK]` (1…1000, default 100).
     public let maxCharactersPerWord: Int
     /// Scalars of the longest vocabulary entry: no match can be longer.
     let longestToken: Int
     /// Tokens per sequence at most, [CLS] and [SEP] included.
     public var maxLength: Int
 
+    /// A tokenizer over `vocabulary`, which must hold `[UNK]`, `[CLS]` and `[SEP]`; `file` names the source in errors.
+    /// `maxLength` is raised to at least 2 and `maxCharactersPerWord` clamped to 1…1000.
     public init(vocabulary: [String: Int], lowercase: Bool = true, stripAccents: Bool? = nil, splitsCJK: Bool = true,
                 cleansText: Bool = true, continuingPrefix: String = "##", maxCharactersPerWord: Int = 100,
                 maxLength: Int = 512, file: String = "vocabulary") throws {
