@@ -85,6 +85,31 @@ struct LlamaForwardTests {
         }
     }
 
+    @Test func aTokenListShorterThanTheTokenTableIsRefused() throws {
+        var gguf = SyntheticGGUF.tinyLlama()
+        let index = try #require(gguf.metadata.firstIndex { $0.0 == "tokenizer.ggml.tokens" })
+        gguf.metadata[index].1 = .array((0..<40).map { .string("t\($0)") }) // 40 tokens for 48 rows
+        do {
+            _ = try Self.tinyModel(gguf)
+            Issue.record("40 tokens for a 48-row token table were accepted")
+        } catch let error as ModelFileError {
+            #expect("\(error)".contains("tokenizer.ggml.tokens") && "\(error)".contains("48"), "\(error)")
+        }
+    }
+
+    @Test func aSeparateOutputProjectionIsRefusedNotIgnored() throws {
+        var gguf = SyntheticGGUF.tinyLlama()
+        var output = try #require(gguf.tensors.first { $0.name == "token_embd.weight" })
+        output.name = "output.weight"
+        gguf.tensors.append(output)
+        do {
+            _ = try Self.tinyModel(gguf)
+            Issue.record("a file with output.weight was accepted")
+        } catch let error as ModelFileError {
+            #expect("\(error)".contains("output.weight"), "\(error)")
+        }
+    }
+
     @Test func widthsOutsideWholeBlocksAreRefused() throws {
         var gguf = SyntheticGGUF.tinyLlama()
         let index = try #require(gguf.metadata.firstIndex { $0.0 == "llama.feed_forward_length" })
