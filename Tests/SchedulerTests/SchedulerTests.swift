@@ -181,6 +181,30 @@ struct SchedulerTests {
         }
     }
 
+    /// One caller of a running batch leaving must not cancel the batch for the others.
+    @Test func cancellingOneCallerOfABatchKeepsTheOthers() async throws {
+        let scheduler = InferenceScheduler(source: FixedPowerSource(charging), batchingWindow: 0.3)
+        let started = Counter()
+        let release = Counter()
+        func request(_ index: Int) -> InferenceRequest {
+            InferenceRequest(requirements: RequestRequirements(tier: .standard),
+                             batch: .init(key: "held", input: index) { inputs, _, _ in
+                                 started.increment()
+                                 while release.count == 0 { try await Task.sleep(for: .milliseconds(2)) } // throws if cancelled
+                                 return inputs.map { ($0 as! Int) + 100 }
+                             }) { _, _ in fatalError("batched requests run through the batch") }
+        }
+        let leaving = Task { try await scheduler.submit(request(1), tier: .standard) }
+        let staying = Task { try await scheduler.submit(request(2), tier: .standard) }
+        #expect(await eventually { started.count == 1 }, "the batch started")
+        leaving.cancel()
+        await #expect(throws: CancellationError.self) { try await leaving.value }
+        release.increment()
+        let result = try await staying.value
+        #expect(result.output as? Int == 102 && result.batchSize == 2)
+        #expect(started.count == 1)
+    }
+
     @Test func backgroundWorkYieldsToCriticalAtCheckpoints() async throws {
         let scheduler = InferenceScheduler(source: FixedPowerSource(charging))
         let order = OrderLog()

@@ -379,7 +379,9 @@ public actor InferenceScheduler {
             jobs.removeValue(forKey: job.id)
             deferred.removeAll { $0 == job.id }
         case .running:
-            job.task?.cancel() // it ends at its next cancellation point; its result goes nowhere
+            // A batch's jobs share one task: it is cancelled only when no job of the batch has a caller left.
+            let shared = jobs.values.contains { $0 !== job && $0.phase == .running && $0.task == job.task && !$0.waiters.isEmpty }
+            if !shared { job.task?.cancel() } // it ends at its next cancellation point; its result goes nowhere
         }
     }
 
