@@ -9,7 +9,7 @@ EMBER        := $(BIN)/ember
 
 # Debian packages the build and the model fetcher need. `deps` installs only
 # the ones that are missing (apt-get update first), so a second run is a no-op.
-APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc libc6-dev
+APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test test-arm64 demo models bench bench-suite docs clean

@@ -7,6 +7,14 @@ import Testing
 /// against llama.cpp's reference output.
 @Suite("C host example")
 struct CHostTests {
+    /// ember.h is usable from C++ too (extern "C", no C-only constructs).
+    @Test func theHeaderCompilesAsCPlusPlus() throws {
+        let header = ExternalProcess.repositoryRoot.appendingPathComponent("Sources/EmberC/include/ember.h").path
+        let check = try ExternalProcess.run("c++", ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++", header],
+                                            timeout: 60)
+        #expect(check.status == 0, "\(check.standardError)")
+    }
+
     @Test func cHostBuildsRunsAndGeneratesTheReferenceText() throws {
         let root = ExternalProcess.repositoryRoot
         let products = ExternalProcess.productsDirectory

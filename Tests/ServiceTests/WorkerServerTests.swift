@@ -95,9 +95,9 @@ struct WorkerServerTests {
 
     @Test func runOnlyWhileChargingRefusesOnBatteryAndStatusFollowsThePowerTimeline() throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
-        // A fake power source for this test: a scripted timeline, unplugged at 60 %, on the charger after 3 s.
+        // A fake power source for this test: a scripted timeline, unplugged at 15 %, on the charger after 8 s.
         let timeline = FileManager.default.temporaryDirectory.appendingPathComponent("ember-timeline-\(getpid()).json")
-        try Data(#"{"steps": [{"at": 0, "battery": 0.6, "charging": "unplugged", "external": false}, {"at": 3, "battery": 0.61, "charging": "charging", "external": true}]}"#.utf8).write(to: timeline)
+        try Data(#"{"steps": [{"at": 0, "battery": 0.15, "charging": "unplugged", "external": false}, {"at": 8, "battery": 0.16, "charging": "charging", "external": true}]}"#.utf8).write(to: timeline)
         defer { try? FileManager.default.removeItem(at: timeline) }
         let server = try Server(["--no-preload", "--power-timeline", timeline.path], socket: Self.socketPath("charging"))
         defer { if server.process.isRunning { _ = server.stop() } }
@@ -105,13 +105,18 @@ struct WorkerServerTests {
         _ = server.stop()
 
         let first = try #require(report["first"] as? [String: Any])
-        #expect(first["batteryPct"] as? Int == 60 && first["charging"] as? Bool == false && first["modelState"] as? String == "unloaded")
+        #expect(first["batteryPct"] as? Int == 15 && first["charging"] as? Bool == false && first["modelState"] as? String == "unloaded")
         #expect((report["setting"] as? [String: Any])?["runOnlyWhileCharging"] as? Bool == true)
         let refusal = try #require(report["refusal"] as? [String: Any])
         #expect(refusal["ok"] as? Bool == false && (refusal["error"] as? String)?.contains("runOnlyWhileCharging") == true)
         #expect((report["refusal_status"] as? [String: Any])?["reason"] is String)
+        // Deferred on the low battery, said so at once, answered when the charger came (fp32 then).
+        #expect((report["deferred"] as? [String: Any])?["deferred"] as? String == "battery at or below 20%", "\(report["deferred"] ?? "nil")")
         let charging = try #require(report["charging_status"] as? [String: Any])
-        #expect(charging["batteryPct"] as? Int == 61)
+        #expect(charging["batteryPct"] as? Int == 16)
+        let answered = try #require(report["deferred_answer"] as? [String: Any])
+        #expect(answered["ok"] as? Bool == true && answered["precision"] as? String == "fp32")
+        #expect((answered["waitMs"] as? Int ?? 0) > 1000, "it waited for the charger")
         #expect((report["after_charging"] as? [String: Any])?["ok"] as? Bool == true)
     }
 

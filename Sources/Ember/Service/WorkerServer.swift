@@ -258,6 +258,12 @@ public final class WorkerServer: @unchecked Sendable {
 
     private func run(_ request: WorkerRequest, for connection: WorkerConnection) async {
         let start = DispatchTime.now().uptimeNanoseconds
+        // Say so when the policy will hold the request back, so the client knows why no answer comes yet.
+        let preview = BackendPolicy.decide(request: RequestRequirements(tier: request.tier), state: runtime.powerSource.current(),
+                                           configuration: runtime.configuration.policy)
+        if case let .defer(reason) = preview.action {
+            connection.send(JSONValue.object([("id", .string(request.id)), ("deferred", .string(reason))]).text)
+        }
         do {
             let output: JSONValue
             var metadata: [(String, JSONValue)]

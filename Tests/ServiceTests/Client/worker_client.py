@@ -182,7 +182,16 @@ def scenario_charging(path):
     a.send({"id": request_id, "kind": "embed", "input": "a cat"})
     report["refusal_status"] = a.until(lambda m: "modelState" in m and m.get("refused") == request_id)
     report["refusal"] = a.until(lambda m: m.get("id") == request_id)
+    # With the setting off, a standard request on a low battery is deferred (and said to be), then runs on the charger.
+    a.send({"runOnlyWhileCharging": False})
+    waiting_id = str(uuid.uuid4())
+    a.send({"id": waiting_id, "kind": "embed", "input": "a cat", "tier": "standard"})
+    report["deferred"] = a.until(lambda m: m.get("id") == waiting_id)
     report["charging_status"] = a.until(lambda m: "modelState" in m and m.get("charging") is True)
+    waited, _, _ = a.answer(waiting_id)
+    report["deferred_answer"] = {"ok": waited.get("ok"), "precision": (waited.get("decision") or {}).get("precision"),
+                                 "waitMs": waited.get("waitMs")}
+    a.send({"runOnlyWhileCharging": True})
     response, _, _ = a.request(kind="embed", input="a cat")
     report["after_charging"] = {"ok": response.get("ok"), "error": response.get("error")}
     a.close()
