@@ -18,7 +18,7 @@ static bool have_avx2(void) {
     static int cached = -1;
     if (cached < 0) {
         ek_cpu_features f = ek_cpu_features_detect();
-        cached = f.avx2 && f.fma && f.f16c;
+        cached = ek_isa_supported(EK_ISA_AVX2, &f); /* AVX2 + FMA + F16C, as the quantized kernels need */
     }
     return cached;
 }

@@ -36,7 +36,7 @@ enum CConversions {
     }
 
     /// A checked ``PowerState`` from a C structure; `name` is how errors call it.
-    static func powerState(_ state: inout ember_power_state_t, name: String) -> Result<PowerState, Invalid> {
+    static func powerState(_ state: ember_power_state_t, name: String) -> Result<PowerState, Invalid> {
         guard state.size == MemoryLayout<ember_power_state_t>.size else {
             return .failure(Invalid(message: "\(name).size: found \(state.size), expected sizeof(ember_power_state_t) = \(MemoryLayout<ember_power_state_t>.size)"))
         }

@@ -36,8 +36,7 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
         switch o.power_mode {
         case EMBER_POWER_SYSTEM: break
         case EMBER_POWER_INJECTED:
-            var initial = o.initial_power
-            switch CConversions.powerState(&initial, name: "options.initial_power") {
+            switch CConversions.powerState(o.initial_power, name: "options.initial_power") {
             case let .success(state): configuration.power = .injected(state)
             case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
             }
@@ -66,8 +65,7 @@ public func ember_runtime_release(_ runtime: OpaquePointer?) {
 public func ember_runtime_set_power_state(_ runtime: OpaquePointer?, _ state: UnsafePointer<ember_power_state_t>?) -> ember_status_t {
     guard let runtime = Unmanaged<CRuntime>.object(runtime) else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
     guard let state else { return CStatus.invalid("state", found: "NULL", expected: "an ember_power_state_t") }
-    var copy = state.pointee
-    switch CConversions.powerState(&copy, name: "state") {
+    switch CConversions.powerState(state.pointee, name: "state") {
     case let .success(power):
         do { try runtime.runtime.setPowerState(power) } catch { return CStatus.fail(error) }
         return EMBER_OK

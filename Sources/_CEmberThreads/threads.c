@@ -179,8 +179,7 @@ static int64_t now_ns(void) {
  * rejected: it handed cores to SCHED_IDLE load until the next tick. Instead,
  * at most max_spinners workers spin; see et_work_slot_wait.)
  */
-static inline void spin_step(unsigned spins) {
-    (void)spins;
+static inline void spin_step(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -266,7 +265,7 @@ uint64_t et_work_slot_wait(et_work_slot *slot, uint64_t seen, int64_t spin_ns) {
                 return generation;
             }
             if ((spins & 63) == 63 && now_ns() > deadline) break;
-            spin_step(spins);
+            spin_step();
         }
     }
     atomic_fetch_sub_explicit(&slot->spinning, 1, memory_order_seq_cst);
@@ -309,7 +308,7 @@ void et_work_slot_wait_done(et_work_slot *slot, int64_t spin_ns) {
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(&slot->remaining, memory_order_acquire) == 0) return;
         if ((spins & 63) == 63 && now_ns() > deadline) break;
-        spin_step(spins);
+        spin_step();
     }
     atomic_store_explicit(&slot->caller_parked, 1, memory_order_seq_cst);
     while (atomic_load_explicit(&slot->remaining, memory_order_seq_cst) != 0) park(slot, &slot->done, 0);
@@ -392,7 +391,7 @@ void et_barrier_wait(et_barrier *barrier, int64_t spin_ns) {
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(&barrier->phase, memory_order_acquire) != phase) return;
         if ((spins & 63) == 63 && now_ns() > deadline) break;
-        spin_step(spins);
+        spin_step();
     }
     atomic_fetch_add_explicit(&barrier->sleepers, 1, memory_order_seq_cst);
     while (atomic_load_explicit(&barrier->phase, memory_order_seq_cst) == phase) barrier_park(barrier, phase);

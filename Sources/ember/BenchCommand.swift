@@ -92,11 +92,6 @@ struct BenchBLASCommand: ParsableCommand {
         let callNanoseconds = 2 * Double(result.m) * Double(result.n) * Double(result.k) / result.rawGflops
         return callNanoseconds < 100_000 ? String(format: "%+.0f ns", result.overheadNanoseconds) : "(noise)"
     }
-
-    private func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
-        let space = String(repeating: " ", count: max(0, width - text.count))
-        return right ? space + text : text + space
-    }
 }
 
 /// `ember bench kernels`: the quantized kernels against read bandwidth and fp32 BLAS.

@@ -155,7 +155,6 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     static func printTable(_ rows: [Outcome]) {
-        func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
         print("  " + pad("request", 34) + pad("decision", 50) + pad("precision / units / QoS", 46) + pad("latency", 10)
               + pad("rate", 30) + pad("energy", 18) + "notes")
         for row in rows {

@@ -19,6 +19,12 @@ func printJSON<Value: Encodable>(_ value: Value, singleLine: Bool = false) throw
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
 
+/// `text` padded with spaces to `width` characters (on the left with `right`), for table columns.
+func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
+    let space = String(repeating: " ", count: max(0, width - text.count))
+    return right ? space + text : text + space
+}
+
 /// Writes a line to standard error (progress, warnings), keeping stdout for results.
 func printError(_ line: String) {
     FileHandle.standardError.write(Data((line + "\n").utf8))

@@ -44,8 +44,6 @@ struct ServeCommand: AsyncParsableCommand {
         guard DecisionOptions.unitSets[units] != nil else {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
-        guard maxLineBytes >= 256 else { throw ValidationError("--max-line-bytes \(maxLineBytes): expected at least 256") }
-        guard chunkBytes >= 256 else { throw ValidationError("--chunk-bytes \(chunkBytes): expected at least 256") }
     }
 
     func run() async throws {

@@ -8,14 +8,14 @@ import Testing
 @Suite("C host example")
 struct CHostTests {
     /// ember.h is usable from C++ too (extern "C", no C-only constructs).
-    @Test func theHeaderCompilesAsCPlusPlus() throws {
+    @Test func theHeaderCompilesAsCPlusPlus() async throws {
         let header = ExternalProcess.repositoryRoot.appendingPathComponent("Sources/EmberC/include/ember.h").path
-        let check = try ExternalProcess.run("c++", ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++", header],
+        let check = try await ExternalProcess.run("c++", ["-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", "c++", header],
                                             timeout: 60)
         #expect(check.status == 0, "\(check.standardError)")
     }
 
-    @Test func cHostBuildsRunsAndGeneratesTheReferenceText() throws {
+    @Test func cHostBuildsRunsAndGeneratesTheReferenceText() async throws {
         let root = ExternalProcess.repositoryRoot
         let products = ExternalProcess.productsDirectory
         let library = products.appendingPathComponent("libEmberC.so").path
@@ -23,7 +23,7 @@ struct CHostTests {
                      "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
         let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-host-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: binary) }
-        let compile = try ExternalProcess.run("cc", [
+        let compile = try await ExternalProcess.run("cc", [
             "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic",
             "-I", root.appendingPathComponent("Sources/EmberC/include").path,
             root.appendingPathComponent("examples/c-host/main.c").path,
@@ -32,7 +32,7 @@ struct CHostTests {
         #expect(compile.status == 0, "cc failed: \(compile.standardError)")
         try #require(compile.status == 0)
 
-        let run = try ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
+        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
         #expect(run.status == 0, "c-host failed:\n\(run.standardOutput)\n\(run.standardError)")
         let lines = run.standardOutput.split(separator: "\n").map(String.init)
         #expect(lines.last == "c-host: all checks passed")

@@ -6,11 +6,11 @@ import Testing
 /// step prints its table, low power defers, the charger drains the deferred work.
 @Suite("ember demo")
 struct DemoTests {
-    @Test func theDemoTellsThePowerStory() throws {
+    @Test func theDemoTellsThePowerStory() async throws {
         let ember = ExternalProcess.productsDirectory.appendingPathComponent("ember").path
         try #require(FileManager.default.fileExists(atPath: ember), "the ember binary is built next to the tests")
         let models = ExternalProcess.repositoryRoot.appendingPathComponent("models").path
-        let run = try ExternalProcess.run(ember, ["demo", "--tokens", "8"], environment: ["EMBER_MODELS_DIR": models], timeout: 300)
+        let run = try await ExternalProcess.run(ember, ["demo", "--tokens", "8"], environment: ["EMBER_MODELS_DIR": models], timeout: 300)
         #expect(run.status == 0 && !run.timedOut, "\(run.standardError)")
         let output = run.standardOutput
         for step in ["[1/6] on the charger", "[2/6] unplugged, 60%", "[3/6] unplugged, 15%", "[4/6] low-power mode",

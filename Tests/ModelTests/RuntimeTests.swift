@@ -1,4 +1,5 @@
 import Foundation
+import EmberTestSupport
 import Testing
 @testable import Ember
 
@@ -85,16 +86,6 @@ struct ReadmeHostSnippetTests {
         waiting.cancel()
         await #expect(throws: CancellationError.self) { try await waiting.value }
     }
-}
-
-/// Polls `condition` for up to `seconds`.
-func eventually(seconds: Double = 10, _ condition: () async -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return await condition()
 }
 
 @Suite("Runtime API: stopping generation", .enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))

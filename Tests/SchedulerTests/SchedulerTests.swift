@@ -40,15 +40,6 @@ func precisionRequest(_ tier: Tier, signature: String? = nil, deadline: Date? = 
     }
 }
 
-/// Waits (bounded) until `condition` holds.
-func eventually(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<2000 {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return false
-}
-
 let battery50 = PowerState(batteryLevel: 0.5, charging: .unplugged, externalPower: false)
 let charging = PowerState(batteryLevel: 0.9, charging: .charging, externalPower: true)
 

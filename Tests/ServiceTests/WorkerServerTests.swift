@@ -33,8 +33,8 @@ struct WorkerServerTests {
         }
     }
 
-    private func report(_ scenario: String, socket: String) throws -> [String: Any] {
-        let outcome = try ExternalProcess.run("python3", [Self.client, socket, scenario], timeout: 600)
+    private func report(_ scenario: String, socket: String) async throws -> [String: Any] {
+        let outcome = try await ExternalProcess.run("python3", [Self.client, socket, scenario], timeout: 600)
         #expect(outcome.status == 0 && !outcome.timedOut, "client: \(outcome.standardError)")
         return try #require(try JSONSerialization.jsonObject(with: Data(outcome.standardOutput.utf8)) as? [String: Any])
     }
@@ -43,12 +43,12 @@ struct WorkerServerTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("ember-\(name)-\(getpid()).sock").path
     }
 
-    @Test func answersAPythonClientStreamsChunksAndSurvivesBadClients() throws {
+    @Test func answersAPythonClientStreamsChunksAndSurvivesBadClients() async throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
         let server = try Server([], socket: Self.socketPath("protocol"))
         var log = ""
         defer { if server.process.isRunning { _ = server.stop() } }
-        let report = try report("protocol", socket: server.socket)
+        let report = try await report("protocol", socket: server.socket)
         log = server.stop()
 
         // Status first, on connect, with the fields the protocol promises; then pushed when models are ready.
@@ -93,7 +93,7 @@ struct WorkerServerTests {
         #expect(!FileManager.default.fileExists(atPath: server.socket), "the socket file is removed on SIGTERM")
     }
 
-    @Test func runOnlyWhileChargingRefusesOnBatteryAndStatusFollowsThePowerTimeline() throws {
+    @Test func runOnlyWhileChargingRefusesOnBatteryAndStatusFollowsThePowerTimeline() async throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
         // A fake power source for this test: a scripted timeline, unplugged at 15 %, on the charger after 8 s.
         let timeline = FileManager.default.temporaryDirectory.appendingPathComponent("ember-timeline-\(getpid()).json")
@@ -101,7 +101,7 @@ struct WorkerServerTests {
         defer { try? FileManager.default.removeItem(at: timeline) }
         let server = try Server(["--no-preload", "--power-timeline", timeline.path], socket: Self.socketPath("charging"))
         defer { if server.process.isRunning { _ = server.stop() } }
-        let report = try report("charging", socket: server.socket)
+        let report = try await report("charging", socket: server.socket)
         _ = server.stop()
 
         let first = try #require(report["first"] as? [String: Any])
@@ -120,7 +120,7 @@ struct WorkerServerTests {
         #expect((report["after_charging"] as? [String: Any])?["ok"] as? Bool == true)
     }
 
-    @Test func stdioAnswersUntilInputEnds() throws {
+    @Test func stdioAnswersUntilInputEnds() async throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
         let input = [
             #"{"id":"g","prompt":"The capital of France is","maxTokens":6,"tier":"critical"}"#,
@@ -128,7 +128,7 @@ struct WorkerServerTests {
             "not json at all",
             #"{"id":"e","kind":"embed","input":"a cat"}"#,
         ].joined(separator: "\n") + "\n"
-        let outcome = try ExternalProcess.run(Self.ember, ["serve", "--stdio"], input: Data(input.utf8),
+        let outcome = try await ExternalProcess.run(Self.ember, ["serve", "--stdio"], input: Data(input.utf8),
                                               environment: ["EMBER_MODELS_DIR": Self.models], timeout: 300)
         #expect(outcome.status == 0 && !outcome.timedOut, "\(outcome.standardError)")
         let messages = try outcome.standardOutput.split(separator: "\n").map {

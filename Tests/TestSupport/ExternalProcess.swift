@@ -21,9 +21,11 @@ public enum ExternalProcess {
     }
 
     /// Runs `executable` with `arguments` (standard input from `input`) and
-    /// waits at most `timeout` seconds, killing it after that.
+    /// waits at most `timeout` seconds, killing it after that. Waits without
+    /// blocking a thread of Swift's cooperative pool, so async tests running
+    /// beside it keep their threads.
     public static func run(_ executable: String, _ arguments: [String], input: Data? = nil,
-                           environment: [String: String]? = nil, timeout: Double = 300) throws -> Outcome {
+                           environment: [String: String]? = nil, timeout: Double = 300) async throws -> Outcome {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
         process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
@@ -43,6 +45,8 @@ public enum ExternalProcess {
                 readers.leave()
             }
         }
+        readers.enter() // left when the process ends
+        process.terminationHandler = { _ in readers.leave() }
         try process.run()
         if let input {
             DispatchQueue.global().async {
@@ -50,20 +54,25 @@ public enum ExternalProcess {
                 try? inputPipe.fileHandleForWriting.close()
             }
         }
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        var timedOut = false
-        while process.isRunning {
-            if Date() > deadline {
-                timedOut = true
+        let timedOut = TimeoutFlag()
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+            if process.isRunning {
+                timedOut.set()
                 process.terminate()
-                break
             }
-            usleep(20_000)
         }
-        process.waitUntilExit()
-        readers.wait()
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            readers.notify(queue: .global()) { done.resume() }
+        }
         return Outcome(status: process.terminationStatus, standardOutput: collected.text(isError: false),
-                       standardError: collected.text(isError: true), timedOut: timedOut)
+                       standardError: collected.text(isError: true), timedOut: timedOut.isSet)
+    }
+
+    private final class TimeoutFlag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = false
+        func set() { lock.withLock { value = true } }
+        var isSet: Bool { lock.withLock { value } }
     }
 
     private final class Collected: @unchecked Sendable {

@@ -5,9 +5,6 @@ import Foundation
 /// shared by the threads of a region, and for stages of only a few rows a
 /// private input and preparation per thread.
 final class StageBuffers {
-    let rows: Int
-    let width: Int
-    let threads: Int
     /// Shared prepared activations, one area per distinct preparation of a stage.
     let prepared: [UnsafeMutableRawPointer]
     /// Per thread: a private input of `privateRows` rows and its preparations.
@@ -16,22 +13,14 @@ final class StageBuffers {
     /// Bytes of each shared and each private preparation area.
     let preparedBytes: Int
     let privatePreparedBytes: Int
-    private var allocations: [UnsafeMutableRawPointer] = []
+    private let arena = BufferArena()
 
     /// Stages of at most this many rows are made by every thread for itself (no barrier).
     static let privateRows = 4
     static let maxPreparations = 3
 
     init(rows: Int, width: Int, threads: Int) {
-        self.rows = rows
-        self.width = width
-        self.threads = threads
-        var allocations: [UnsafeMutableRawPointer] = []
-        func raw(_ bytes: Int) -> UnsafeMutableRawPointer {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, bytes), alignment: 64)
-            allocations.append(buffer)
-            return buffer
-        }
+        let raw = arena.raw
         // Activation blocks cover whole 32-column blocks: sized from the width rounded up, never 0.
         let blockWidth = (width + 31) / 32 * 32
         let sharedBytes = ek_activation_size(Int64(max(1, rows)), Int64(blockWidth))
@@ -42,10 +31,7 @@ final class StageBuffers {
         prepared = (0..<Self.maxPreparations).map { _ in raw(sharedBytes) }
         privateInput = (0..<threads).map { _ in raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width) }
         privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
-        self.allocations = allocations
     }
-
-    deinit { for buffer in allocations { buffer.deallocate() } }
 }
 
 /// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations.
@@ -130,8 +116,15 @@ struct PassStages {
     /// x[:, columns] += addend[:, columns] (both row stride `width`) for `rows` rows: a residual
     /// added over the output columns this thread just computed.
     func addResidual(_ addend: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
+        add(bias: nil, residual: addend, to: x, width: width, rows: rows, columns: columns)
+    }
+
+    /// x[:, columns] += bias[columns] (if any) + residual[:, columns] (if any), row stride `width`,
+    /// over the output columns this thread just computed.
+    func add(bias: UnsafePointer<Float>?, residual: UnsafePointer<Float>?, to x: UnsafeMutablePointer<Float>,
+             width: Int, rows: Int, columns: Range<Int>) {
         guard !columns.isEmpty else { return }
-        ek_add_bias_rows(x, Int64(width), nil, addend, Int64(width), Int64(rows), Int64(columns.lowerBound), Int64(columns.upperBound))
+        ek_add_bias_rows(x, Int64(width), bias, residual, Int64(width), Int64(rows), Int64(columns.lowerBound), Int64(columns.upperBound))
     }
 }
 

@@ -122,14 +122,16 @@ public final class Runtime: Sendable {
 
     /// Generates from `prompt` as a request of `tier` and returns the whole
     /// ``Generation`` with the decision it ran under; `onPiece` sees each text
-    /// piece as it is decoded. Cancelling the calling task stops the
-    /// generation within a token.
+    /// piece as it is decoded; `onDeferred` hears the policy's reason if the
+    /// request has to wait for a better power state. Cancelling the calling
+    /// task stops the generation within a token.
     public func generateText(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                              sampler: SamplerSettings = SamplerSettings(),
-                             onPiece: @escaping @Sendable (String) -> Void = { _ in }) async throws -> Completion<Generation> {
+                             onPiece: @escaping @Sendable (String) -> Void = { _ in },
+                             onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
         let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler)
         await synchronizePowerState()
-        let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece)
+        let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece, onDeferred: onDeferred)
         guard let generation = result.output as? Generation else {
             throw KernelError.invalidArgument(argument: "result", found: "\(type(of: result.output))", expected: "Generation")
         }
@@ -170,17 +172,22 @@ public final class Runtime: Sendable {
         return try await embedding(model, texts, tier: tier).output
     }
 
-    /// Like ``embed(_:_:tier:)``, with the decision the request ran under and what it cost.
-    public func embedding(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> Completion<[[Float]]> {
+    /// Like ``embed(_:_:tier:)``, with the decision the request ran under and what it cost;
+    /// `onDeferred` hears the policy's reason if the request has to wait for a better power state.
+    public func embedding(_ model: BertModel, _ texts: [String], tier: Tier = .standard,
+                          onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<[[Float]]> {
         await synchronizePowerState()
-        let result = try await scheduler.submit(model.embeddingRequest(texts, tier: tier), tier: tier)
+        let result = try await scheduler.submit(model.embeddingRequest(texts, tier: tier), tier: tier, onPiece: nil, onDeferred: onDeferred)
         return Completion(result, output: try BertModel.embeddings(in: result))
     }
 
-    /// Hands the scheduler the power source's state now, so a request submitted right after
+    /// Hands the scheduler the injected state now, so a request submitted right after
     /// ``setPowerState(_:)`` is decided under that state (the change stream may not have arrived yet).
+    /// Other sources change on their own clock and reach the scheduler through their change stream;
+    /// reading them here would put OS reads (sysfs) on every request.
     private func synchronizePowerState() async {
-        let now = powerSource.current()
+        guard let injected else { return }
+        let now = injected.current()
         if await !scheduler.powerState.sameConditions(as: now) { await scheduler.powerChanged(now) }
     }
 }

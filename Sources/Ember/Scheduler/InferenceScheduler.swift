@@ -26,7 +26,18 @@ public actor InferenceScheduler {
     /// Requests the deferred queue holds at most (≥ 1, default 256); beyond it the oldest lowest-tier one is dropped.
     public let deferredCapacity: Int
     /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
-    public private(set) var powerState: PowerState
+    public private(set) var powerState: PowerState {
+        didSet { observed.publish(powerState) }
+    }
+    /// The same state for callers outside the actor, and its changes as streams.
+    private nonisolated let observed: ObservedPowerState
+
+    /// ``powerState`` read without awaiting the actor (for status lines, say).
+    public nonisolated var latestPowerState: PowerState { observed.value }
+
+    /// Every change of ``powerState``'s conditions from now on: one subscription
+    /// to the power source serves the scheduler and everyone who watches it.
+    public nonisolated func powerStates() -> AsyncStream<PowerState> { observed.stream() }
     /// Counters and per-request records since the scheduler started.
     public private(set) var metrics = SchedulerMetrics()
 
@@ -39,10 +50,12 @@ public actor InferenceScheduler {
         let coalesced: Bool
         let continuation: CheckedContinuation<InferenceResult, Error>
         let sink: (@Sendable (String) -> Void)?
-        init(id: Int, tier: Tier, submitted: Double, coalesced: Bool,
-             continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?) {
-            (self.id, self.tier, self.submitted, self.coalesced, self.continuation, self.sink) =
-                (id, tier, submitted, coalesced, continuation, sink)
+        /// Told the reason each time the request this caller waits on is deferred.
+        let onDeferred: (@Sendable (String) -> Void)?
+        init(id: Int, tier: Tier, submitted: Double, coalesced: Bool, continuation: CheckedContinuation<InferenceResult, Error>,
+             sink: (@Sendable (String) -> Void)?, onDeferred: (@Sendable (String) -> Void)?) {
+            (self.id, self.tier, self.submitted, self.coalesced, self.continuation, self.sink, self.onDeferred) =
+                (id, tier, submitted, coalesced, continuation, sink, onDeferred)
         }
     }
 
@@ -81,7 +94,9 @@ public actor InferenceScheduler {
         self.coalescingWindow = coalescingWindow
         self.batchingWindow = batchingWindow
         self.deferredCapacity = max(1, deferredCapacity)
-        powerState = source.current()
+        let initial = source.current()
+        observed = ObservedPowerState(initial)
+        powerState = initial
         let changes = source.changes()
         watcher = Task { [weak self] in
             for await state in changes { await self?.powerChanged(state) }
@@ -100,10 +115,12 @@ public actor InferenceScheduler {
     }
 
     /// Runs `request` at `tier`, handing each piece it emits (a token, say) to
-    /// `onPiece` as it comes, and returns its result.
-    public func submit(_ request: InferenceRequest, tier: Tier,
-                       onPiece: @escaping @Sendable (String) -> Void) async throws -> InferenceResult {
-        try await submit(request, tier: tier, sink: onPiece)
+    /// `onPiece` as it comes, and returns its result. `onDeferred` hears the
+    /// policy's reason whenever the request is put in the deferred queue. A
+    /// request with an `onPiece` never coalesces (its caller wants its own stream).
+    public func submit(_ request: InferenceRequest, tier: Tier, onPiece: (@Sendable (String) -> Void)?,
+                       onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> InferenceResult {
+        try await submit(request, tier: tier, sink: onPiece, onDeferred: onDeferred)
     }
 
     /// Runs `request` and streams what it emits; the stream ends when the request does.
@@ -121,13 +138,14 @@ public actor InferenceScheduler {
         }
     }
 
-    private func submit(_ request: InferenceRequest, tier: Tier, sink: (@Sendable (String) -> Void)?) async throws -> InferenceResult {
+    private func submit(_ request: InferenceRequest, tier: Tier, sink: (@Sendable (String) -> Void)?,
+                        onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> InferenceResult {
         try Task.checkCancellation()
         nextID += 1
         let waiterID = nextID
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                enqueue(request, tier: tier, waiterID: waiterID, continuation: continuation, sink: sink)
+                enqueue(request, tier: tier, waiterID: waiterID, continuation: continuation, sink: sink, onDeferred: onDeferred)
             }
         } onCancel: {
             Task { await self.cancel(waiterID: waiterID) }
@@ -135,7 +153,8 @@ public actor InferenceScheduler {
     }
 
     private func enqueue(_ request: InferenceRequest, tier: Tier, waiterID: Int,
-                         continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?) {
+                         continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?,
+                         onDeferred: (@Sendable (String) -> Void)?) {
         if cancelledEarly.remove(waiterID) != nil {
             continuation.resume(throwing: CancellationError())
             return
@@ -157,7 +176,9 @@ public actor InferenceScheduler {
         // Part two: join an identical request that is waiting or running and recent enough.
         if sink == nil, let signature = request.signature,
            let job = jobs.values.first(where: { $0.request.signature == signature && time - $0.submitted <= coalescingWindow }) {
-            job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: true, continuation: continuation, sink: nil))
+            let waiter = Waiter(id: waiterID, tier: tier, submitted: time, coalesced: true, continuation: continuation,
+                                sink: nil, onDeferred: onDeferred)
+            job.waiters.append(waiter)
             metrics.coalesced += 1
             if tier > job.tier {
                 job.tier = tier // a higher-tier joiner promotes the shared request
@@ -168,11 +189,13 @@ public actor InferenceScheduler {
                     job.context?.promote(to: BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration).qos)
                 }
             }
+            if job.phase == .deferred, case let .defer(reason)? = job.decision?.action { waiter.onDeferred?(reason) }
             return
         }
         nextID += 1
         let job = Job(id: nextID, request: request, tier: tier, submitted: time)
-        job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: false, continuation: continuation, sink: sink))
+        job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: false, continuation: continuation,
+                                  sink: sink, onDeferred: onDeferred))
         jobs[job.id] = job
         if let deadline = request.deadline {
             let delay = max(0, deadline.timeIntervalSinceNow)
@@ -204,6 +227,7 @@ public actor InferenceScheduler {
                 job.phase = .deferred
                 deferred.append(job.id)
                 metrics.deferrals[reason, default: 0] += 1
+                for waiter in job.waiters { waiter.onDeferred?(reason) }
                 enforceCapacity()
             }
         case let .drop(reason):

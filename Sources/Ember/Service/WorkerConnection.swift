@@ -85,7 +85,7 @@ final class WorkerConnection: @unchecked Sendable {
     /// Blocks until no request of this client runs.
     func waitUntilIdle() {
         idle.withLock {
-            while runningCount > 0 { _ = idle.wait(until: Date(timeIntervalSinceNow: 0.1)) }
+            while runningCount > 0 { idle.wait() } // finished(_:) broadcasts after each request ends
         }
     }
 

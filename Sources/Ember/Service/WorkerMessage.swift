@@ -107,9 +107,11 @@ public struct WorkerRequest: Sendable, Equatable {
             WorkerMessage.Invalid(id: id, message: "\(field): expected \(expected), found \(value[field].map(WorkerMessage.kind) ?? "nothing")")
         }
         func string(_ field: String) throws(WorkerMessage.Invalid) -> String? {
-            guard let field_ = value[field], field_ != .null else { return nil }
-            guard case let .string(text) = field_ else { throw fail(field, "a string") }
-            return text
+            switch value[field] {
+            case nil, .null?: return nil
+            case let .string(text)?: return text
+            default: throw fail(field, "a string")
+            }
         }
 
         switch try string("kind") ?? "generate" {

@@ -11,8 +11,8 @@ enum WorkerResponse {
     /// a string, its JSON text otherwise. The last chunk (`"last": true`)
     /// carries `ok` and the metadata.
     static func lines(id: String, output: JSONValue, metadata: [(String, JSONValue)], limit: Int) -> [String] {
-        let whole = JSONValue.object([("id", .string(id)), ("ok", .bool(true)), ("output", output)] + metadata)
-        if whole.byteCount <= limit { return [whole.text] }
+        let whole = JSONValue.object([("id", .string(id)), ("ok", .bool(true)), ("output", output)] + metadata).text
+        if whole.utf8.count <= limit { return [whole] }
 
         let text: String = if case let .string(string) = output { string } else { output.text }
         let scalars = Array(text.unicodeScalars)
@@ -44,8 +44,8 @@ enum WorkerResponse {
     }
 
     /// `{"id", "ok": false, "error"}` (`id` null when the request's id is unknown).
-    static func error(id: String?, _ message: String, extra: [(String, JSONValue)] = []) -> String {
-        JSONValue.object([("id", id.map(JSONValue.string) ?? .null), ("ok", .bool(false)), ("error", .string(message))] + extra).text
+    static func error(id: String?, _ message: String) -> String {
+        JSONValue.object([("id", id.map(JSONValue.string) ?? .null), ("ok", .bool(false)), ("error", .string(message))]).text
     }
 
     /// A decision as the protocol reports it.

@@ -88,9 +88,10 @@ public final class WorkerServer: @unchecked Sendable {
             changed.server?.modelsChanged(overall, models)
         }
         changed.server = self
-        let source = runtime.powerSource
+        // The scheduler's view of the power state: the one the decisions use, from its one subscription to the source.
+        let states = runtime.scheduler.powerStates()
         powerWatch = Task { [weak self] in
-            for await _ in source.changes() { self?.statusChanged() }
+            for await _ in states { self?.statusChanged() }
         }
         if configuration.preload {
             Task { [models] in
@@ -238,7 +239,7 @@ public final class WorkerServer: @unchecked Sendable {
                 connection.send(WorkerResponse.error(id: id, "cancel: no running request with this id"))
             }
         case let .request(request):
-            if connection.runOnlyWhileCharging, !runtime.powerSource.current().onExternalPower {
+            if connection.runOnlyWhileCharging, !currentPower.onExternalPower {
                 let reason = "runOnlyWhileCharging is on and the device is not on external power"
                 connection.send(statusLine(for: connection, extra: [("refused", .string(request.id)), ("reason", .string(reason))]))
                 connection.send(WorkerResponse.error(id: request.id, "refused: \(reason)"))
@@ -258,10 +259,8 @@ public final class WorkerServer: @unchecked Sendable {
 
     private func run(_ request: WorkerRequest, for connection: WorkerConnection) async {
         let start = DispatchTime.now().uptimeNanoseconds
-        // Say so when the policy will hold the request back, so the client knows why no answer comes yet.
-        let preview = BackendPolicy.decide(request: RequestRequirements(tier: request.tier), state: runtime.powerSource.current(),
-                                           configuration: runtime.configuration.policy)
-        if case let .defer(reason) = preview.action {
+        // Say so when the policy holds the request back, so the client knows why no answer comes yet.
+        let deferred: @Sendable (String) -> Void = { reason in
             connection.send(JSONValue.object([("id", .string(request.id)), ("deferred", .string(reason))]).text)
         }
         do {
@@ -274,18 +273,18 @@ public final class WorkerServer: @unchecked Sendable {
                 let prompt = request.chat ? try ChatTemplate(gguf: model.file).format([ChatMessage(role: "user", content: request.prompt)])
                                           : request.prompt
                 let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: request.maxTokens,
-                                                                tier: request.tier) { piece in
+                                                                tier: request.tier, onPiece: { piece in
                     if stream {
                         connection.send(JSONValue.object([("id", .string(request.id)), ("piece", .string(piece))]).text)
                     }
-                }
+                }, onDeferred: deferred)
                 output = .string(completion.output.text)
                 metadata = Self.metadata(completion)
                 metadata.insert(contentsOf: [("tokens", .number(Double(completion.output.tokenIDs.count))),
                                              ("stopReason", .string(completion.output.stopReason))], at: 0)
             case .embed:
                 let model = try await models.embedding(named: request.model ?? configuration.embeddingModel)
-                let completion = try await runtime.embedding(model, request.texts, tier: request.tier)
+                let completion = try await runtime.embedding(model, request.texts, tier: request.tier, onDeferred: deferred)
                 output = .array(completion.output.map { .array($0.map(JSONValue.float)) })
                 metadata = Self.metadata(completion)
                 metadata.insert(("dimension", .number(Double(model.config.hidden))), at: 0)
@@ -314,6 +313,8 @@ public final class WorkerServer: @unchecked Sendable {
 
     // MARK: Status
 
+    private var currentPower: PowerState { runtime.scheduler.latestPowerState }
+
     private func modelsChanged(_ overall: String, _ models: [(String, String)]) {
         lock.withLock { modelSnapshot = (overall, models) }
         statusChanged()
@@ -334,7 +335,7 @@ public final class WorkerServer: @unchecked Sendable {
 
     private func statusLine(for connection: WorkerConnection, extra: [(String, JSONValue)]) -> String {
         let (overall, models) = lock.withLock { modelSnapshot }
-        guard case let .object(pairs) = Self.status(state: runtime.powerSource.current(), overall: overall, models: models,
+        guard case let .object(pairs) = Self.status(state: currentPower, overall: overall, models: models,
                                                     onlyWhileCharging: connection.runOnlyWhileCharging) else { return "" }
         return JSONValue.object(pairs + extra).text
     }

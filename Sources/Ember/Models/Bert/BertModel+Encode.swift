@@ -52,27 +52,20 @@ final class EncoderWorkspace {
     let x, q, k, v, attention, projected, hidden: UnsafeMutablePointer<Float>
     let scores: [UnsafeMutablePointer<Float>]
     let stages: StageBuffers
-    private var buffers: [UnsafeMutablePointer<Float>] = []
+    private let arena: BufferArena
 
     init(config: BertModel.Config, rows: Int, threads: Int) {
         self.rows = rows
         self.threads = threads
-        var buffers: [UnsafeMutablePointer<Float>] = []
-        func floats(_ count: Int) -> UnsafeMutablePointer<Float> {
-            let buffer = UnsafeMutablePointer<Float>.allocate(capacity: max(1, count))
-            buffer.initialize(repeating: 0, count: max(1, count))
-            buffers.append(buffer)
-            return buffer
-        }
+        let arena = BufferArena()
+        let floats = arena.floats
         let (d, ff) = (config.hidden, config.intermediate)
         x = floats(rows * d); q = floats(rows * d); k = floats(rows * d); v = floats(rows * d)
         attention = floats(rows * d); projected = floats(rows * d); hidden = floats(rows * ff)
         scores = (0..<threads).map { _ in floats(config.maxSequenceLength) }
         stages = StageBuffers(rows: rows, width: max(d, ff), threads: threads)
-        self.buffers = buffers
+        self.arena = arena
     }
-
-    deinit { for buffer in buffers { buffer.deallocate() } }
 }
 
 /// Sentence embeddings and what producing them took.
@@ -108,10 +101,7 @@ extension BertModel {
 
     func plan(units: ComputeUnits, precision: Precision?) throws -> EncoderPlan {
         let key = PlanKey(units: units, precision: precision)
-        if let plan = lock.withLock({ plans[key] }) { return plan }
-        let plan = try EncoderPlan(model: self, key: key, registry: .shared)
-        lock.withLock { plans[key] = plan }
-        return plan
+        return try plans.plan(for: key) { try EncoderPlan(model: self, key: key, registry: .shared) }
     }
 
     /// Embeds `texts` in one batch: tokenized (truncated to the model's
@@ -271,10 +261,7 @@ final class EncoderPass: @unchecked Sendable {
     private func linear(_ thread: RegionThread, _ matmul: BoundMatmul, _ linear: BertModel.Linear, _ input: StageInput, _ slot: Int,
                         into y: UnsafeMutablePointer<Float>, width: Int, residual: UnsafePointer<Float>? = nil) -> Range<Int> {
         let columns = stages.matmul(thread, matmul, input, slot, rows: rows, into: y)
-        if !columns.isEmpty {
-            ek_add_bias_rows(y, Int64(width), linear.bias, residual, Int64(width), Int64(rows), Int64(columns.lowerBound),
-                             Int64(columns.upperBound))
-        }
+        stages.add(bias: linear.bias, residual: residual, to: y, width: width, rows: rows, columns: columns)
         return columns
     }
 

@@ -56,7 +56,7 @@ public final class BertModel: @unchecked Sendable {
     let layers: [Layer]
     private var owned: [UnsafeMutablePointer<Float>] = []
     let lock = NSLock()
-    var plans: [PlanKey: EncoderPlan] = [:]
+    let plans = PlanCache<EncoderPlan>()
     var workspace: EncoderWorkspace?
 
     /// Loads the model in `directory` (a sentence-transformers folder).

@@ -70,11 +70,7 @@ public struct ChatTemplate: Sendable, Equatable {
         }
         func plain(_ text: String) -> [Int] { tokenizer.encode(text, parseSpecial: false, withBOS: false) }
         var ids = tokenizer.addBOS ? tokenizer.bosID.map { [$0] } ?? [] : []
-        var turns = messages
-        if let defaultSystemMessage, messages.first?.role != "system" {
-            turns.insert(ChatMessage(role: "system", content: defaultSystemMessage), at: 0)
-        }
-        for turn in turns { ids += [start] + plain("\(turn.role)\n\(turn.content)") + [end] + plain("\n") }
+        for turn in turns(messages) { ids += [start] + plain("\(turn.role)\n\(turn.content)") + [end] + plain("\n") }
         if addGenerationPrompt { ids += [start] + plain("assistant\n") }
         return ids
     }
@@ -83,12 +79,15 @@ public struct ChatTemplate: Sendable, Equatable {
     /// by the tokenizer), ending with the assistant's opening when `addGenerationPrompt`.
     public func format(_ messages: [ChatMessage], addGenerationPrompt: Bool = true) -> String {
         var text = ""
-        if let defaultSystemMessage, messages.first?.role != "system" {
-            text += "<|im_start|>system\n\(defaultSystemMessage)<|im_end|>\n"
-        }
-        for message in messages { text += "<|im_start|>\(message.role)\n\(message.content)<|im_end|>\n" }
+        for message in turns(messages) { text += "<|im_start|>\(message.role)\n\(message.content)<|im_end|>\n" }
         if addGenerationPrompt { text += "<|im_start|>assistant\n" }
         return text
+    }
+
+    /// `messages`, led by the template's default system message when they do not start with one.
+    private func turns(_ messages: [ChatMessage]) -> [ChatMessage] {
+        guard let defaultSystemMessage, messages.first?.role != "system" else { return messages }
+        return [ChatMessage(role: "system", content: defaultSystemMessage)] + messages
     }
 }
 

@@ -60,9 +60,11 @@ extension LlamaModel {
         var stop = "max_tokens"
         let decodeStart = DispatchTime.now().uptimeNanoseconds
         var text = ""
+        var seen = history // what the repetition penalty sees: the history, then each new token
         while generated.count < maxTokens {
-            let next = sampler.next(logits: try logits.scalars(), history: history + generated)
+            let next = sampler.next(logits: try logits.scalars(), history: seen)
             generated.append(next)
+            seen.append(next)
             if next == tokenizer.eosID || tokenizer.tokens[next] == "<|im_end|>" {
                 stop = "eos"
                 break

@@ -1,11 +1,5 @@
 import Foundation
 
-/// Which bound matmuls a forward pass uses: the units allowed and the precision asked for.
-struct PlanKey: Hashable {
-    let units: ComputeUnits
-    let precision: Precision?
-}
-
 /// Every matmul of the model bound to the kernel the registry picks for the
 /// units and precision asked for (variants derived once and cached by the
 /// weights), and the route the forward pass holds while it runs.
@@ -52,10 +46,7 @@ extension LlamaModel {
     /// The bound plan for `units` and `precision`, built on first use and cached.
     func plan(units: ComputeUnits, precision: Precision?) throws -> ForwardPlan {
         let key = PlanKey(units: units, precision: precision)
-        if let plan = planLock.withLock({ plans[key] }) { return plan }
-        let plan = try ForwardPlan(model: self, key: key, registry: .shared)
-        planLock.withLock { plans[key] = plan }
-        return plan
+        return try plans.plan(for: key) { try ForwardPlan(model: self, key: key, registry: .shared) }
     }
 
     /// Where each op of one decoder layer and the output projection runs

@@ -63,7 +63,7 @@ extension LlamaModel {
 final class Workspace {
     let rows: Int
     let threads: Int
-    private var buffers: [UnsafeMutableRawPointer] = []
+    private let arena: BufferArena
 
     // Shared [rows × width] fp32 activations.
     let x, normed, q, k, v, attention, projected, gate, up, hidden: UnsafeMutablePointer<Float>
@@ -77,17 +77,8 @@ final class Workspace {
     init(config: LlamaModel.Config, rows: Int, threads: Int, capacity: Int) {
         self.rows = rows
         self.threads = threads
-        var buffers: [UnsafeMutableRawPointer] = []
-        func floats(_ count: Int) -> UnsafeMutablePointer<Float> {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, count) * 4, alignment: 64)
-            buffers.append(buffer)
-            return buffer.initializeMemory(as: Float.self, repeating: 0, count: max(1, count))
-        }
-        func raw(_ bytes: Int) -> UnsafeMutableRawPointer {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, bytes), alignment: 64)
-            buffers.append(buffer)
-            return buffer
-        }
+        let arena = BufferArena()
+        let floats = arena.floats
         let (d, ff, kvWidth) = (config.hidden, config.feedForward, config.kvHeads * config.headDim)
         let width = max(d, ff)
         x = floats(rows * d); normed = floats(rows * d); q = floats(rows * d)
@@ -97,8 +88,6 @@ final class Workspace {
         rope = floats(rows * config.headDim)
         stages = StageBuffers(rows: rows, width: width, threads: threads)
         scores = (0..<threads).map { _ in floats(capacity) }
-        self.buffers = buffers
+        self.arena = arena
     }
-
-    deinit { for buffer in buffers { buffer.deallocate() } }
 }

@@ -149,8 +149,7 @@ public final class LlamaModel: @unchecked Sendable {
 
     // MARK: Plans
 
-    let planLock = NSLock()
-    var plans: [PlanKey: ForwardPlan] = [:]
+    let plans = PlanCache<ForwardPlan>()
 
     /// Greedy generation: up to `maxTokens` new ids, stopping at end-of-generation.
     public func generateGreedy(prompt: [Int], maxTokens: Int, units: ComputeUnits = .cpuAndNeuralEngine,
