@@ -94,7 +94,7 @@ struct ComputeUnitTests {
         for units in [ComputeUnits.cpuAndNeuralEngine, .cpuAndNeuralEngine, .cpuOnly, .cpuOnly] {
             finished.append(QoSThread.start(qos: .default) { _ = try? engine.matmul(x, w, units: units) })
         }
-        for done in finished { #expect(done.wait(timeout: .now() + 10) == .success) }
+        for done in finished { #expect(done.wait(timeout: .now() + 60) == .success) }
         let neural = log.spans["neural-engine"]!.sorted { $0.start < $1.start }
         let cpu = log.spans["cpu"]!.sorted { $0.start < $1.start }
         #expect(neural.count == 2 && cpu.count == 2)

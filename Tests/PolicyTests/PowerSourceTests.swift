@@ -145,9 +145,10 @@ struct ScriptedTimelineTests {
     @Test func changesArriveAsTheClockAdvances() async {
         let clock = FakeManualClock()
         let timeline = ScriptedPowerTimeline(steps: Self.steps, clock: clock)
+        let changes = timeline.changes() // made before time moves: every later step is ahead of it
         let collected = Task {
             var states: [PowerState] = []
-            for await state in timeline.changes() { states.append(state) }
+            for await state in changes { states.append(state) }
             return states
         }
         for time in stride(from: 5.0, through: 60, by: 5) {
@@ -158,6 +159,19 @@ struct ScriptedTimelineTests {
         let states = await collected.value
         #expect(states.map(\.batteryLevel) == [0.5, 0.15, 0.15, 0.15, 0.6])
         #expect(states.map(\.lowPowerMode) == [false, false, true, true, false])
+        #expect(states.map(\.thermal) == [.nominal, .nominal, .nominal, .serious, .nominal])
+    }
+
+    /// The stream's task may first run after time has moved past several steps (a loaded machine):
+    /// it still yields each of them, in order.
+    @Test func aLateStreamStillYieldsEveryStepSinceItWasMade() async {
+        let clock = FakeManualClock()
+        let timeline = ScriptedPowerTimeline(steps: Self.steps, clock: clock)
+        let changes = timeline.changes()
+        clock.advance(to: 60) // at once, before the stream's task has had a chance to look at the clock
+        var states: [PowerState] = []
+        for await state in changes { states.append(state) }
+        #expect(states.map(\.batteryLevel) == [0.5, 0.15, 0.15, 0.15, 0.6])
         #expect(states.map(\.thermal) == [.nominal, .nominal, .nominal, .serious, .nominal])
     }
 

@@ -56,7 +56,7 @@ struct PromotionTests {
 
         let waiterDone = startThread(qos: .userInteractive) { lock.withLock {} }
         // Wait (bounded) for the waiter to block and promote the holder.
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(60) // generous: an idle-class thread on a loaded machine
         while lock.promotions == 0 && Date() < deadline { usleep(1000) }
         #expect(lock.promotions == 1)
         let during = ThreadPriority.of(thread: holderID.value)
@@ -64,8 +64,8 @@ struct PromotionTests {
         if let stat = procStat(tid: holderID.value) { #expect(stat.nice == during?.nice) }
 
         release.signal()
-        #expect(holderDone.wait(timeout: .now() + 5) == .success)
-        #expect(waiterDone.wait(timeout: .now() + 5) == .success)
+        #expect(holderDone.wait(timeout: .now() + 60) == .success)
+        #expect(waiterDone.wait(timeout: .now() + 60) == .success)
         #expect(observed.value.first == before, "restored to its own priority on unlock")
     }
 
@@ -80,8 +80,8 @@ struct PromotionTests {
         usleep(20_000)
         #expect(lock.promotions == 0)
         release.signal()
-        #expect(holderDone.wait(timeout: .now() + 5) == .success)
-        #expect(waiterDone.wait(timeout: .now() + 5) == .success)
+        #expect(holderDone.wait(timeout: .now() + 60) == .success)
+        #expect(waiterDone.wait(timeout: .now() + 60) == .success)
     }
 
     @Test func serialQueuePromotesTheRunningJobUntilTheHigherJobStarts() throws {
@@ -98,11 +98,11 @@ struct PromotionTests {
         let highDone = startThread(qos: .userInteractive) {
             queue.sync(qos: .userInteractive) { seen.value.append(ThreadPriority.of(thread: currentThreadID)) }
         }
-        let deadline = Date().addingTimeInterval(5)
+        let deadline = Date().addingTimeInterval(60) // generous: an idle-class thread on a loaded machine
         while queue.promotions == 0 && Date() < deadline { usleep(1000) }
         #expect(queue.promotions == 1)
         release.signal()
-        #expect(highDone.wait(timeout: .now() + 5) == .success)
+        #expect(highDone.wait(timeout: .now() + 60) == .success)
         queue.sync(qos: .background) { seen.value.append(ThreadPriority.of(thread: currentThreadID)) }
         let mapping = QoSMapping.current
         #expect(seen.value == [mapping.priority(for: .userInteractive), mapping.priority(for: .userInteractive),
@@ -132,7 +132,7 @@ struct PromotionTests {
                 }
             })
         }
-        for done in finished { #expect(done.wait(timeout: .now() + 30) == .success, "a thread did not finish: deadlock?") }
+        for done in finished { #expect(done.wait(timeout: .now() + 120) == .success, "a thread did not finish: deadlock?") }
         #expect(counter.value + queued.value == 6 * 300)
     }
 }

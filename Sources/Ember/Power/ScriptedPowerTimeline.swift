@@ -118,12 +118,14 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
 
     /// Yields the state at each step still ahead when its conditions differ from the last one yielded; finishes after the last step.
     public func changes() -> AsyncStream<PowerState> {
-        let (clock, start, steps) = (clock, start, steps)
+        let (clock, start) = (clock, start)
+        // The state and the steps ahead are fixed when the stream is made, not when its task first
+        // runs: a task that starts (or wakes) late must still yield every step that has since passed.
+        let initial = current()
+        let ahead = steps.filter { $0.at > clock.now() - start }
         return AsyncStream { continuation in
             let task = Task { [self] in
-                var last = current()
-                // The steps ahead, fixed now: a late wake-up must not skip a step that has since passed.
-                let ahead = steps.filter { $0.at > clock.now() - start }
+                var last = initial
                 for step in ahead {
                     await clock.sleep(until: start + step.at)
                     if Task.isCancelled { break }

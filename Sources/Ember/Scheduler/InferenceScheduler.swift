@@ -82,6 +82,9 @@ public actor InferenceScheduler {
     private var criticalRunning: [ComputeUnit: Int] = [:]
     private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
     private var cancelledEarly = Set<Int>()
+    /// The newest waiter id enqueued (ids grow with each submission): a cancel for an id at or below it
+    /// whose waiter is gone came after the end, and must not be kept as an early cancel forever.
+    private var enqueuedThrough = 0
     /// Results of recent requests by signature, kept for the coalescing window.
     private var recent: [String: (finished: Double, submitted: Double, result: InferenceResult)] = [:]
     private nonisolated(unsafe) var watcher: Task<Void, Never>?
@@ -155,6 +158,7 @@ public actor InferenceScheduler {
     private func enqueue(_ request: InferenceRequest, tier: Tier, waiterID: Int,
                          continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?,
                          onDeferred: (@Sendable (String) -> Void)?) {
+        enqueuedThrough = max(enqueuedThrough, waiterID)
         if cancelledEarly.remove(waiterID) != nil {
             continuation.resume(throwing: CancellationError())
             return
@@ -389,7 +393,7 @@ public actor InferenceScheduler {
 
     private func cancel(waiterID: Int) {
         guard let job = jobs.values.first(where: { $0.waiters.contains { $0.id == waiterID } }) else {
-            cancelledEarly.insert(waiterID) // not enqueued yet (or already ended: then this is never looked at)
+            if waiterID > enqueuedThrough { cancelledEarly.insert(waiterID) } // not enqueued yet; otherwise it has ended
             return
         }
         let waiter = job.waiters.first { $0.id == waiterID }!
@@ -405,7 +409,14 @@ public actor InferenceScheduler {
         case .running:
             // A batch's jobs share one task: it is cancelled only when no job of the batch has a caller left.
             let shared = jobs.values.contains { $0 !== job && $0.phase == .running && $0.task == job.task && !$0.waiters.isEmpty }
-            if !shared { job.task?.cancel() } // it ends at its next cancellation point; its result goes nowhere
+            if !shared {
+                // It ends at its next cancellation point and its result goes nowhere. It leaves `jobs` now,
+                // so an identical request arriving meanwhile runs afresh instead of joining a cancelled run.
+                job.task?.cancel()
+                for member in jobs.values where member === job || (job.task != nil && member.task == job.task) {
+                    jobs.removeValue(forKey: member.id)
+                }
+            }
         }
     }
 
