@@ -121,6 +121,19 @@ struct ComputeUnitTests {
         #expect(order.value?.last == 4, "ops after a failure do not run")
     }
 
+    @Test func aSecondCommitDoesNotRunTheOpsAgain() throws {
+        let routes = ComputeRoutes()
+        let runs = ResultBox<Int>()
+        runs.value = 0
+        let buffer = routes.makeCommandBuffer()
+        buffer.encode { runs.value! += 1 }
+        buffer.commit()
+        buffer.commit()
+        try buffer.waitUntilCompleted()
+        routes.gpuQueue.sync(qos: .utility) {} // anything a second commit queued would have run by now
+        #expect(runs.value == 1)
+    }
+
     @Test func profilesDescribeTheUnits() {
         let profiles = Dictionary(uniqueKeysWithValues: UnitProfile.defaults().map { ($0.unit, $0) })
         #expect(profiles[.neuralEngine]!.runs(.matmul, at: .int4))

@@ -55,6 +55,17 @@ struct BertTests {
         #expect(minimum >= minimumCosine, "\(precision): min cosine \(minimum), mean \(mean)")
         if precision == .fp32 { #expect(largestDifference <= 1e-4) }
     }
+
+    @Test func benchmarkRefusesAnEmptyBatch() throws {
+        let model = try #require(Self.model)
+        var benchmark = EmbeddingBenchmark(batch: 0, units: .cpuOnly, precision: .int8)
+        #expect(throws: KernelError.invalidArgument(argument: "batch", found: "0", expected: "at least 1 sentence per call")) {
+            try benchmark.run(model)
+        }
+        benchmark.batch = 4
+        benchmark.sentences = 0
+        #expect(throws: KernelError.self) { try benchmark.run(model) }
+    }
 }
 
 @Suite("all-MiniLM-L6-v2 through the scheduler", .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")))

@@ -51,6 +51,23 @@ struct ChatTests {
         #expect(throws: ModelFileError.self) { try ChatTemplate(template: "{{ bos_token }}[INST] {{ message['content'] }} [/INST]") }
     }
 
+    /// Sampler settings changed after the session was made apply to the next turn.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+    func samplerSetAfterCreationApplies() throws {
+        let model = try LlamaModel(file: GGUFFile(path: GGUFReaderTests.smolLM2))
+        let template = try ChatTemplate(gguf: model.file)
+        let sampled = SamplerSettings(temperature: 1.5, topK: 0, topP: 1, minP: 0, seed: 7)
+        let madeWith = ChatSession(model: model, template: template, contextLength: 256, sampler: sampled, precision: .int4)
+        let setLater = ChatSession(model: model, template: template, contextLength: 256, precision: .int4)
+        setLater.sampler = sampled
+        let greedy = ChatSession(model: model, template: template, contextLength: 256, precision: .int4)
+        let a = try madeWith.send("Tell me a story.", maxTokens: 16)
+        let b = try setLater.send("Tell me a story.", maxTokens: 16)
+        let c = try greedy.send("Tell me a story.", maxTokens: 16)
+        #expect(a.tokenIDs == b.tokenIDs)
+        #expect(a.tokenIDs != c.tokenIDs, "temperature 1.5 over the whole vocabulary departs from greedy within 16 tokens")
+    }
+
     /// The second turn reuses the cache: its reply equals a fresh greedy run on the whole conversation.
     @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
     func secondTurnFeedsOnlyNewTokensAndMatchesAFreshRun() throws {

@@ -5,6 +5,13 @@ import Testing
 struct SamplerTests {
     static let logits: [Float] = [0.1, 2.0, 1.9, -1, 0.5, 1.95]
 
+    @Test func emptyLogitsGiveTokenZeroInsteadOfTrapping() {
+        var sampler = Sampler(SamplerSettings(temperature: 0.8, topK: 0, minP: 0, seed: 1))
+        #expect(sampler.next(logits: [], history: [3]) == 0)
+        var greedy = Sampler(SamplerSettings(temperature: 0))
+        #expect(greedy.next(logits: [], history: []) == 0)
+    }
+
     @Test func greedyTakesTheLargest() {
         var sampler = Sampler(SamplerSettings(temperature: 0))
         #expect(sampler.next(logits: Self.logits, history: []) == 1)

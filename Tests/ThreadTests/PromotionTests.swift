@@ -109,6 +109,25 @@ struct PromotionTests {
                                mapping.priority(for: .background)])
     }
 
+    /// After stop() the thread drains and ends; later jobs still run (on the caller) instead of waiting forever.
+    @Test func jobsAfterStopStillRun() {
+        let queue = PromotingSerialQueue(label: "stopped-queue")
+        let ran = DispatchSemaphore(value: 0)
+        queue.async(qos: .utility) { ran.signal() }
+        queue.stop()
+        #expect(ran.wait(timeout: .now() + 60) == .success, "a job enqueued before stop() runs")
+        usleep(20_000) // let the thread end (either way the jobs below must run)
+        let answered = DispatchSemaphore(value: 0)
+        let answer = Box(0)
+        DispatchQueue.global().async { // bounded: a regression would wait forever here, not in the test
+            answer.value = queue.sync(qos: .utility) { 42 }
+            answered.signal()
+        }
+        #expect(answered.wait(timeout: .now() + 60) == .success && answer.value == 42, "sync after stop() returns")
+        queue.async(qos: .utility) { ran.signal() }
+        #expect(ran.wait(timeout: .now() + 60) == .success)
+    }
+
     /// Random lock and queue traffic from threads of every class; must finish (bounded) with exact counts.
     @Test func randomizedStressDoesNotDeadlock() {
         let locks = [PromotingLock(), PromotingLock()]

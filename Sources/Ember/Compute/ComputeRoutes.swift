@@ -40,12 +40,14 @@ public final class CommandBuffer: @unchecked Sendable {
         }
     }
 
-    /// Submits the batch.
+    /// Submits the batch. Only the first call submits: committing again does nothing (the ops run once).
     public func commit() {
-        let batch = lock.withLock { () -> [() throws -> Void] in
+        let batch = lock.withLock { () -> [() throws -> Void]? in
+            guard state == .encoding else { return nil }
             state = .committed
             return ops
         }
+        guard let batch else { return }
         let box = UncheckedSendable(batch)
         queue.async(qos: qos) { [self] in
             var error: Error?

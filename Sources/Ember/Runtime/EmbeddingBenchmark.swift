@@ -65,11 +65,18 @@ public struct EmbeddingBenchmark: Sendable {
     }
 
     /// Embeds the sentences with `model`: one untimed warm-up pass, then `runs` timed passes.
+    /// Throws ``KernelError/invalidArgument(argument:found:expected:)`` for a batch or a sentence count below 1.
     public func run(_ model: BertModel) throws -> Result {
+        guard batch >= 1 else {
+            throw KernelError.invalidArgument(argument: "batch", found: "\(batch)", expected: "at least 1 sentence per call")
+        }
+        guard sentences >= 1 else {
+            throw KernelError.invalidArgument(argument: "sentences", found: "\(sentences)", expected: "at least 1")
+        }
         let texts = Self.sentences(sentences)
         func pass() throws -> Double {
             try Measurement.seconds {
-                for start in stride(from: 0, to: texts.count, by: max(1, batch)) {
+                for start in stride(from: 0, to: texts.count, by: batch) {
                     _ = try model.embed(Array(texts[start..<min(texts.count, start + batch)]), units: units, precision: precision,
                                         threads: threads, qos: qos)
                 }

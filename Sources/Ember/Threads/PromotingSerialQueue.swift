@@ -31,6 +31,7 @@ public final class PromotingSerialQueue: @unchecked Sendable {
     private var threadID: Int32 = 0
     private var promotionCount = 0
     private var stopping = false
+    private var exited = false
 
     /// Starts the queue's thread, named `label`; returns once it runs. Promotion is on unless `promotes` is false.
     public init(label: String, mapping: QoSMapping = .current, promotes: Bool = true) {
@@ -58,15 +59,24 @@ public final class PromotingSerialQueue: @unchecked Sendable {
 
     private func enqueue(_ job: Job) {
         let qos = job.qos
-        condition.withLock {
+        let inline = condition.withLock { () -> Bool in
+            // After stop() the thread drains what it holds, then ends; a later job runs on the caller, so
+            // `sync` never waits for a thread that is gone.
+            if exited { return true }
             jobs.append(job)
             // A higher job behind the running one lifts it now, not when its turn comes.
             if promotes, let running = runningQoS, qos.resolved > max(running, threadQoS) { setThreadQoS(qos.resolved, promotion: true) }
             condition.signal()
+            return false
+        }
+        if inline {
+            job.body()
+            job.done?.signal()
         }
     }
 
     /// Enqueues `body` at `qos` and waits for it to finish.
+    /// After ``stop()``, once the queue's thread has ended, `body` runs on the caller's thread.
     public func sync<Result>(qos: QoSClass, _ body: () throws -> Result) rethrows -> Result {
         try withoutActuallyEscaping(body) { body in
             var result: Result?
@@ -82,6 +92,7 @@ public final class PromotingSerialQueue: @unchecked Sendable {
     }
 
     /// Lets the thread end once the jobs already enqueued have run; returns at once.
+    /// Jobs enqueued after that still run, on the thread that enqueues them.
     public func stop() {
         condition.withLock {
             stopping = true
@@ -93,7 +104,10 @@ public final class PromotingSerialQueue: @unchecked Sendable {
         while true {
             var job: Job? = condition.withLock { () -> Job? in
                 while jobs.isEmpty && !stopping { condition.wait() }
-                if jobs.isEmpty { return nil }
+                if jobs.isEmpty {
+                    exited = true
+                    return nil
+                }
                 let job = jobs.removeFirst()
                 // Run at the job's class, or higher while a higher job waits behind it.
                 let effective = promotes ? max(job.qos, jobs.map(\.qos).max() ?? job.qos) : job.qos

@@ -100,8 +100,10 @@ public final class ChatSession: @unchecked Sendable {
     public let template: ChatTemplate
     /// The conversation so far, including each reply; starts with the `system` message if one was given.
     public private(set) var messages: [ChatMessage] = []
-    /// The sampling settings the session was created with.
-    public var sampler: SamplerSettings
+    /// The sampling settings of the next turns; setting them restarts the random draws from their seed.
+    public var sampler: SamplerSettings {
+        didSet { random = Sampler(sampler) }
+    }
     /// The compute units generation may use.
     public var units: ComputeUnits
     /// The weight precision the matmuls run at; nil keeps the file's own formats.

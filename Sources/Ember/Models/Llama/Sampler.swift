@@ -38,7 +38,9 @@ public struct Sampler {
     }
 
     /// Picks the next token id from `logits` (one per vocabulary entry); the repetition penalty applies to the last `repetitionWindow` ids of `history`.
+    /// Empty `logits` (a vocabulary of none, which no loader accepts) give token 0 whatever the settings.
     public mutating func next(logits input: [Float], history: [Int]) -> Int {
+        guard !input.isEmpty else { return 0 }
         var logits = input
         if settings.repetitionPenalty != 1 {
             for token in Set(history.suffix(settings.repetitionWindow)) where logits.indices.contains(token) {
