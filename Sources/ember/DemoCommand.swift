@@ -126,10 +126,10 @@ struct DemoCommand: AsyncParsableCommand {
             }
         }
         let metrics = await runtime.scheduler.metrics
-        let joules = metrics.records.compactMap(\.energy?.joules).reduce(0, +)
-        print(String(format: "\n%d requests completed, %d of them after waiting for power; energy %.2f J (%@: no RAPL counter here → the units' cost model).",
-                     metrics.records.filter { $0.outcome == "completed" }.count, waited, joules,
-                     metrics.records.compactMap(\.energy?.source.rawValue).first ?? "modelled"))
+        let energy = metrics.energy ?? EnergyEstimate(joules: 0, source: .modelled)
+        let how = energy.source == .measured ? "measured: the package's RAPL counter" : "modelled: no RAPL counter here → the units' cost model"
+        print(String(format: "\n%d requests completed in %d runs, %d of them after waiting for power; energy %.2f J, each run once (%@).",
+                     metrics.records.filter { $0.outcome == "completed" }.count, metrics.executions, waited, energy.joules, how))
     }
 
     static func timed<Value>(_ label: String, _ work: () async throws -> Value) async throws -> Value {

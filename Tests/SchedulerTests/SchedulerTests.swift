@@ -329,6 +329,34 @@ struct SchedulerExtrasTests {
         #expect(record.energy == EnergyEstimate(joules: 0.5, source: .modelled))
     }
 
+    /// A batch and a run shared by coalesced callers each count their energy once in the total,
+    /// while every caller's record carries the energy of the run it was part of.
+    @Test func energyTotalCountsEachRunOnce() async throws {
+        let source = FakePowerSource(PowerState(batteryLevel: 0.1, charging: .unplugged, externalPower: false))
+        let scheduler = InferenceScheduler(source: source, coalescingWindow: 600, batchingWindow: 0.05)
+        func batched(_ index: Int) -> InferenceRequest {
+            InferenceRequest(requirements: RequestRequirements(tier: .standard),
+                             batch: .init(key: "energy", input: index) { inputs, _, context in
+                                 context.report(energy: EnergyEstimate(joules: 0.5, source: .modelled))
+                                 return inputs
+                             }) { _, _ in fatalError("batched requests run through the batch") }
+        }
+        let members = (0..<3).map { index in Task { try await scheduler.submit(batched(index), tier: .standard) } }
+        #expect(await eventually { await scheduler.deferredCount == 3 }, "all three wait, then drain as one batch")
+        source.set(charging)
+        for member in members { #expect(try await member.value.batchSize == 3) }
+        let shared = InferenceRequest(requirements: RequestRequirements(tier: .standard), signature: "same") { _, context in
+            context.report(energy: EnergyEstimate(joules: 0.25, source: .modelled))
+            return 0
+        }
+        _ = try await scheduler.submit(shared, tier: .standard)
+        #expect(try await scheduler.submit(shared, tier: .standard).coalesced)
+        let metrics = await scheduler.metrics
+        #expect(metrics.records.compactMap(\.energy?.joules) == [0.5, 0.5, 0.5, 0.25, 0.25])
+        #expect(metrics.energy == EnergyEstimate(joules: 0.75, source: .modelled))
+        #expect(metrics.executions == 2)
+    }
+
     @Test func higherTierJoinerPromotesARunningSharedRequest() async throws {
         // A wide window: on a loaded machine the idle-priority request may take long to start.
         let scheduler = InferenceScheduler(source: FixedPowerSource(charging), coalescingWindow: 60)

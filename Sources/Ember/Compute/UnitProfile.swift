@@ -95,6 +95,12 @@ public struct EnergyEstimate: Sendable, Codable, Equatable {
     public var joules: Double
     /// Whether ``joules`` was measured or modelled.
     public var source: Source
+
+    /// An energy figure of `joules`, measured or modelled (a host's own request reports one through `RunContext.report`).
+    public init(joules: Double, source: Source) {
+        self.joules = joules
+        self.source = source
+    }
 }
 
 /// The machine's package energy counter, where Linux exposes one (RAPL under

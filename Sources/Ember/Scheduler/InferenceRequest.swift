@@ -136,6 +136,8 @@ public struct SchedulerMetrics: Sendable {
         /// Pieces emitted per second of run time, nil when none were emitted or the request did not complete.
         public var piecesPerSecond: Double?
         /// The energy the run reported, nil when it reported none or the request did not complete.
+        /// A batch's members and the callers of a shared run all carry that run's whole energy:
+        /// sum ``SchedulerMetrics/energy`` for a total, not these.
         public var energy: EnergyEstimate?
     }
 
@@ -155,4 +157,7 @@ public struct SchedulerMetrics: Sendable {
     public var preemptions = 0
     /// Callers whose task was cancelled before their request ended.
     public var cancellations = 0
+    /// The energy every run reported, each run counted once (a batch or a run shared by coalesced
+    /// callers is one run); measured only if every run's was. Nil until a run has reported energy.
+    public var energy: EnergyEstimate?
 }

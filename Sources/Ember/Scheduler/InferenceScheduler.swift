@@ -172,7 +172,7 @@ public actor InferenceScheduler {
                 result.waitSeconds = 0
                 metrics.coalesced += 1
                 continuation.resume(returning: result)
-                record(tier: tier, outcome: "completed", decision: result.decision, wait: 0, run: 0)
+                record(tier: tier, outcome: "completed", decision: result.decision, wait: 0, run: 0, energy: result.energy)
                 return
             }
             recent.removeValue(forKey: signature)
@@ -321,7 +321,8 @@ public actor InferenceScheduler {
             } catch {
                 outcome = .failure(error)
             }
-            await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route)
+            await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route,
+                                 energy: context.energy)
         }
         group.forEach {
             $0.task = task
@@ -335,8 +336,10 @@ public actor InferenceScheduler {
         await withCheckedContinuation { preempted[route, default: []].append($0) }
     }
 
-    private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit) {
+    private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit,
+                           energy: EnergyEstimate?) {
         let finished = now
+        if let energy { metrics.energy = metrics.energy.map { $0 + energy } ?? energy }
         for (index, id) in ids.enumerated() {
             guard let job = jobs[id] else { continue }
             let pieces = job.context?.pieces ?? 0
