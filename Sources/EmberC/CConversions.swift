@@ -79,14 +79,29 @@ enum CConversions {
     }
 }
 
-/// A C token callback and its user data, called with each piece as a C string.
-struct CCallback: @unchecked Sendable {
-    let function: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?
-    let userData: UnsafeMutableRawPointer?
+/// A C token callback and its user data, called with each piece as a C string,
+/// until ``close()``: once that returns, the callback is never entered again and
+/// no call is still running on another thread (the host may free `userData`).
+final class CCallback: @unchecked Sendable {
+    typealias Function = @convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void
+    // Recursive: a callback may release its own request (close() on the calling thread).
+    private let lock = NSRecursiveLock()
+    private var function: Function?
+    private let userData: UnsafeMutableRawPointer?
+
+    init(function: Function?, userData: UnsafeMutableRawPointer?) {
+        self.function = function
+        self.userData = userData
+    }
 
     func call(_ piece: String) {
-        guard let function else { return }
-        let bytes = piece.utf8CString // NUL-terminated
-        bytes.withUnsafeBufferPointer { function($0.baseAddress, bytes.count - 1, userData) }
+        lock.withLock {
+            guard let function else { return }
+            let bytes = piece.utf8CString // NUL-terminated
+            bytes.withUnsafeBufferPointer { function($0.baseAddress, bytes.count - 1, userData) }
+        }
     }
+
+    /// Stops further calls; waits for a call running on another thread to return.
+    func close() { lock.withLock { function = nil } }
 }

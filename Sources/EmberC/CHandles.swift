@@ -41,6 +41,10 @@ final class CRequest: @unchecked Sendable {
     private(set) var completion: Completion<Generation>?
     /// The generated text as a C string, kept for the request's lifetime.
     private(set) var text: UnsafeMutablePointer<CChar>?
+    /// The host's token callback; closed when the host releases the request.
+    let callback: CCallback
+
+    init(callback: CCallback) { self.callback = callback }
 
     deinit { free(text) }
 

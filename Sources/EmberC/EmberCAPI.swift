@@ -67,7 +67,10 @@ public func ember_runtime_set_power_state(_ runtime: OpaquePointer?, _ state: Un
     guard let state else { return CStatus.invalid("state", found: "NULL", expected: "an ember_power_state_t") }
     switch CConversions.powerState(state.pointee, name: "state") {
     case let .success(power):
-        do { try runtime.runtime.setPowerState(power) } catch { return CStatus.fail(error) }
+        do { try runtime.runtime.setPowerState(power) } catch {
+            return CStatus.invalid("runtime", found: "a runtime reading the system's power state",
+                                   expected: "one created with power_mode = EMBER_POWER_INJECTED")
+        }
         return EMBER_OK
     case let .failure(error):
         return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
@@ -137,8 +140,9 @@ public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePoin
         return CStatus.invalid("tier", found: "\(tier.rawValue)", expected: "an ember_tier_t (0 critical, 1 standard, 2 background)")
     }
     let text = String(cString: prompt)
+    guard !text.isEmpty else { return CStatus.invalid("prompt", found: "an empty string", expected: "some text") }
     let callback = CCallback(function: onToken, userData: userData)
-    let request = CRequest()
+    let request = CRequest(callback: callback)
     owner.track(request)
     request.start({
         try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier) { piece in
@@ -196,6 +200,7 @@ public func ember_request_decision(_ request: OpaquePointer?, _ outDecision: Uns
 public func ember_request_release(_ request: OpaquePointer?) {
     guard let request else { return }
     let object = Unmanaged<CRequest>.fromOpaque(UnsafeRawPointer(request))
+    object.takeUnretainedValue().callback.close() // after this returns the host's user data is no longer touched
     object.takeUnretainedValue().cancel()
     object.release()
 }

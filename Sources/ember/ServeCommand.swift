@@ -24,10 +24,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Refuse work while the device is not on external power (clients may change it per connection).")
     var runOnlyWhileCharging = false
 
-    @Option(help: "Longest request line accepted, in bytes.")
+    @Option(help: "Longest request line accepted, in bytes (at least 256).")
     var maxLineBytes = 1 << 20
 
-    @Option(help: "Responses longer than this are sent as chunks of at most this many bytes.")
+    @Option(help: "Responses longer than this are sent as chunks of at most this many bytes (at least 512); error lines are cut to fit.")
     var chunkBytes = 512
 
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")

@@ -15,6 +15,35 @@ struct CHostTests {
         #expect(check.status == 0, "\(check.standardError)")
     }
 
+    /// Compiles a C host program with `cc -Werror -pedantic` against ember.h and libEmberC.so into `binary`.
+    static func compile(_ source: String, _ binary: String) async throws -> ExternalProcess.Outcome {
+        let root = ExternalProcess.repositoryRoot
+        let products = ExternalProcess.productsDirectory
+        return try await ExternalProcess.run("cc", [
+            "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic",
+            "-I", root.appendingPathComponent("Sources/EmberC/include").path, source,
+            "-L", products.path, "-lEmberC", "-lm", "-Wl,-rpath," + products.path, "-o", binary,
+        ], timeout: 120)
+    }
+
+    /// After ember_request_release returns, the token callback never runs again (the host may free
+    /// its user data); a callback may release its own request; an empty prompt is refused at submission.
+    @Test func releasingARequestStopsItsCallbacks() async throws {
+        let root = ExternalProcess.repositoryRoot
+        try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
+                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-release-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: binary) }
+        let source = root.appendingPathComponent("Tests/HostTests/Programs/release_stops_callbacks.c").path
+        let compile = try await Self.compile(source, binary)
+        try #require(compile.status == 0, "cc failed: \(compile.standardError)")
+        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
+        #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.contains("release checks passed"))
+        #expect(run.standardOutput.contains("released from inside its own callback"))
+        #expect(run.standardOutput.contains("empty prompt: status 1 (prompt: found an empty string"))
+    }
+
     @Test func cHostBuildsRunsAndGeneratesTheReferenceText() async throws {
         let root = ExternalProcess.repositoryRoot
         let products = ExternalProcess.productsDirectory
@@ -23,12 +52,7 @@ struct CHostTests {
                      "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
         let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-host-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: binary) }
-        let compile = try await ExternalProcess.run("cc", [
-            "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic",
-            "-I", root.appendingPathComponent("Sources/EmberC/include").path,
-            root.appendingPathComponent("examples/c-host/main.c").path,
-            "-L", products.path, "-lEmberC", "-lm", "-Wl,-rpath," + products.path, "-o", binary,
-        ], timeout: 120)
+        let compile = try await Self.compile(root.appendingPathComponent("examples/c-host/main.c").path, binary)
         #expect(compile.status == 0, "cc failed: \(compile.standardError)")
         try #require(compile.status == 0)
 

@@ -91,14 +91,24 @@ struct WorkerProtocolTests {
     /// Random text with quotes, backslashes, control characters, accents and emoji:
     /// every chunk fits the limit, chunks are numbered in order, only the last says so
     /// and carries the metadata, and the outputs concatenate to the text.
-    @Test(arguments: [256, 300, 512, 1000])
+    /// The metadata at its longest: the server's fields with the widest values they take.
+    static let longestMetadata: [(String, JSONValue)] = [
+        ("durationMs", .number(12_345_678)), ("tokens", .number(4096)), ("stopReason", .string("context_full")),
+        ("decision", WorkerResponse.decision(Decision(action: .defer(reason: "battery at or below 20%"), precision: .fp32,
+                                                      computeUnits: .cpuAndNeuralEngine, qos: .userInteractive, threads: 128))),
+        ("waitMs", .number(12_345_678)), ("energyJoules", .number(12345.6789)), ("energySource", .string("measured")),
+    ]
+
+    @Test(arguments: [512, 600, 1000, 4096])
     func largeResponsesAreChunkedWithinTheLimit(limit: Int) throws {
         var generator = SystemRandomNumberGenerator()
         let alphabet: [String] = ["a", "b", " ", "\"", "\\", "\n", "\t", "\u{01}", "é", "€", "😀", "👩‍👩‍👧", "/", "{", "}"]
+        // The longest id the parser accepts, itself needing escapes.
+        let id = String(repeating: "\"", count: 20) + String(repeating: "é", count: (WorkerRequest.maxIDBytes - 20) / 2)
+        #expect(id.utf8.count <= WorkerRequest.maxIDBytes)
         for length in [0, 1, 100, 511, 2000, 9000] {
             let text = (0..<length).map { _ in alphabet.randomElement(using: &generator)! }.joined()
-            let metadata: [(String, JSONValue)] = [("durationMs", .number(450)), ("decision", .object([("precision", .string("int4"))]))]
-            let lines = WorkerResponse.lines(id: "req-1", output: .string(text), metadata: metadata, limit: limit)
+            let lines = WorkerResponse.lines(id: id, output: .string(text), metadata: Self.longestMetadata, limit: limit)
             var joined = ""
             for (index, line) in lines.enumerated() {
                 let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
@@ -109,7 +119,7 @@ struct WorkerProtocolTests {
                     continue
                 }
                 #expect(line.utf8.count <= limit, "chunk \(index) is \(line.utf8.count) bytes, limit \(limit)")
-                #expect(object["id"] as? String == "req-1")
+                #expect(object["id"] as? String == id)
                 #expect(object["chunk"] as? Int == index)
                 #expect(object["last"] as? Bool == (index == lines.count - 1))
                 #expect((object["durationMs"] != nil) == (index == lines.count - 1))
@@ -117,6 +127,25 @@ struct WorkerProtocolTests {
             }
             #expect(joined == text, "length \(length), limit \(limit): \(lines.count) lines")
         }
+    }
+
+    @Test func idsLongerThanTheLimitAreRefused() throws {
+        let long = String(repeating: "x", count: WorkerRequest.maxIDBytes + 1)
+        #expect(throws: WorkerMessage.Invalid(id: nil, message: "id: expected at most 128 bytes, found 129")) {
+            try parse(#"{"id": "\#(long)", "prompt": "hi"}"#)
+        }
+    }
+
+    @Test func longErrorMessagesAreCutToTheLimit() throws {
+        let message = "model: " + String(repeating: "é\"\u{01}", count: 400)
+        for limit in [512, 777, 1000] {
+            let line = WorkerResponse.error(id: String(repeating: "i", count: 128), message, limit: limit)
+            #expect(line.utf8.count <= limit)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            let error = try #require(object["error"] as? String)
+            #expect(error.hasPrefix("model: é\"") && error.hasSuffix("…"))
+        }
+        #expect(WorkerResponse.error(id: nil, "short", limit: 512) == #"{"id":null,"ok":false,"error":"short"}"#)
     }
 
     @Test func nonStringOutputsAreChunkedAsTheirJSONText() throws {

@@ -3,9 +3,11 @@
  * callback), cancels a request, shows the typed errors, injects a power state,
  * and embeds sentences with MiniLM.
  *
- *   cc -std=c11 -I ../../Sources/EmberC/include main.c -L ../../.build/release -lEmberC \
- *      -Wl,-rpath,../../.build/release -o c-host
- *   ./c-host [models-directory]
+ * From the repository's root, after `swift build -c release --product EmberC`:
+ *
+ *   cc -std=c11 -I Sources/EmberC/include examples/c-host/main.c -L .build/release -lEmberC -lm \
+ *      -Wl,-rpath,"$PWD/.build/release" -o c-host
+ *   ./c-host models
  *
  * Prints what happened; exits 0 only if every step behaved as the API promises.
  */

@@ -96,11 +96,17 @@ public struct WorkerRequest: Sendable, Equatable {
 
     /// The most tokens one request may ask for.
     public static let maxTokensLimit = 4096
+    /// The longest id, in UTF-8 bytes: every line about a request repeats its id, and
+    /// each line must fit the chunk limit (at least 512 bytes) with room for its payload.
+    public static let maxIDBytes = 128
 
     init(_ value: JSONValue) throws(WorkerMessage.Invalid) {
         guard let idValue = value["id"] else { throw WorkerMessage.Invalid(id: nil, message: "id: missing (expected a string)") }
         guard case let .string(id) = idValue, !id.isEmpty else {
             throw WorkerMessage.Invalid(id: nil, message: "id: expected a non-empty string, found \(WorkerMessage.kind(idValue))")
+        }
+        guard id.utf8.count <= Self.maxIDBytes else {
+            throw WorkerMessage.Invalid(id: nil, message: "id: expected at most \(Self.maxIDBytes) bytes, found \(id.utf8.count)")
         }
         self.id = id
         func fail(_ field: String, _ expected: String) -> WorkerMessage.Invalid {

@@ -43,9 +43,20 @@ enum WorkerResponse {
         }
     }
 
-    /// `{"id", "ok": false, "error"}` (`id` null when the request's id is unknown).
-    static func error(id: String?, _ message: String) -> String {
-        JSONValue.object([("id", id.map(JSONValue.string) ?? .null), ("ok", .bool(false)), ("error", .string(message))]).text
+    /// `{"id", "ok": false, "error"}` (`id` null when the request's id is unknown); a message too long for
+    /// `limit` bytes is cut at a character boundary and ends with "…".
+    static func error(id: String?, _ message: String, limit: Int = .max) -> String {
+        func line(_ text: String) -> String {
+            JSONValue.object([("id", id.map(JSONValue.string) ?? .null), ("ok", .bool(false)), ("error", .string(text))]).text
+        }
+        var whole = line(message)
+        guard whole.utf8.count > limit else { return whole }
+        var scalars = Array(message.unicodeScalars)
+        while !scalars.isEmpty, whole.utf8.count > limit {
+            scalars.removeLast(max(1, min(scalars.count, (whole.utf8.count - limit) / 6)))
+            whole = line(Self.string(scalars) + "…")
+        }
+        return whole
     }
 
     /// A decision as the protocol reports it.

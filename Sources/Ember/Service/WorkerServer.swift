@@ -43,10 +43,10 @@ public final class WorkerServer: @unchecked Sendable {
     public enum ServeError: Error, CustomStringConvertible {
         /// The socket at `path` could not be set up: system call `call` failed, or the path cannot be used, for `reason`.
         case socket(path: String, call: String, reason: String)
-        /// A ``WorkerServer/Configuration`` value out of range (`chunkBytes` or `maxLineBytes` below 256).
+        /// A ``WorkerServer/Configuration`` value out of range (`chunkBytes` below 512 or `maxLineBytes` below 256).
         case invalidSetting(field: String, found: String, expected: String)
 
-        /// A one-line form, e.g. "socket /tmp/ember.sock: bind failed: …" or "chunkBytes: found 100, expected at least 256".
+        /// A one-line form, e.g. "socket /tmp/ember.sock: bind failed: …" or "chunkBytes: found 100, expected at least 512".
         public var description: String {
             switch self {
             case let .socket(path, call, reason): "socket \(path): \(call) failed: \(reason)"
@@ -71,10 +71,11 @@ public final class WorkerServer: @unchecked Sendable {
     /// Held while a status is computed and queued, so no client gets an older status after a newer one.
     private let statusLock = NSLock()
 
-    /// A worker for `runtime`; throws ``ServeError/invalidSetting(field:found:expected:)`` when `chunkBytes` or `maxLineBytes` is below 256. It preloads the default models when `preload` is set, and serves once ``listen(socketPath:)`` or ``serveStandardIO()`` is called.
+    /// A worker for `runtime`; throws ``ServeError/invalidSetting(field:found:expected:)`` when `chunkBytes` is below 512 or `maxLineBytes` below 256. It preloads the default models when `preload` is set, and serves once ``listen(socketPath:)`` or ``serveStandardIO()`` is called.
     public init(runtime: Runtime, configuration: Configuration = Configuration()) throws {
-        guard configuration.chunkBytes >= 256 else {
-            throw ServeError.invalidSetting(field: "chunkBytes", found: "\(configuration.chunkBytes)", expected: "at least 256")
+        // 512: the last chunk carries the metadata (~330 bytes) besides an id of up to 128 bytes.
+        guard configuration.chunkBytes >= 512 else {
+            throw ServeError.invalidSetting(field: "chunkBytes", found: "\(configuration.chunkBytes)", expected: "at least 512")
         }
         guard configuration.maxLineBytes >= 256 else {
             throw ServeError.invalidSetting(field: "maxLineBytes", found: "\(configuration.maxLineBytes)", expected: "at least 256")
@@ -205,7 +206,7 @@ public final class WorkerServer: @unchecked Sendable {
             switch line {
             case let .line(data): handle(data, from: connection)
             case let .tooLong(limit):
-                connection.send(WorkerResponse.error(id: nil, "line longer than \(limit) bytes: skipped up to its newline"))
+                connection.send(WorkerResponse.error(id: nil, "line longer than \(limit) bytes: skipped up to its newline", limit: configuration.chunkBytes))
             }
         }
         switch ending {
@@ -227,7 +228,7 @@ public final class WorkerServer: @unchecked Sendable {
     private func handle(_ line: Data, from connection: WorkerConnection) {
         let message: WorkerMessage
         do { message = try WorkerMessage.parse(line) } catch {
-            connection.send(WorkerResponse.error(id: error.id, error.message))
+            connection.send(WorkerResponse.error(id: error.id, error.message, limit: configuration.chunkBytes))
             return
         }
         switch message {
@@ -236,13 +237,13 @@ public final class WorkerServer: @unchecked Sendable {
             push(to: connection)
         case let .cancel(id):
             if !connection.cancel(id) {
-                connection.send(WorkerResponse.error(id: id, "cancel: no running request with this id"))
+                connection.send(WorkerResponse.error(id: id, "cancel: no running request with this id", limit: configuration.chunkBytes))
             }
         case let .request(request):
             if connection.runOnlyWhileCharging, !currentPower.onExternalPower {
                 let reason = "runOnlyWhileCharging is on and the device is not on external power"
                 connection.send(statusLine(for: connection, extra: [("refused", .string(request.id)), ("reason", .string(reason))]))
-                connection.send(WorkerResponse.error(id: request.id, "refused: \(reason)"))
+                connection.send(WorkerResponse.error(id: request.id, "refused: \(reason)", limit: configuration.chunkBytes))
                 return
             }
             let started = connection.start(request.id) {
@@ -252,7 +253,7 @@ public final class WorkerServer: @unchecked Sendable {
                 }
             }
             if !started {
-                connection.send(WorkerResponse.error(id: request.id, "id: a request with this id is still running on this connection"))
+                connection.send(WorkerResponse.error(id: request.id, "id: a request with this id is still running on this connection", limit: configuration.chunkBytes))
             }
         }
     }
@@ -295,9 +296,9 @@ public final class WorkerServer: @unchecked Sendable {
                 connection.send(line)
             }
         } catch is CancellationError {
-            connection.send(WorkerResponse.error(id: request.id, "cancelled"))
+            connection.send(WorkerResponse.error(id: request.id, "cancelled", limit: configuration.chunkBytes))
         } catch {
-            connection.send(WorkerResponse.error(id: request.id, String(describing: error)))
+            connection.send(WorkerResponse.error(id: request.id, String(describing: error), limit: configuration.chunkBytes))
         }
     }
 

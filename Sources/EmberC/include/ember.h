@@ -21,6 +21,15 @@
  *
  * Threading: a runtime, its models and requests may be used from any thread.
  * Token callbacks run on an Ember thread, one at a time per request, in order.
+ *
+ * Lifetimes: strings passed in (prompts, names, texts) are copied before the
+ * call returns. A model may outlive the runtime that loaded it. Release a
+ * request once you no longer need its text; releasing a runtime cancels its
+ * unfinished requests but does not release them.
+ *
+ * Structures start with a `size` field: set it to sizeof the structure as this
+ * header declares it. A library of another ABI version refuses a size it does
+ * not know with EMBER_ERROR_INVALID_ARGUMENT rather than guess at the layout.
  */
 #ifndef EMBER_H
 #define EMBER_H
@@ -132,7 +141,10 @@ typedef struct ember_model ember_model_t;      /* a loaded model                
 typedef struct ember_request ember_request_t;  /* a submitted generation            */
 
 /* Called with each piece of generated text (UTF-8, `length` bytes, also
- * NUL-terminated) as it is decoded. Runs on an Ember thread. */
+ * NUL-terminated) as it is decoded. Runs on an Ember thread. `piece` is valid
+ * only during the call: copy what you keep. `user_data` is what was passed to
+ * ember_generate_submit; it must stay valid until ember_request_release returns
+ * for that request — after that the callback is never called again. */
 typedef void (*ember_token_callback)(const char *piece, size_t length, void *user_data);
 
 /* ---- Library ------------------------------------------------------------------ */
@@ -163,19 +175,26 @@ void ember_model_release(ember_model_t *model);
 
 /* Starts generating up to `max_tokens` tokens from `prompt` (greedy) as a
  * request of `tier`; returns at once. `on_token` (may be NULL) receives the
- * text as it is decoded. */
+ * text as it is decoded. An empty prompt or max_tokens < 1 is refused here.
+ * Generation also stops at the end of the model's context. */
 ember_status_t ember_generate_submit(ember_runtime_t *runtime, ember_model_t *model, const char *prompt,
                                      int32_t max_tokens, ember_tier_t tier, ember_token_callback on_token,
                                      void *user_data, ember_request_t **out_request);
-/* Blocks until the request ends; returns how it ended (EMBER_OK, _DROPPED, _CANCELLED, …). */
+/* Blocks until the request ends; returns how it ended (EMBER_OK, _DROPPED, _CANCELLED, …).
+ * A request the policy defers (STANDARD or BACKGROUND on a low battery, say)
+ * waits until the power state allows it: CRITICAL requests are never deferred. */
 ember_status_t ember_request_wait(ember_request_t *request);
-/* Asks the request to stop; it ends within a token with EMBER_ERROR_CANCELLED. */
+/* Asks the request to stop; it ends within a token with EMBER_ERROR_CANCELLED.
+ * The callback may still be called until then. */
 ember_status_t ember_request_cancel(ember_request_t *request);
 /* The whole generated text once the request ended with EMBER_OK; valid until the request is released. */
 ember_status_t ember_request_text(ember_request_t *request, const char **out_text);
 /* The decision the request ran under, once it ended with EMBER_OK. */
 ember_status_t ember_request_decision(ember_request_t *request, ember_decision_t *out_decision);
-/* Cancels the request if it still runs and releases it. */
+/* Stops the callback, cancels the request if it still runs, and releases it.
+ * When it returns, the callback is not running and will not be called again
+ * (it waits for a call in progress on another thread; do not call it from a
+ * thread that callback is waiting for). It may be called from the callback. */
 void ember_request_release(ember_request_t *request);
 
 /* ---- Embeddings ------------------------------------------------------------------ */
@@ -183,7 +202,9 @@ void ember_request_release(ember_request_t *request);
 /* Embeds `count` UTF-8 texts as one request of `tier` and blocks until done.
  * Writes count × dimension floats (one L2-normalised vector per text, in
  * order) to `out_vectors`, which holds `capacity` floats. `out_decision` may
- * be NULL. */
+ * be NULL. A deferred request blocks here until the power state allows it
+ * (another thread's ember_runtime_set_power_state, or the OS's state
+ * changing): embed at EMBER_TIER_CRITICAL when the caller cannot wait. */
 ember_status_t ember_embed(ember_runtime_t *runtime, ember_model_t *model, const char *const *texts, size_t count,
                            ember_tier_t tier, float *out_vectors, size_t capacity, ember_decision_t *out_decision);
 
