@@ -31,6 +31,9 @@ struct ChatCommand: ParsableCommand {
     func validate() throws {
         guard n > 0 else { throw ValidationError("-n \(n): expected at least 1") }
         guard (16...65_536).contains(contextLength) else { throw ValidationError("--context \(contextLength): expected 16 to 65536") }
+        do { try SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed).validate() } catch {
+            throw ValidationError("\(error)")
+        }
     }
 
     func run() throws {

@@ -21,6 +21,13 @@ struct GenerateCommand: ParsableCommand {
     @Flag(help: "Print one JSON object on one line instead of streaming.")
     var json = false
 
+    func validate() throws {
+        guard n >= 1 else { throw ValidationError("-n: found \(n), expected at least 1 token") }
+        do { try SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed).validate() } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+
     @Argument(help: "The prompt (special tokens such as <|im_start|> are parsed).")
     var prompt: String
 

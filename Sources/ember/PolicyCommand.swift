@@ -13,11 +13,17 @@ struct PolicyCommand: ParsableCommand {
     @Option(help: "A power state to decide for instead, as EMBER_POWER spells it (e.g. battery=0.15,thermal=serious).")
     var state: String?
 
+    func validate() throws {
+        guard (1...1024).contains(threads) else { throw ValidationError("--threads \(threads): expected 1 to 1024") }
+        if let state {
+            do { _ = try PowerOverride.parse(state) } catch { throw ValidationError("--state: \(error)") }
+        }
+    }
+
     func run() throws {
         let configuration = PolicyConfiguration(threads: threads)
         if let state {
-            let parsed: PowerState
-            do { parsed = try PowerOverride.parse(state) } catch { throw ValidationError("\(error)") }
+            let parsed = try PowerOverride.parse(state)
             print("state: \(parsed)")
             for tier in Tier.allCases.reversed() {
                 print("  \(tier.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)) "

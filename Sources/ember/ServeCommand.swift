@@ -47,6 +47,12 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A misspelt or unfetched default model is a configuration error: refuse to start rather than
+        // answer every request with it.
+        do { _ = try ModelLocator.path(for: model) } catch { throw ValidationError("--model \(model): \(error)") }
+        do { _ = try ModelLocator.directory(for: embeddingModel) } catch {
+            throw ValidationError("--embedding-model \(embeddingModel): \(error)")
+        }
         let power: Runtime.Configuration.Power = if let powerTimeline {
             .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
         } else {

@@ -36,6 +36,25 @@ struct RuntimeTests {
         #expect(vectors.count == 1)
         #expect(throws: KernelError.self) { try Runtime(configuration: .init(power: .system)).setPowerState(.mains) }
     }
+
+    /// Bad arguments are refused before the request reaches the scheduler (even one that would be deferred),
+    /// and a path that does not exist is "no such file", not an unknown model name.
+    @Test func badArgumentsAreRefusedUpFront() async throws {
+        let low = PowerState(batteryLevel: 0.12, charging: .unplugged, externalPower: false)
+        let runtime = try Runtime(configuration: .init(power: .injected(low), modelsDirectory: Self.models))
+        let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        await #expect(throws: KernelError.invalidArgument(argument: "maxTokens", found: "0", expected: "at least 1")) {
+            try await runtime.generateText(llm, prompt: "Hi", maxTokens: 0, tier: .background)
+        }
+        await #expect(throws: KernelError.self) {
+            try await runtime.generateText(llm, prompt: "Hi", tier: .background, sampler: SamplerSettings(temperature: .nan))
+        }
+        #expect(await runtime.scheduler.deferredCount == 0)
+        await #expect(throws: ModelCatalogError.unreadable(file: "/nonexistent/x.gguf", reason: "no such file")) {
+            try await runtime.loadLanguageModel(named: "/nonexistent/x.gguf")
+        }
+        await #expect(throws: ModelCatalogError.self) { try await runtime.loadLanguageModel(named: Self.models.path) }
+    }
 }
 
 /// The README's "In a Swift app" lines and the Getting-started article's, kept compiling and correct.

@@ -5,6 +5,25 @@ import Testing
 struct SamplerTests {
     static let logits: [Float] = [0.1, 2.0, 1.9, -1, 0.5, 1.95]
 
+    @Test func settingsOutOfRangeAreNamed() throws {
+        try SamplerSettings().validate()
+        try SamplerSettings(temperature: 2, topK: 0, topP: 1, minP: 0, repetitionPenalty: 1.3).validate()
+        let bad: [(SamplerSettings, String)] = [
+            (SamplerSettings(temperature: .nan), "temperature"), (SamplerSettings(temperature: -0.5), "temperature"),
+            (SamplerSettings(temperature: .infinity), "temperature"), (SamplerSettings(topK: -1), "topK"),
+            (SamplerSettings(topP: 0), "topP"), (SamplerSettings(topP: 1.5), "topP"), (SamplerSettings(minP: -0.1), "minP"),
+            (SamplerSettings(repetitionPenalty: 0), "repetitionPenalty"), (SamplerSettings(repetitionWindow: -1), "repetitionWindow"),
+        ]
+        for (settings, field) in bad {
+            #expect {
+                try settings.validate()
+            } throws: { error in
+                guard case let KernelError.invalidArgument(argument, _, _) = error else { return false }
+                return argument == field
+            }
+        }
+    }
+
     @Test func emptyLogitsGiveTokenZeroInsteadOfTrapping() {
         var sampler = Sampler(SamplerSettings(temperature: 0.8, topK: 0, minP: 0, seed: 1))
         #expect(sampler.next(logits: [], history: [3]) == 0)

@@ -175,6 +175,12 @@ struct ScriptedTimelineTests {
         #expect(states.map(\.thermal) == [.nominal, .nominal, .nominal, .serious, .nominal])
     }
 
+    @Test func aMissingTimelineFileIsNamed() {
+        #expect(throws: ScriptedPowerTimeline.TimelineError.invalid(file: "/nonexistent/t.json", field: "(file)", reason: "no such file")) {
+            try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: "/nonexistent/t.json"))
+        }
+    }
+
     @Test func timelineFileIsValidated() throws {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("ember-timeline-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: url) }

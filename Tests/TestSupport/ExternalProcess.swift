@@ -20,13 +20,15 @@ public enum ExternalProcess {
         public var timedOut: Bool
     }
 
-    /// Runs `executable` with `arguments` (standard input from `input`) and
+    /// Runs `executable` with `arguments` (standard input from `input`, in `workingDirectory` if given) and
     /// waits at most `timeout` seconds, killing it after that. Waits without
     /// blocking a thread of Swift's cooperative pool, so async tests running
     /// beside it keep their threads.
     public static func run(_ executable: String, _ arguments: [String], input: Data? = nil,
-                           environment: [String: String]? = nil, timeout: Double = 300) async throws -> Outcome {
+                           environment: [String: String]? = nil, workingDirectory: URL? = nil,
+                           timeout: Double = 300) async throws -> Outcome {
         let process = Process()
+        if let workingDirectory { process.currentDirectoryURL = workingDirectory }
         process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
         process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }

@@ -81,6 +81,10 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
     public convenience init(contentsOf url: URL, clock: PowerClock = SystemPowerClock()) throws {
         struct File: Codable { var steps: [Step] }
         let file: File
+        guard FileManager.default.isReadableFile(atPath: url.path) else {
+            let exists = FileManager.default.fileExists(atPath: url.path)
+            throw TimelineError.invalid(file: url.path, field: "(file)", reason: exists ? "not readable" : "no such file")
+        }
         do {
             file = try JSONDecoder().decode(File.self, from: Data(contentsOf: url))
         } catch {

@@ -124,11 +124,14 @@ public final class Runtime: Sendable {
     /// ``Generation`` with the decision it ran under; `onPiece` sees each text
     /// piece as it is decoded; `onDeferred` hears the policy's reason if the
     /// request has to wait for a better power state. Cancelling the calling
-    /// task stops the generation within a token.
+    /// task stops the generation within a token. Bad arguments (`maxTokens` below 1, sampler settings out of
+    /// range, see ``SamplerSettings/validate()``) throw before the request reaches the scheduler.
     public func generateText(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                              sampler: SamplerSettings = SamplerSettings(),
                              onPiece: @escaping @Sendable (String) -> Void = { _ in },
                              onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
+        guard maxTokens >= 1 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "at least 1") }
+        try sampler.validate()
         let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler)
         await synchronizePowerState()
         let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece, onDeferred: onDeferred)

@@ -11,8 +11,19 @@ public enum ModelLocator {
 
     /// The path of the model file for `nameOrPath`; a name that is in the
     /// manifest but not fetched yet is an error that says how to fetch it.
+    /// Something that names a path (a "/" in it, or a model file's extension) and does not exist is
+    /// "no such file", not an unknown model name; a folder where a file is expected is refused too.
     public static func path(for nameOrPath: String, modelsDirectory: URL = ModelLocator.modelsDirectory) throws -> String {
-        if FileManager.default.fileExists(atPath: nameOrPath) { return nameOrPath }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: nameOrPath, isDirectory: &isDirectory) {
+            guard !isDirectory.boolValue else {
+                throw ModelCatalogError.unreadable(file: nameOrPath, reason: "a folder; expected a model file (.gguf) or a model name")
+            }
+            return nameOrPath
+        }
+        if nameOrPath.contains("/") || [".gguf", ".safetensors", ".bin"].contains(where: { nameOrPath.lowercased().hasSuffix($0) }) {
+            throw ModelCatalogError.unreadable(file: nameOrPath, reason: "no such file")
+        }
         let manifest = try ModelManifest(contentsOf: modelsDirectory.appendingPathComponent("manifest.json"))
         let entry = try manifest.model(named: nameOrPath)
         guard let first = entry.files.first else {

@@ -51,6 +51,8 @@ extension LlamaModel {
                                    threads: Int = KernelThreads.default, qos: QoSClass = .current,
                                    onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
+        guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
+        try sampler.settings.validate()
         let energyBefore = session.energy.joules
         var decoder = StreamingDecoder()
         let prefillStart = DispatchTime.now().uptimeNanoseconds

@@ -17,6 +17,22 @@ public struct SamplerSettings: Sendable, Equatable {
     /// Seed of the random draws; the same seed and inputs give the same tokens.
     public var seed: UInt64 = 0
 
+    /// Throws ``KernelError/invalidArgument(argument:found:expected:)`` naming the first setting out of range:
+    /// temperature finite and ≥ 0, top-k ≥ 0, top-p in (0, 1], min-p in [0, 1], repetition penalty finite and > 0,
+    /// repetition window ≥ 0.
+    public func validate() throws {
+        func check(_ ok: Bool, _ field: String, _ value: String, _ expected: String) throws {
+            guard ok else { throw KernelError.invalidArgument(argument: field, found: value, expected: expected) }
+        }
+        try check(temperature.isFinite && temperature >= 0, "temperature", "\(temperature)", "a finite number ≥ 0 (0 is greedy)")
+        try check(topK >= 0, "topK", "\(topK)", "≥ 0 (0 keeps every token)")
+        try check(topP > 0 && topP <= 1, "topP", "\(topP)", "a number in (0, 1]")
+        try check(minP >= 0 && minP <= 1, "minP", "\(minP)", "a number in [0, 1]")
+        try check(repetitionPenalty.isFinite && repetitionPenalty > 0, "repetitionPenalty", "\(repetitionPenalty)",
+                  "a finite number > 0 (1 is off)")
+        try check(repetitionWindow >= 0, "repetitionWindow", "\(repetitionWindow)", "≥ 0")
+    }
+
     /// Settings with the defaults above: greedy, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, seed 0.
     public init(temperature: Float = 0, topK: Int = 40, topP: Float = 0.95, minP: Float = 0.05,
                 repetitionPenalty: Float = 1, repetitionWindow: Int = 64, seed: UInt64 = 0) {

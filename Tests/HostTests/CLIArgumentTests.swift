@@ -1,0 +1,36 @@
+import EmberTestSupport
+import Foundation
+import Testing
+
+/// Bad arguments to the `ember` tool: a clear message naming the argument and a
+/// non-zero exit, never a trap, a backtrace or a silent success.
+@Suite("ember: bad arguments")
+struct CLIArgumentTests {
+    static let ember = ExternalProcess.productsDirectory.appendingPathComponent("ember").path
+    static let models = ExternalProcess.repositoryRoot.appendingPathComponent("models").path
+
+    @Test(arguments: [
+        (["generate", "-n", "0", "Hi"], "-n: found 0, expected at least 1"),
+        (["generate", "--temperature", "nan", "Hi"], "temperature: nan, expected a finite number"),
+        (["generate", "--temperature=-1", "Hi"], "temperature: -1.0, expected a finite number"),
+        (["generate", "--top-p", "5", "Hi"], "topP: 5.0, expected a number in (0, 1]"),
+        (["generate", "--top-k=-1", "Hi"], "topK: -1, expected ≥ 0"),
+        (["chat", "--top-p", "0"], "topP: 0.0, expected a number in (0, 1]"),
+        (["generate", "-m", "/nonexistent/model.gguf", "Hi"], "/nonexistent/model.gguf: cannot read: no such file"),
+        (["generate", "-m", "models/all-minilm-l6-v2", "Hi"], "a folder; expected a model file"),
+        (["policy", "--threads", "0"], "--threads 0: expected 1 to 1024"),
+        (["policy", "--state", "battery=2"], "--state: EMBER_POWER: battery=2: expected a level 0…1"),
+        (["serve", "--stdio", "--power-timeline", "/nonexistent/timeline.json"], "/nonexistent/timeline.json: (file): no such file"),
+        (["serve", "--stdio", "--chunk-bytes", "300"], "chunkBytes: found 300, expected at least 512"),
+        (["serve", "--stdio", "--model", "nope"], "--model nope: no model named \"nope\" in the manifest"),
+    ])
+    func badArgumentsAreNamed(arguments: [String], message: String) async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let run = try await ExternalProcess.run(Self.ember, arguments, environment: ["EMBER_MODELS_DIR": Self.models],
+                                                workingDirectory: ExternalProcess.repositoryRoot, timeout: 120)
+        let said = run.standardError + run.standardOutput
+        #expect(run.status != 0 && !run.timedOut, "\(arguments) exited \(run.status): \(said)")
+        #expect(said.contains(message), "\(arguments): \(said)")
+        #expect(!said.contains("Fatal error") && !said.contains("Backtrace") && !said.contains("NSCocoaErrorDomain"), "\(said)")
+    }
+}
