@@ -85,6 +85,7 @@ struct WorkerServerTests {
             #expect((error["error"] as? String)?.contains(mentions) == true, "\(name): \(error)")
         }
         #expect((report["after_errors"] as? [String: Any])?["ok"] as? Bool == true)
+        #expect(report["statuses_naming_unknown_model"] as? Int == 0, "an unknown model never shows as loading")
 
         // Cancelling by message, and a client that leaves mid-stream: cancelled cleanly, others served.
         #expect((report["cancelled"] as? [String: Any])?["error"] as? String == "cancelled")

@@ -63,6 +63,10 @@ actor WorkerModels {
     private func load(_ name: String, embedding: Bool) async throws -> Loaded {
         if let task = loads[name] { return try await task.value }
         let runtime = runtime
+        // A name that is neither in the manifest nor a file is refused before it shows as "loading".
+        let directory = runtime.configuration.modelsDirectory
+        _ = embedding ? try ModelLocator.directory(for: name, modelsDirectory: directory)
+                      : try ModelLocator.path(for: name, modelsDirectory: directory)
         let task = Task<Loaded, Error> {
             embedding ? .embedding(try await runtime.loadEmbeddingModel(named: name))
                       : .language(try await runtime.loadLanguageModel(named: name))

@@ -140,6 +140,7 @@ def scenario_protocol(path):
     report["errors"] = errors
     response, _, _ = a.request(prompt="The capital of France is", maxTokens=4, tier="critical")
     report["after_errors"] = response
+    report["statuses_naming_unknown_model"] = sum("no-such-model" in s.get("models", {}) for s in a.statuses)
 
     # Cancel by message.
     long_id = str(uuid.uuid4())
