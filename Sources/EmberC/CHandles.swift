@@ -30,17 +30,26 @@ enum CModel: @unchecked Sendable {
     }
 }
 
-/// Behind `ember_request_t`: one generation running as a task, its outcome,
-/// and a condition to wait on.
+/// Behind `ember_request_t`: one generation or embedding running as a task,
+/// its outcome, and a condition to wait on.
 final class CRequest: @unchecked Sendable {
+    /// What a request that ended well produced.
+    enum Output: Sendable {
+        case generation(Completion<Generation>)
+        case embeddings(Completion<[[Float]]>)
+    }
+
     private let condition = NSCondition()
     private var finished = false
     private var status = EMBER_ERROR_PENDING
     private var message = ""
     private var task: Task<Void, Never>?
-    private(set) var completion: Completion<Generation>?
-    /// The generated text as a C string, kept for the request's lifetime.
+    /// The decision the request ran under, once it ended well.
+    private(set) var decision: ember_decision_t?
+    /// The generated text as a C string, kept for the request's lifetime (generation only).
     private(set) var text: UnsafeMutablePointer<CChar>?
+    /// The vectors, one per text (embedding only).
+    private(set) var vectors: [[Float]]?
     /// The host's token callback; closed when the host releases the request.
     let callback: CCallback
 
@@ -48,10 +57,10 @@ final class CRequest: @unchecked Sendable {
 
     deinit { free(text) }
 
-    func start(_ work: @escaping @Sendable () async throws -> Completion<Generation>, then: @escaping @Sendable () -> Void) {
+    func start(_ work: @escaping @Sendable () async throws -> Output, then: @escaping @Sendable () -> Void) {
         condition.withLock {
             task = Task {
-                let outcome: Result<Completion<Generation>, Error>
+                let outcome: Result<Output, Error>
                 do { outcome = .success(try await work()) } catch { outcome = .failure(error) }
                 self.finish(outcome)
                 then()
@@ -59,12 +68,16 @@ final class CRequest: @unchecked Sendable {
         }
     }
 
-    private func finish(_ outcome: Result<Completion<Generation>, Error>) {
+    private func finish(_ outcome: Result<Output, Error>) {
         condition.withLock {
             switch outcome {
-            case let .success(completion):
-                self.completion = completion
+            case let .success(.generation(completion)):
+                decision = CConversions.decision(completion)
                 text = strdup(completion.output.text)
+                status = EMBER_OK
+            case let .success(.embeddings(completion)):
+                decision = CConversions.decision(completion)
+                vectors = completion.output
                 status = EMBER_OK
             case let .failure(error):
                 (status, message) = CStatus.from(error)

@@ -38,6 +38,12 @@ enum CStatus {
         return fail(status, message)
     }
 
+    /// A status that refuses a call, its message already recorded (so it can travel in a `Result`).
+    struct Refusal: Error {
+        let status: ember_status_t
+        init(_ status: ember_status_t) { self.status = status }
+    }
+
     /// EMBER_ERROR_INVALID_ARGUMENT naming the argument, what was found and what was expected.
     static func invalid(_ argument: String, found: String, expected: String) -> ember_status_t {
         fail(EMBER_ERROR_INVALID_ARGUMENT, "\(argument): found \(found), expected \(expected)")

@@ -145,9 +145,9 @@ public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePoin
     let request = CRequest(callback: callback)
     owner.track(request)
     request.start({
-        try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier) { piece in
+        .generation(try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier) { piece in
             callback.call(piece)
-        }
+        })
     }, then: { owner.untrack(request) })
     outRequest.pointee = OpaquePointer(Unmanaged.passRetained(request).toOpaque())
     return EMBER_OK
@@ -172,9 +172,13 @@ public func ember_request_text(_ request: OpaquePointer?, _ outText: UnsafeMutab
     guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
     guard let outText else { return CStatus.invalid("out_text", found: "NULL", expected: "a pointer to a const char *") }
     let (status, message) = request.current
-    guard status == EMBER_OK, let text = request.text else {
+    guard status == EMBER_OK else {
         outText.pointee = nil
         return CStatus.fail(status, status == EMBER_ERROR_PENDING ? "the request has not finished: call ember_request_wait first" : message)
+    }
+    guard let text = request.text else {
+        outText.pointee = nil
+        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "request: an embedding request has no text: use ember_request_embeddings")
     }
     outText.pointee = UnsafePointer(text)
     return EMBER_OK
@@ -189,10 +193,10 @@ public func ember_request_decision(_ request: OpaquePointer?, _ outDecision: Uns
                                expected: "sizeof(ember_decision_t) = \(MemoryLayout<ember_decision_t>.size)")
     }
     let (status, message) = request.current
-    guard status == EMBER_OK, let completion = request.completion else {
+    guard status == EMBER_OK, let decision = request.decision else {
         return CStatus.fail(status, status == EMBER_ERROR_PENDING ? "the request has not finished: call ember_request_wait first" : message)
     }
-    outDecision.pointee = CConversions.decision(completion)
+    outDecision.pointee = decision
     return EMBER_OK
 }
 
@@ -207,18 +211,58 @@ public func ember_request_release(_ request: OpaquePointer?) {
 
 // MARK: - Embeddings
 
+/// The checked inputs of an embedding call, or the status that refuses them (the message already set).
+private func embeddingInputs(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
+                             _ count: Int, _ tier: ember_tier_t) -> Result<(CRuntime, BertModel, [String], Tier), CStatus.Refusal> {
+    guard let owner = Unmanaged<CRuntime>.object(runtime) else {
+        return .failure(.init(CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle")))
+    }
+    guard let box = Unmanaged<CModel.Box>.object(model) else {
+        return .failure(.init(CStatus.invalid("model", found: "NULL", expected: "a model handle")))
+    }
+    guard case let .embedding(bert) = box.model else {
+        return .failure(.init(CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")))
+    }
+    guard count > 0, let texts else {
+        return .failure(.init(CStatus.invalid("texts", found: count > 0 ? "NULL" : "count \(count)", expected: "at least one text")))
+    }
+    guard let tier = CConversions.tier(tier) else {
+        return .failure(.init(CStatus.invalid("tier", found: "\(tier.rawValue)", expected: "an ember_tier_t (0 critical, 1 standard, 2 background)")))
+    }
+    var strings: [String] = []
+    for index in 0..<count {
+        guard let text = texts[index] else {
+            return .failure(.init(CStatus.invalid("texts[\(index)]", found: "NULL", expected: "a UTF-8 string")))
+        }
+        strings.append(String(cString: text))
+    }
+    return .success((owner, bert, strings, tier))
+}
+
+/// Copies `vectors` into the caller's buffer of `capacity` floats, row after row.
+private func copy(_ vectors: [[Float]], to outVectors: UnsafeMutablePointer<Float>?, capacity: Int) -> ember_status_t {
+    let needed = vectors.reduce(0) { $0 + $1.count }
+    guard let outVectors else { return CStatus.invalid("out_vectors", found: "NULL", expected: "a buffer of count × dimension floats") }
+    guard capacity >= needed else {
+        return CStatus.fail(EMBER_ERROR_BUFFER_TOO_SMALL,
+                            "capacity: found \(capacity) floats, expected at least \(needed) (\(vectors.count) texts × \(vectors.first?.count ?? 0))")
+    }
+    var offset = 0
+    for vector in vectors {
+        vector.withUnsafeBufferPointer { (outVectors + offset).update(from: $0.baseAddress!, count: vector.count) }
+        offset += vector.count
+    }
+    return EMBER_OK
+}
+
 @_cdecl("ember_embed")
 public func ember_embed(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
                         _ count: Int, _ tier: ember_tier_t, _ outVectors: UnsafeMutablePointer<Float>?, _ capacity: Int,
                         _ outDecision: UnsafeMutablePointer<ember_decision_t>?) -> ember_status_t {
-    guard let runtime = Unmanaged<CRuntime>.object(runtime)?.runtime else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
-    guard let box = Unmanaged<CModel.Box>.object(model) else { return CStatus.invalid("model", found: "NULL", expected: "a model handle") }
-    guard case let .embedding(bert) = box.model else {
-        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")
-    }
-    guard count > 0, let texts else { return CStatus.invalid("texts", found: count > 0 ? "NULL" : "count \(count)", expected: "at least one text") }
-    guard let tier = CConversions.tier(tier) else {
-        return CStatus.invalid("tier", found: "\(tier.rawValue)", expected: "an ember_tier_t (0 critical, 1 standard, 2 background)")
+    let (owner, bert, input, requestTier): (CRuntime, BertModel, [String], Tier)
+    switch embeddingInputs(runtime, model, texts, count, tier) {
+    case let .success(inputs): (owner, bert, input, requestTier) = inputs
+    case let .failure(refusal): return refusal.status
     }
     guard let outVectors else { return CStatus.invalid("out_vectors", found: "NULL", expected: "a buffer of count × dimension floats") }
     let needed = count * bert.config.hidden
@@ -229,20 +273,46 @@ public func ember_embed(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ te
         return CStatus.invalid("out_decision->size", found: "\(outDecision.pointee.size)",
                                expected: "sizeof(ember_decision_t) = \(MemoryLayout<ember_decision_t>.size)")
     }
-    var strings: [String] = []
-    for index in 0..<count {
-        guard let text = texts[index] else { return CStatus.invalid("texts[\(index)]", found: "NULL", expected: "a UTF-8 string") }
-        strings.append(String(cString: text))
-    }
-    let input = strings
-    switch blocking({ try await runtime.embedding(bert, input, tier: tier) }) {
+    let runtime = owner.runtime
+    switch blocking({ try await runtime.embedding(bert, input, tier: requestTier) }) {
     case let .success(completion):
-        for (row, vector) in completion.output.enumerated() {
-            vector.withUnsafeBufferPointer { (outVectors + row * bert.config.hidden).update(from: $0.baseAddress!, count: vector.count) }
-        }
-        outDecision?.pointee = CConversions.decision(completion)
-        return EMBER_OK
+        let status = copy(completion.output, to: outVectors, capacity: capacity)
+        if status == EMBER_OK { outDecision?.pointee = CConversions.decision(completion) }
+        return status
     case let .failure(error):
         return CStatus.fail(error)
     }
+}
+
+@_cdecl("ember_embed_submit")
+public func ember_embed_submit(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
+                               _ count: Int, _ tier: ember_tier_t, _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
+    guard let outRequest else { return CStatus.invalid("out_request", found: "NULL", expected: "a pointer to store the handle") }
+    outRequest.pointee = nil
+    let (owner, bert, input, requestTier): (CRuntime, BertModel, [String], Tier)
+    switch embeddingInputs(runtime, model, texts, count, tier) {
+    case let .success(inputs): (owner, bert, input, requestTier) = inputs
+    case let .failure(refusal): return refusal.status
+    }
+    let request = CRequest(callback: CCallback(function: nil, userData: nil))
+    owner.track(request)
+    request.start({ .embeddings(try await owner.runtime.embedding(bert, input, tier: requestTier)) }, then: { owner.untrack(request) })
+    outRequest.pointee = OpaquePointer(Unmanaged.passRetained(request).toOpaque())
+    return EMBER_OK
+}
+
+@_cdecl("ember_request_embeddings")
+public func ember_request_embeddings(_ request: OpaquePointer?, _ outVectors: UnsafeMutablePointer<Float>?, _ capacity: Int,
+                                     _ outCount: UnsafeMutablePointer<Int>?) -> ember_status_t {
+    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+    let (status, message) = request.current
+    guard status == EMBER_OK else {
+        return CStatus.fail(status, status == EMBER_ERROR_PENDING ? "the request has not finished: call ember_request_wait first" : message)
+    }
+    guard let vectors = request.vectors else {
+        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "request: a generation request has no vectors: use ember_request_text")
+    }
+    let copied = copy(vectors, to: outVectors, capacity: capacity)
+    if copied == EMBER_OK { outCount?.pointee = vectors.reduce(0) { $0 + $1.count } }
+    return copied
 }

@@ -78,6 +78,8 @@ struct CHostTests {
             #expect(text.hasPrefix(" Paris"))
         }
         #expect(lines.contains { $0.hasPrefix("cancelled: status 6") })
+        #expect(lines.contains { $0.hasPrefix("deferred embedding, cancelled: status 6") })
+        #expect(lines.contains { $0.hasPrefix("submitted embedding: precision=int4") })
         #expect(lines.contains { $0.hasPrefix("missing model: status 2") && $0.contains("no-such-model") })
     }
 }

@@ -33,4 +33,14 @@ struct CLIArgumentTests {
         #expect(said.contains(message), "\(arguments): \(said)")
         #expect(!said.contains("Fatal error") && !said.contains("Backtrace") && !said.contains("NSCocoaErrorDomain"), "\(said)")
     }
+
+    /// Extreme but valid values run: a top-k far above the vocabulary is the whole vocabulary.
+    @Test func aHugeTopKRuns() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let run = try await ExternalProcess.run(Self.ember, ["generate", "--temperature", "0.8", "--top-k", "\(Int.max)", "-n", "2",
+                                                             "--precision", "int4", "--json", "Hi"],
+                                                environment: ["EMBER_MODELS_DIR": Self.models], timeout: 120)
+        #expect(run.status == 0, "\(run.standardError)")
+        #expect(run.standardOutput.contains("\"token_ids\""))
+    }
 }

@@ -34,4 +34,18 @@ struct LlamaReferenceTests {
             #expect(rate >= 0.95, "\(file): top-1 agreement \(agree)/\(reference.gen_ids.count) for \(reference.prompt.debugDescription)")
         }
     }
+
+    /// A maxTokens of Int.max is "until the context is full or the caller stops", not an overflow trap.
+    @Test func theLargestMaxTokensDoesNotOverflow() throws {
+        let model = try #require(Self.model)
+        var steps = 0
+        struct Enough: Error {}
+        #expect(throws: Enough.self) {
+            try model.generate(prompt: "Hello", maxTokens: .max, precision: .int4, betweenTokens: {
+                steps += 1
+                if steps > 2 { throw Enough() }
+            })
+        }
+        #expect(steps == 3)
+    }
 }

@@ -24,6 +24,14 @@ struct SamplerTests {
         }
     }
 
+    @Test func topKAboveTheVocabularyKeepsItAll() {
+        for topK in [Self.logits.count, 1 << 40, Int.max] {
+            var sampler = Sampler(SamplerSettings(temperature: 1, topK: topK, topP: 1, minP: 0, seed: 9))
+            let draws = Set((0..<300).map { _ in sampler.next(logits: Self.logits, history: []) })
+            #expect(draws.count >= 5, "top-k \(topK): \(draws)")
+        }
+    }
+
     @Test func emptyLogitsGiveTokenZeroInsteadOfTrapping() {
         var sampler = Sampler(SamplerSettings(temperature: 0.8, topK: 0, minP: 0, seed: 1))
         #expect(sampler.next(logits: [], history: [3]) == 0)

@@ -129,10 +129,26 @@ struct WorkerProtocolTests {
         }
     }
 
+    /// Ids are capped at 128 bytes as JSON text (escapes count), in requests and in cancels;
+    /// so are model names at 256: every line that echoes them stays within the chunk limit.
     @Test func idsLongerThanTheLimitAreRefused() throws {
         let long = String(repeating: "x", count: WorkerRequest.maxIDBytes + 1)
-        #expect(throws: WorkerMessage.Invalid(id: nil, message: "id: expected at most 128 bytes, found 129")) {
+        #expect(throws: WorkerMessage.Invalid(id: nil, message: "id: expected at most 128 bytes as JSON text, found 129")) {
             try parse(#"{"id": "\#(long)", "prompt": "hi"}"#)
+        }
+        // 64 quotes are 64 bytes raw but 128 written; 65 are too many. 22 control characters are 132 written.
+        _ = try parse(#"{"id": "\#(String(repeating: #"\""#, count: 64))", "prompt": "hi"}"#)
+        #expect(throws: WorkerMessage.Invalid(id: nil, message: "id: expected at most 128 bytes as JSON text, found 130")) {
+            try parse(#"{"id": "\#(String(repeating: #"\""#, count: 65))", "prompt": "hi"}"#)
+        }
+        #expect(throws: WorkerMessage.Invalid(id: nil, message: "id: expected at most 128 bytes as JSON text, found 132")) {
+            try parse(#"{"id": "\#(String(repeating: #"\u0001"#, count: 22))", "prompt": "hi"}"#)
+        }
+        #expect(throws: WorkerMessage.Invalid(id: nil, message: "cancel: expected at most 128 bytes as JSON text, found 600")) {
+            try parse(#"{"cancel": "\#(String(repeating: "a", count: 600))"}"#)
+        }
+        #expect(throws: WorkerMessage.Invalid.self) {
+            try parse(#"{"id": "m", "prompt": "hi", "model": "/\#(String(repeating: "d", count: 300)).gguf"}"#)
         }
     }
 

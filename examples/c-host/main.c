@@ -1,7 +1,7 @@
 /*
  * A C host for Ember: generates text with SmolLM2 (tokens streamed through a
  * callback), cancels a request, shows the typed errors, injects a power state,
- * and embeds sentences with MiniLM.
+ * and embeds sentences with MiniLM, blocking and as a request it can cancel.
  *
  * From the repository's root, after `swift build -c release --product EmberC`:
  *
@@ -171,6 +171,35 @@ int main(int argc, char **argv) {
            sqrt(cosine(vectors, vectors, dimension)));
     printf("cosine(guitar, guitar music) = %.3f, cosine(guitar, stock market) = %.3f\n", related, unrelated);
     check(related > 0.5 && unrelated < 0.3, "related sentences are closer than unrelated ones");
+
+    /* The same as a request that returns at once. At 15% a standard request is deferred: it waits
+     * for power, so the host cancels it; at the critical tier it runs. */
+    ember_power_state_t low = {sizeof low, 15, 0, 0, 0, EMBER_THERMAL_NOMINAL};
+    check(ember_runtime_set_power_state(runtime, &low) == EMBER_OK, "inject 15% battery");
+    ember_request_t *waiting = NULL;
+    check(ember_embed_submit(runtime, minilm, sentences, 3, EMBER_TIER_STANDARD, &waiting) == EMBER_OK, "submit a standard embedding");
+    check(ember_request_embeddings(waiting, vectors, 3 * dimension, NULL) == EMBER_ERROR_PENDING, "a waiting request has no vectors yet");
+    ember_request_cancel(waiting);
+    status = ember_request_wait(waiting);
+    printf("deferred embedding, cancelled: status %d (%s)\n", status, ember_last_error());
+    check(status == EMBER_ERROR_CANCELLED, "a deferred embedding request can be cancelled");
+    ember_request_release(waiting);
+    ember_request_t *urgent = NULL;
+    check(ember_embed_submit(runtime, minilm, sentences, 3, EMBER_TIER_CRITICAL, &urgent) == EMBER_OK, "submit a critical embedding");
+    check(ember_request_wait(urgent) == EMBER_OK, "a critical embedding runs at 15%");
+    float *again = calloc(3 * dimension, sizeof(float));
+    size_t written = 0;
+    check(ember_request_embeddings(urgent, again, 3 * dimension, &written) == EMBER_OK && written == 3 * dimension,
+          "read the vectors of an embedding request");
+    check(ember_request_text(urgent, &text) == EMBER_ERROR_WRONG_MODEL_KIND, "an embedding request has no text");
+    ember_decision_t urgent_decision = {0};
+    urgent_decision.size = sizeof urgent_decision;
+    check(ember_request_decision(urgent, &urgent_decision) == EMBER_OK, "read its decision");
+    printf("submitted embedding: precision=%s, cosine to the blocking call's (precision=%s) %.3f\n",
+           precision_name(urgent_decision.precision), precision_name(embed_decision.precision), cosine(vectors, again, dimension));
+    check(cosine(vectors, again, dimension) > 0.95, "the submitted embedding agrees with the blocking one");
+    ember_request_release(urgent);
+    free(again);
     free(vectors);
 
     ember_model_release(minilm);

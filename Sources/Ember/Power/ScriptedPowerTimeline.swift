@@ -125,8 +125,9 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
         let (clock, start) = (clock, start)
         // The state and the steps ahead are fixed when the stream is made, not when its task first
         // runs: a task that starts (or wakes) late must still yield every step that has since passed.
-        let initial = current()
-        let ahead = steps.filter { $0.at > clock.now() - start }
+        let elapsed = clock.now() - start // read once: a step between two reads would be in neither
+        let initial = state(at: elapsed)
+        let ahead = steps.filter { $0.at > elapsed }
         return AsyncStream { continuation in
             let task = Task { [self] in
                 var last = initial

@@ -97,10 +97,12 @@ public actor InferenceScheduler {
         self.coalescingWindow = coalescingWindow
         self.batchingWindow = batchingWindow
         self.deferredCapacity = max(1, deferredCapacity)
+        // The stream first, then the state: a change between the two is then in the stream (at worst
+        // repeated), never lost.
+        let changes = source.changes()
         let initial = source.current()
         observed = ObservedPowerState(initial)
         powerState = initial
-        let changes = source.changes()
         watcher = Task { [weak self] in
             for await state in changes { await self?.powerChanged(state) }
         }

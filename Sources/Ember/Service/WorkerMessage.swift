@@ -34,6 +34,7 @@ public enum WorkerMessage: Sendable, Equatable {
             guard case let .string(id)? = value["cancel"] else {
                 throw Invalid(id: nil, message: "cancel: expected the id (a string) of a request, found \(Self.kind(value["cancel"]!))")
             }
+            if let tooLong = WorkerRequest.idTooLong(id, field: "cancel") { throw tooLong }
             return .cancel(id: id)
         }
         if keys.contains("runOnlyWhileCharging"), !keys.contains("prompt"), !keys.contains("input") {
@@ -96,18 +97,25 @@ public struct WorkerRequest: Sendable, Equatable {
 
     /// The most tokens one request may ask for.
     public static let maxTokensLimit = 4096
-    /// The longest id, in UTF-8 bytes: every line about a request repeats its id, and
-    /// each line must fit the chunk limit (at least 512 bytes) with room for its payload.
+    /// The longest id, in bytes as written in JSON (escapes included): every line about a request
+    /// repeats its id, and each line must fit the chunk limit (at least 512 bytes) with room for its payload.
     public static let maxIDBytes = 128
+    /// The longest `model` field, in bytes as written in JSON: names appear in status lines.
+    public static let maxModelBytes = 256
+
+    /// The refusal of an id longer than ``maxIDBytes`` once escaped, or nil.
+    static func idTooLong(_ id: String, field: String) -> WorkerMessage.Invalid? {
+        let written = JSONValue.string(id).byteCount - 2 // without the quotes
+        guard written > maxIDBytes else { return nil }
+        return WorkerMessage.Invalid(id: nil, message: "\(field): expected at most \(maxIDBytes) bytes as JSON text, found \(written)")
+    }
 
     init(_ value: JSONValue) throws(WorkerMessage.Invalid) {
         guard let idValue = value["id"] else { throw WorkerMessage.Invalid(id: nil, message: "id: missing (expected a string)") }
         guard case let .string(id) = idValue, !id.isEmpty else {
             throw WorkerMessage.Invalid(id: nil, message: "id: expected a non-empty string, found \(WorkerMessage.kind(idValue))")
         }
-        guard id.utf8.count <= Self.maxIDBytes else {
-            throw WorkerMessage.Invalid(id: nil, message: "id: expected at most \(Self.maxIDBytes) bytes, found \(id.utf8.count)")
-        }
+        if let tooLong = Self.idTooLong(id, field: "id") { throw tooLong }
         self.id = id
         func fail(_ field: String, _ expected: String) -> WorkerMessage.Invalid {
             WorkerMessage.Invalid(id: id, message: "\(field): expected \(expected), found \(value[field].map(WorkerMessage.kind) ?? "nothing")")
@@ -147,6 +155,10 @@ public struct WorkerRequest: Sendable, Equatable {
         guard let tier = Tier(rawValue: tierName) else { throw fail("tier", "\"critical\", \"standard\" or \"background\"") }
         self.tier = tier
         model = try string("model")
+        if let model, JSONValue.string(model).byteCount - 2 > Self.maxModelBytes {
+            throw WorkerMessage.Invalid(id: id, message: "model: expected a name or path of at most \(Self.maxModelBytes) bytes as JSON text, "
+                                                         + "found \(JSONValue.string(model).byteCount - 2)")
+        }
         func flag(_ field: String) throws(WorkerMessage.Invalid) -> Bool {
             switch value[field] {
             case nil, .null?: return false

@@ -56,6 +56,8 @@ enum WorkerResponse {
             scalars.removeLast(max(1, min(scalars.count, (whole.utf8.count - limit) / 6)))
             whole = line(Self.string(scalars) + "…")
         }
+        // Only an id too long to echo is left (the parser refuses those, so this is a last resort).
+        if whole.utf8.count > limit, id != nil { return error(id: nil, message, limit: limit) }
         return whole
     }
 

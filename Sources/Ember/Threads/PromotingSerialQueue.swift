@@ -32,6 +32,8 @@ public final class PromotingSerialQueue: @unchecked Sendable {
     private var promotionCount = 0
     private var stopping = false
     private var exited = false
+    /// Keeps jobs run on their callers after the thread ended one at a time, as the queue promises.
+    private let afterStop = NSLock()
 
     /// Starts the queue's thread, named `label`; returns once it runs. Promotion is on unless `promotes` is false.
     public init(label: String, mapping: QoSMapping = .current, promotes: Bool = true) {
@@ -70,7 +72,13 @@ public final class PromotingSerialQueue: @unchecked Sendable {
             return false
         }
         if inline {
-            job.body()
+            afterStop.withLock {
+                // As on the queue's thread, work the job splits goes to its class's workers; the caller's own class comes back after.
+                let callers = et_current_qos()
+                et_set_current_qos(job.qos.rawValue)
+                job.body()
+                et_set_current_qos(callers)
+            }
             job.done?.signal()
         }
     }

@@ -138,7 +138,7 @@ typedef struct ember_decision {
 
 typedef struct ember_runtime ember_runtime_t;  /* loads models, owns the scheduler   */
 typedef struct ember_model ember_model_t;      /* a loaded model                    */
-typedef struct ember_request ember_request_t;  /* a submitted generation            */
+typedef struct ember_request ember_request_t;  /* a submitted generation or embedding */
 
 /* Called with each piece of generated text (UTF-8, `length` bytes, also
  * NUL-terminated) as it is decoded. Runs on an Ember thread. `piece` is valid
@@ -204,9 +204,23 @@ void ember_request_release(ember_request_t *request);
  * order) to `out_vectors`, which holds `capacity` floats. `out_decision` may
  * be NULL. A deferred request blocks here until the power state allows it
  * (another thread's ember_runtime_set_power_state, or the OS's state
- * changing): embed at EMBER_TIER_CRITICAL when the caller cannot wait. */
+ * changing): embed at EMBER_TIER_CRITICAL when the caller cannot wait, or use
+ * ember_embed_submit, which can be cancelled. */
 ember_status_t ember_embed(ember_runtime_t *runtime, ember_model_t *model, const char *const *texts, size_t count,
                            ember_tier_t tier, float *out_vectors, size_t capacity, ember_decision_t *out_decision);
+
+/* Starts embedding `count` texts as one request of `tier` and returns at once
+ * (the texts are copied). Wait with ember_request_wait, stop with
+ * ember_request_cancel, read the vectors with ember_request_embeddings and the
+ * decision with ember_request_decision; release with ember_request_release. */
+ember_status_t ember_embed_submit(ember_runtime_t *runtime, ember_model_t *model, const char *const *texts, size_t count,
+                                  ember_tier_t tier, ember_request_t **out_request);
+/* Copies the vectors of an embedding request that ended with EMBER_OK into
+ * `out_vectors` (`capacity` floats): count × dimension floats, one
+ * L2-normalised vector per text, in order. `*out_count` (may be NULL) gets the
+ * number of floats written. A generation request gives
+ * EMBER_ERROR_WRONG_MODEL_KIND (and ember_request_text an embedding request). */
+ember_status_t ember_request_embeddings(ember_request_t *request, float *out_vectors, size_t capacity, size_t *out_count);
 
 #ifdef __cplusplus
 }

@@ -34,7 +34,8 @@ extension LlamaModel {
                          onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         let promptIDs = tokenizer.encode(prompt)
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
-        let session = makeSession(contextLength: promptIDs.count + maxTokens + 1)
+        // Capped before adding: a huge maxTokens must not overflow (the session is capped at the context anyway).
+        let session = makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), config.contextLength) + 1)
         var sampler = Sampler(settings)
         return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
                                       sampler: &sampler, units: units, precision: precision, threads: threads, qos: qos,

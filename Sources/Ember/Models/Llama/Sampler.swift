@@ -92,8 +92,9 @@ public struct Sampler {
     /// Token ids best first: the `keep` best (all when 0), and of those only
     /// the ones min-p can still accept. One pass with a small sorted buffer
     /// instead of sorting the whole vocabulary every token.
-    static func bestFirst(_ logits: [Float], keep: Int, minP: Float, temperature: Float) -> [Int] {
+    static func bestFirst(_ logits: [Float], keep requested: Int, minP: Float, temperature: Float) -> [Int] {
         guard let maximum = logits.max() else { return [0] }
+        let keep = min(requested, logits.count) // top-k above the vocabulary keeps it all
         // min-p drops tokens whose probability is below minP × the best one's.
         let floor = minP > 0 ? maximum + temperature * log(minP) : -Float.infinity
         guard keep > 0 else {
