@@ -129,6 +129,43 @@ struct SchedulerTests {
         await #expect(throws: CancellationError.self) { try await task.value }
     }
 
+    /// A caller that cancels hears CancellationError at once, even while the scheduler's actor is
+    /// busy (here held on purpose by a deferral callback that blocks): on a loaded machine the
+    /// actor's turn can be seconds away, and the caller must not wait for it nor get a late result.
+    @Test func cancellationReachesTheCallerWhileTheSchedulerIsBusy() async throws {
+        let source = FakePowerSource(PowerState(batteryLevel: 0.1, charging: .unplugged, externalPower: false))
+        let scheduler = InferenceScheduler(source: source)
+        let runs = Counter()
+        let running = Task {
+            try await scheduler.submit(InferenceRequest(requirements: RequestRequirements(tier: .critical)) { _, _ in
+                runs.increment()
+                for _ in 0..<60_000 { try await Task.sleep(for: .milliseconds(2)) }
+                return 0
+            }, tier: .critical)
+        }
+        #expect(await eventually { runs.count == 1 }, "the critical request runs")
+        let hold = DispatchSemaphore(value: 0), holding = Counter()
+        defer { hold.signal() }
+        let blocker = Task {
+            try await scheduler.submit(precisionRequest(.background), tier: .background, onPiece: nil, onDeferred: { _ in
+                holding.increment()
+                hold.wait() // blocks the actor until the test lets go
+            })
+        }
+        #expect(await eventually { holding.count == 1 }, "the actor is held")
+        running.cancel()
+        let answered = Counter()
+        let watcher = Task {
+            if case .failure(let error) = await running.result, error is CancellationError { answered.increment() }
+        }
+        #expect(await eventually(seconds: 5) { answered.count == 1 }, "the caller heard CancellationError while the actor was held")
+        hold.signal()
+        _ = await watcher.value
+        blocker.cancel()
+        _ = await blocker.result
+        #expect(await eventually { await scheduler.metrics.cancellations == 2 }, "both cancellations recorded once the actor is free")
+    }
+
     /// A request whose only caller left is being cancelled: an identical request arriving meanwhile
     /// must run afresh, not join the cancelled run and inherit its CancellationError.
     @Test func anIdenticalRequestDoesNotJoinACancelledRun() async throws {

@@ -43,16 +43,53 @@ public actor InferenceScheduler {
 
     private enum Phase { case pending, deferred, running }
 
+    /// What a caller waits on: set once, by whoever comes first — the scheduler with the outcome, or
+    /// the caller's own cancellation handler, at once and without waiting for the actor. The waiting
+    /// happens off the actor, so a busy actor never delays a caller that has been answered.
+    final class Reply: @unchecked Sendable {
+        private let lock = NSLock()
+        private var continuation: CheckedContinuation<InferenceResult, Error>?
+        private var outcome: Result<InferenceResult, Error>?
+
+        /// Sets the outcome unless one is set already; whether this call set it.
+        @discardableResult
+        func resume(with result: Result<InferenceResult, Error>) -> Bool {
+            let (won, waiting) = lock.withLock { () -> (Bool, CheckedContinuation<InferenceResult, Error>?) in
+                guard outcome == nil else { return (false, nil) }
+                outcome = result
+                defer { continuation = nil }
+                return (true, continuation)
+            }
+            waiting?.resume(with: result)
+            return won
+        }
+
+        /// The caller's task was cancelled: it gets CancellationError unless it has its outcome already.
+        func cancel() { resume(with: .failure(CancellationError())) }
+
+        /// Waits for the outcome (returns at once if it is set).
+        func value() async throws -> InferenceResult {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = lock.withLock { () -> Result<InferenceResult, Error>? in
+                    if let outcome { return outcome }
+                    self.continuation = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        }
+    }
+
     private final class Waiter {
         let id: Int
         let tier: Tier
         let submitted: Double
         let coalesced: Bool
-        let continuation: CheckedContinuation<InferenceResult, Error>
+        let continuation: Reply
         let sink: (@Sendable (String) -> Void)?
         /// Told the reason each time the request this caller waits on is deferred.
         let onDeferred: (@Sendable (String) -> Void)?
-        init(id: Int, tier: Tier, submitted: Double, coalesced: Bool, continuation: CheckedContinuation<InferenceResult, Error>,
+        init(id: Int, tier: Tier, submitted: Double, coalesced: Bool, continuation: Reply,
              sink: (@Sendable (String) -> Void)?, onDeferred: (@Sendable (String) -> Void)?) {
             (self.id, self.tier, self.submitted, self.coalesced, self.continuation, self.sink, self.onDeferred) =
                 (id, tier, submitted, coalesced, continuation, sink, onDeferred)
@@ -81,10 +118,6 @@ public actor InferenceScheduler {
     private var batchQueues: [String: [Int]] = [:]
     private var criticalRunning: [ComputeUnit: Int] = [:]
     private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
-    private var cancelledEarly = Set<Int>()
-    /// The newest waiter id enqueued (ids grow with each submission): a cancel for an id at or below it
-    /// whose waiter is gone came after the end, and must not be kept as an early cancel forever.
-    private var enqueuedThrough = 0
     /// Results of recent requests by signature, kept for the coalescing window.
     private var recent: [String: (finished: Double, submitted: Double, result: InferenceResult)] = [:]
     private nonisolated(unsafe) var watcher: Task<Void, Never>?
@@ -115,7 +148,7 @@ public actor InferenceScheduler {
     // MARK: Submitting
 
     /// Runs `request` at `tier` (overriding the tier in its requirements) and returns its result.
-    public func submit(_ request: InferenceRequest, tier: Tier) async throws -> InferenceResult {
+    public nonisolated func submit(_ request: InferenceRequest, tier: Tier) async throws -> InferenceResult {
         try await submit(request, tier: tier, sink: nil)
     }
 
@@ -123,8 +156,8 @@ public actor InferenceScheduler {
     /// `onPiece` as it comes, and returns its result. `onDeferred` hears the
     /// policy's reason whenever the request is put in the deferred queue. A
     /// request with an `onPiece` never coalesces (its caller wants its own stream).
-    public func submit(_ request: InferenceRequest, tier: Tier, onPiece: (@Sendable (String) -> Void)?,
-                       onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> InferenceResult {
+    public nonisolated func submit(_ request: InferenceRequest, tier: Tier, onPiece: (@Sendable (String) -> Void)?,
+                                   onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> InferenceResult {
         try await submit(request, tier: tier, sink: onPiece, onDeferred: onDeferred)
     }
 
@@ -143,28 +176,33 @@ public actor InferenceScheduler {
         }
     }
 
-    private func submit(_ request: InferenceRequest, tier: Tier, sink: (@Sendable (String) -> Void)?,
-                        onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> InferenceResult {
+    private nonisolated func submit(_ request: InferenceRequest, tier: Tier, sink: (@Sendable (String) -> Void)?,
+                                    onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> InferenceResult {
         try Task.checkCancellation()
-        nextID += 1
-        let waiterID = nextID
+        let reply = Reply()
+        let waiterID = await register(request, tier: tier, reply: reply, sink: sink, onDeferred: onDeferred)
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                enqueue(request, tier: tier, waiterID: waiterID, continuation: continuation, sink: sink, onDeferred: onDeferred)
-            }
+            try await reply.value()
         } onCancel: {
+            // The caller hears CancellationError now, even if the actor or a core is busy for a while;
+            // the scheduler's bookkeeping (and stopping the run) follows when the actor gets to it.
+            reply.cancel()
             Task { await self.cancel(waiterID: waiterID) }
         }
     }
 
+    /// Enqueues a caller's request; its waiter id (a cancel for it always comes after this).
+    private func register(_ request: InferenceRequest, tier: Tier, reply: Reply, sink: (@Sendable (String) -> Void)?,
+                          onDeferred: (@Sendable (String) -> Void)?) -> Int {
+        nextID += 1
+        let waiterID = nextID
+        enqueue(request, tier: tier, waiterID: waiterID, continuation: reply, sink: sink, onDeferred: onDeferred)
+        return waiterID
+    }
+
     private func enqueue(_ request: InferenceRequest, tier: Tier, waiterID: Int,
-                         continuation: CheckedContinuation<InferenceResult, Error>, sink: (@Sendable (String) -> Void)?,
+                         continuation: Reply, sink: (@Sendable (String) -> Void)?,
                          onDeferred: (@Sendable (String) -> Void)?) {
-        enqueuedThrough = max(enqueuedThrough, waiterID)
-        if cancelledEarly.remove(waiterID) != nil {
-            continuation.resume(throwing: CancellationError())
-            return
-        }
         let time = now
         // Coalescing, part one: an identical request finished within the window — its result fans out.
         if sink == nil, let signature = request.signature, let hit = recent[signature] {
@@ -173,7 +211,7 @@ public actor InferenceScheduler {
                 result.coalesced = true
                 result.waitSeconds = 0
                 metrics.coalesced += 1
-                continuation.resume(returning: result)
+                continuation.resume(with: .success(result))
                 record(tier: tier, outcome: "completed", decision: result.decision, wait: 0, run: 0, energy: result.energy)
                 return
             }
@@ -371,15 +409,20 @@ public actor InferenceScheduler {
         deferred.removeAll { $0 == job.id }
         if let reason { metrics.drops[reason, default: 0] += 1 }
         for waiter in job.waiters {
+            // A caller whose cancellation handler answered it already (the actor had not yet heard) left.
+            func left() {
+                metrics.cancellations += 1
+                record(tier: waiter.tier, outcome: "cancelled", decision: job.decision, wait: now - waiter.submitted, run: 0)
+            }
             switch result {
             case var .success(value):
                 value.waitSeconds = max(0, (started ?? now) - waiter.submitted)
                 value.coalesced = waiter.coalesced
-                waiter.continuation.resume(returning: value)
+                guard waiter.continuation.resume(with: .success(value)) else { left(); continue }
                 record(tier: waiter.tier, outcome: "completed", decision: value.decision, wait: value.waitSeconds, run: value.runSeconds,
                        piecesPerSecond: value.piecesPerSecond, energy: value.energy)
             case let .failure(error):
-                waiter.continuation.resume(throwing: error)
+                guard waiter.continuation.resume(with: .failure(error)) else { left(); continue }
                 record(tier: waiter.tier, outcome: reason.map { "dropped: \($0)" } ?? "failed: \(error)", decision: job.decision,
                        wait: now - waiter.submitted, run: 0)
             }
@@ -398,12 +441,11 @@ public actor InferenceScheduler {
 
     private func cancel(waiterID: Int) {
         guard let job = jobs.values.first(where: { $0.waiters.contains { $0.id == waiterID } }) else {
-            if waiterID > enqueuedThrough { cancelledEarly.insert(waiterID) } // not enqueued yet; otherwise it has ended
-            return
+            return // it has ended already (a cancel always comes after the caller's register)
         }
         let waiter = job.waiters.first { $0.id == waiterID }!
         job.waiters.removeAll { $0.id == waiterID }
-        waiter.continuation.resume(throwing: CancellationError())
+        waiter.continuation.resume(with: .failure(CancellationError())) // usually done already by the caller's handler
         metrics.cancellations += 1
         record(tier: waiter.tier, outcome: "cancelled", decision: job.decision, wait: now - waiter.submitted, run: 0)
         guard job.waiters.isEmpty else { return }
