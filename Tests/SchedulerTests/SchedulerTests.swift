@@ -182,6 +182,9 @@ struct SchedulerTests {
         #expect(await eventually { runs.count == 1 }, "the first run started")
         first.cancel()
         await #expect(throws: CancellationError.self) { try await first.value }
+        // The caller is answered at once; the scheduler hears of it on its next turn. (Before that, an identical
+        // request would rightly join the still-running run, which this test's body never ends.)
+        #expect(await eventually { await scheduler.metrics.cancellations == 1 })
         let second = try await scheduler.submit(request, tier: .standard)
         #expect(second.output as? Int == 2)
         #expect(!second.coalesced)
