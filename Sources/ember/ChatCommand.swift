@@ -28,10 +28,13 @@ struct ChatCommand: ParsableCommand {
     @Option(name: .customLong("top-p")) var topP: Float = 0.95
     @Option(help: "Sampling seed.") var seed: UInt64 = 0
 
+    /// The sampling options as the library takes them.
+    var sampler: SamplerSettings { SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed) }
+
     func validate() throws {
         guard n > 0 else { throw ValidationError("-n \(n): expected at least 1") }
         guard (16...65_536).contains(contextLength) else { throw ValidationError("--context \(contextLength): expected 16 to 65536") }
-        do { try SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed).validate() } catch {
+        do { try sampler.validate() } catch {
             throw ValidationError("\(error)")
         }
     }
@@ -41,7 +44,7 @@ struct ChatCommand: ParsableCommand {
         let (llama, loadMs) = try options.load(for: decision)
         let template = try ChatTemplate(gguf: llama.file)
         let chat = ChatSession(model: llama, template: template, system: system, contextLength: contextLength,
-                               sampler: SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed),
+                               sampler: sampler,
                                units: decision.computeUnits, precision: decision.precision, threads: decision.threads,
                                qos: decision.qos)
         let interactive = isatty(STDIN_FILENO) != 0

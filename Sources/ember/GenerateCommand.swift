@@ -21,9 +21,12 @@ struct GenerateCommand: ParsableCommand {
     @Flag(help: "Print one JSON object on one line instead of streaming.")
     var json = false
 
+    /// The sampling options as the library takes them.
+    var sampler: SamplerSettings { SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed) }
+
     func validate() throws {
         guard n >= 1 else { throw ValidationError("-n: found \(n), expected at least 1 token") }
-        do { try SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed).validate() } catch {
+        do { try sampler.validate() } catch {
             throw ValidationError("\(error)")
         }
     }
@@ -51,8 +54,7 @@ struct GenerateCommand: ParsableCommand {
     func run() throws {
         let decision = try options.decision()
         let (llama, loadMs) = try options.load(for: decision)
-        let settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed)
-        let result = try llama.generate(prompt: prompt, maxTokens: n, sampler: settings, units: decision.computeUnits,
+        let result = try llama.generate(prompt: prompt, maxTokens: n, sampler: sampler, units: decision.computeUnits,
                                         precision: decision.precision, threads: decision.threads, qos: decision.qos,
                                         onPiece: { piece in
             if !json {

@@ -155,9 +155,9 @@ public struct WorkerRequest: Sendable, Equatable {
         guard let tier = Tier(rawValue: tierName) else { throw fail("tier", "\"critical\", \"standard\" or \"background\"") }
         self.tier = tier
         model = try string("model")
-        if let model, JSONValue.string(model).byteCount - 2 > Self.maxModelBytes {
+        if let model, case let written = JSONValue.string(model).byteCount - 2, written > Self.maxModelBytes {
             throw WorkerMessage.Invalid(id: id, message: "model: expected a name or path of at most \(Self.maxModelBytes) bytes as JSON text, "
-                                                         + "found \(JSONValue.string(model).byteCount - 2)")
+                                                         + "found \(written)")
         }
         func flag(_ field: String) throws(WorkerMessage.Invalid) -> Bool {
             switch value[field] {
