@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test test-arm64 demo models bench bench-suite docs clean
+.PHONY: all deps build test test-arm64 demo models examples bench bench-suite docs clean
 
 all: build
 
@@ -66,6 +66,19 @@ endif
 models: build
 	$(EMBER) fetch --all
 
+# The examples, built against the public headers: the backend plugin (examples/plugins/, ABI 2 of
+# CKernels/include/ember_plugin.h) and the C host (examples/c-host/, against libEmberC.so).
+PLUGINS := .build/plugins
+examples: deps
+	@mkdir -p $(PLUGINS)
+	cc -std=c11 -O2 -Wall -Wextra -Werror -pedantic -shared -fPIC -ICKernels/include \
+	  examples/plugins/example_backend.c -o $(PLUGINS)/libexample_backend.so -lm
+	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
+	cc -std=c11 -Wall -Wextra -Werror -pedantic -ISources/EmberC/include examples/c-host/main.c \
+	  -L$(BIN) -lEmberC -lm -Wl,-rpath,$(CURDIR)/$(BIN) -o $(BIN)/c-host
+	@echo "plugin: $(PLUGINS)/libexample_backend.so — EMBER_PLUGIN_PATH=$(CURDIR)/$(PLUGINS)/libexample_backend.so $(EMBER) plan"
+	@echo "C host: $(BIN)/c-host"
+
 demo: build models
 	$(EMBER) info
 	$(EMBER) demo
@@ -74,19 +87,30 @@ demo: build models
 	$(EMBER) bench qos --repetitions 60
 	$(EMBER) policy --state battery=15%,thermal=serious
 
-# The DocC archive of the Ember module (Sources/Ember/Ember.docc + every doc comment),
-# after checking that every public symbol has a doc comment.
+# The DocC archives of the public modules (Ember with its catalog, Sources/Ember/Ember.docc; the others from
+# their doc comments), after checking that every public symbol of each has a doc comment.
 DOCS_SCRATCH := .build/docs
+DOC_MODULES  := EmberCore EmberModels Ember EmberServer EmberBenchmarks
 docs: deps
-	$(SWIFT) build $(BUILD_FLAGS) --target Ember --scratch-path $(DOCS_SCRATCH) \
-	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_SCRATCH)/all-symbol-graphs
-	@rm -rf $(DOCS_SCRATCH)/symbol-graphs && mkdir -p $(DOCS_SCRATCH)/symbol-graphs && \
-	  cp $(DOCS_SCRATCH)/all-symbol-graphs/Ember.symbols.json $(DOCS_SCRATCH)/all-symbol-graphs/Ember@*.symbols.json $(DOCS_SCRATCH)/symbol-graphs/ 2>/dev/null; \
-	  python3 scripts/undocumented_symbols.py $(DOCS_SCRATCH)/symbol-graphs Ember Sources/Ember
-	docc convert Sources/Ember/Ember.docc --additional-symbol-graph-dir $(DOCS_SCRATCH)/symbol-graphs \
+	@for target in EmberServer EmberBenchmarks; do \
+	  $(SWIFT) build $(BUILD_FLAGS) --target $$target --scratch-path $(DOCS_SCRATCH) \
+	    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_SCRATCH)/all-symbol-graphs || exit 1; \
+	done
+	@for module in $(DOC_MODULES); do \
+	  rm -rf $(DOCS_SCRATCH)/graphs-$$module && mkdir -p $(DOCS_SCRATCH)/graphs-$$module && \
+	  cp $(DOCS_SCRATCH)/all-symbol-graphs/$$module.symbols.json $(DOCS_SCRATCH)/graphs-$$module/ && \
+	  (cp $(DOCS_SCRATCH)/all-symbol-graphs/$$module@*.symbols.json $(DOCS_SCRATCH)/graphs-$$module/ 2>/dev/null || true) && \
+	  python3 scripts/undocumented_symbols.py $(DOCS_SCRATCH)/graphs-$$module $$module Sources/$$module || exit 1; \
+	done
+	docc convert Sources/Ember/Ember.docc --additional-symbol-graph-dir $(DOCS_SCRATCH)/graphs-Ember \
 	  --fallback-display-name Ember --fallback-bundle-identifier org.ember.Ember \
 	  --output-path .build/Ember.doccarchive --analyze
-	@echo "documentation: .build/Ember.doccarchive"
+	@for module in EmberCore EmberModels EmberServer EmberBenchmarks; do \
+	  docc convert --additional-symbol-graph-dir $(DOCS_SCRATCH)/graphs-$$module \
+	    --fallback-display-name $$module --fallback-bundle-identifier org.ember.$$module \
+	    --output-path .build/$$module.doccarchive || exit 1; \
+	done
+	@echo "documentation: $(foreach module,$(DOC_MODULES),.build/$(module).doccarchive)"
 
 bench: build
 	$(EMBER) bench blas

@@ -1,8 +1,18 @@
 // swift-tools-version: 6.1
 //
 // Ember — an embedded inference runtime: Swift on top, C kernels below.
-// The manifest is grouped the way swift-numerics groups its own:
-// public products, implementation details, tests, benchmarks.
+// The manifest is grouped the way swift-numerics groups its own: public
+// products, implementation details, tests, benchmarks. Each module has one
+// job, and lower layers never import higher ones:
+//
+//   _CEmberKernels, CBLAS, _CEmberThreads   C kernels, OpenBLAS, thread priorities
+//   EmberCore        tensors, tensor types, backends and placement, threads, compute context
+//   EmberModels      file formats, tokenizers, architectures (TextGenerator / Embedder)
+//   Ember            policy, power, scheduler, Runtime — what hosts import (re-exports the two above)
+//   EmberCatalog     fetching and checking models (pip, ZIP, SHA-256)
+//   EmberServer      the JSON-lines worker protocol
+//   EmberBenchmarks  the measurements behind `ember bench`
+//   EmberC           the C API (libEmberC.so): Ember only — no catalog, no server
 
 import PackageDescription
 
@@ -13,16 +23,18 @@ let products: [Product] = [
     .executable(name: "ember", targets: ["EmberCLI"]),
     // The C API (`Sources/EmberC/include/ember.h`) as a shared library for C and C++ hosts.
     .library(name: "EmberC", type: .dynamic, targets: ["EmberC"]),
+    .library(name: "EmberCatalog", targets: ["EmberCatalog"]),
+    .library(name: "EmberServer", targets: ["EmberServer"]),
 ]
 
 // MARK: - Implementation details
 
 let implementationTargets: [Target] = [
-    // Quantized block formats, SIMD kernels and CPU-feature detection in C.
-    // ISA-specific functions carry `__attribute__((target(...)))`, so the
-    // target builds without unsafe flags and dispatches at run time.
+    // Quantized block formats, SIMD kernels, the built-in backends' op tables, the plugin ABI
+    // (`include/ember_plugin.h`) and CPU-feature detection in C. ISA-specific functions carry
+    // `__attribute__((target(...)))`, so the target builds without unsafe flags and dispatches at run time.
     .target(
-        name: "CKernels",
+        name: "_CEmberKernels",
         path: "CKernels",
         exclude: ["x86_avx2_body.h"],
         cSettings: [.headerSearchPath(".")],
@@ -37,23 +49,28 @@ let implementationTargets: [Target] = [
     ),
     // Thread ids, scheduling policies, futexes: what Glibc's Swift module lacks.
     .target(name: "_CEmberThreads", path: "Sources/_CEmberThreads"),
+    .target(name: "EmberCore", dependencies: ["_CEmberKernels", "CBLAS", "_CEmberThreads"], path: "Sources/EmberCore"),
+    .target(name: "EmberModels", dependencies: ["EmberCore", "_CEmberKernels"], path: "Sources/EmberModels"),
+    .target(name: "Ember", dependencies: ["EmberCore", "EmberModels"], path: "Sources/Ember"),
     .target(
-        name: "Ember",
+        name: "EmberCatalog",
         dependencies: [
-            "CKernels",
-            "CBLAS",
-            "_CEmberThreads",
+            "EmberModels",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "ZIPFoundation", package: "ZIPFoundation"),
         ],
-        path: "Sources/Ember"
+        path: "Sources/EmberCatalog"
     ),
+    .target(name: "EmberServer", dependencies: ["Ember"], path: "Sources/EmberServer"),
+    .target(name: "EmberBenchmarks", dependencies: ["EmberCore", "EmberModels", "_CEmberKernels", "CBLAS"],
+            path: "Sources/EmberBenchmarks"),
     // `ember.h`'s types, so the Swift exports below use exactly the C layout the header declares.
     .target(name: "_CEmberAPI", path: "Sources/EmberC/include", publicHeadersPath: "."),
     .target(name: "EmberC", dependencies: ["Ember", "_CEmberAPI"], path: "Sources/EmberC", exclude: ["include"]),
     .executableTarget(
         name: "EmberCLI",
         dependencies: [
-            "Ember",
+            "Ember", "EmberCatalog", "EmberServer", "EmberBenchmarks",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ],
         path: "Sources/ember"
@@ -63,21 +80,24 @@ let implementationTargets: [Target] = [
 // MARK: - Tests
 
 let testTargets: [Target] = [
-    .testTarget(name: "TensorTests", dependencies: ["Ember"], path: "Tests/TensorTests"),
-    .testTarget(name: "KernelTests", dependencies: ["Ember", "CKernels", "CBLAS"], path: "Tests/KernelTests"),
-    .testTarget(name: "ModelCatalogTests", dependencies: ["Ember"], path: "Tests/ModelCatalogTests"),
-    .testTarget(name: "ThreadTests", dependencies: ["Ember", "_CEmberThreads"], path: "Tests/ThreadTests"),
-    .testTarget(name: "ComputeTests", dependencies: ["Ember", "CKernels"], path: "Tests/ComputeTests"),
-    // Fakes the tests share (a virtual clock); named as fakes, never used outside tests.
+    .testTarget(name: "TensorTests", dependencies: ["EmberCore"], path: "Tests/TensorTests"),
+    .testTarget(name: "KernelTests", dependencies: ["EmberCore", "Ember", "EmberBenchmarks", "EmberTestSupport", "_CEmberKernels", "CBLAS"],
+                path: "Tests/KernelTests"),
+    .testTarget(name: "ModelCatalogTests", dependencies: ["EmberCatalog", "EmberModels", "EmberTestSupport"], path: "Tests/ModelCatalogTests"),
+    .testTarget(name: "ThreadTests", dependencies: ["EmberCore", "Ember", "EmberBenchmarks", "EmberTestSupport", "_CEmberThreads"],
+                path: "Tests/ThreadTests"),
+    .testTarget(name: "ComputeTests", dependencies: ["EmberCore", "EmberModels", "Ember", "EmberTestSupport", "_CEmberKernels"],
+                path: "Tests/ComputeTests"),
+    // Fakes and helpers the tests share (a virtual clock, a C compiler runner); never used outside tests.
     .target(name: "EmberTestSupport", dependencies: ["Ember"], path: "Tests/TestSupport"),
     .testTarget(name: "PolicyTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/PolicyTests"),
     .testTarget(name: "SchedulerTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/SchedulerTests"),
-    .testTarget(name: "ModelTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ModelTests",
-                exclude: ["Fixtures"]),
+    .testTarget(name: "ModelTests", dependencies: ["EmberModels", "Ember", "EmberBenchmarks", "EmberTestSupport"],
+                path: "Tests/ModelTests", exclude: ["Fixtures"]),
     // The worker protocol's pieces, and `ember serve` driven by a Python client process.
-    .testTarget(name: "ServiceTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/ServiceTests",
+    .testTarget(name: "ServiceTests", dependencies: ["EmberServer", "Ember", "EmberTestSupport"], path: "Tests/ServiceTests",
                 exclude: ["Client"]),
-    // examples/ and the CLI end to end: the C host compiled with cc against libEmberC.so, `ember demo`.
+    // examples/ and the CLI end to end: the C host compiled with cc against libEmberC.so, `ember demo`, plugins.
     .testTarget(name: "HostTests", dependencies: ["EmberTestSupport"], path: "Tests/HostTests", exclude: ["Programs"]),
 ]
 
@@ -87,7 +107,8 @@ let benchmarkTargets: [Target] = [
     .executableTarget(
         name: "BLASBenchmarks",
         dependencies: [
-            "Ember",
+            "EmberCore",
+            "EmberBenchmarks",
             "CBLAS",
             .product(name: "Benchmark", package: "benchmark"),
         ],
@@ -96,7 +117,7 @@ let benchmarkTargets: [Target] = [
     ),
     .executableTarget(
         name: "KernelBenchmarks",
-        dependencies: ["Ember", .product(name: "Benchmark", package: "benchmark")],
+        dependencies: ["EmberCore", .product(name: "Benchmark", package: "benchmark")],
         path: "Benchmarks/KernelBenchmarks",
         plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
     ),
@@ -108,6 +129,7 @@ let package = Package(
     products: products,
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.19"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],

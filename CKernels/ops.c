@@ -1,7 +1,8 @@
 /*
  * ops.c — the non-matmul ops of a transformer block (see ek_ops.h): a
- * portable version of each, and for attention an AVX2 + F16C + FMA one,
- * chosen at run time.
+ * portable version of each (the oracle), and AVX2 + F16C + FMA versions of
+ * the ones where it pays, chosen by the caller (`simd`) or, for the public
+ * ek_* functions, by what the CPU has.
  */
 #include <math.h>
 #include <string.h>
@@ -13,23 +14,36 @@
 #include <immintrin.h>
 #endif
 
+bool ek_ops_simd_available(void) {
 #if defined(__x86_64__)
-static bool have_avx2(void) {
     static int cached = -1;
     if (cached < 0) {
         ek_cpu_features f = ek_cpu_features_detect();
         cached = ek_isa_supported(EK_ISA_AVX2, &f); /* AVX2 + FMA + F16C, as the quantized kernels need */
     }
     return cached;
-}
+#else
+    return false;
 #endif
+}
 
 #if defined(__x86_64__)
 static void gelu_avx2(float *x, int64_t n);
 static void layer_norm_avx2(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps);
 static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
+static void silu_avx2(float *x, int64_t n);
 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n);
+static float softmax_avx2(float *scores, int64_t visible, float maximum);
+static void attention_scores_avx2(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
+                                  float scale, float *scores, bool half);
+static void attention_values_avx2(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                  int64_t head_dim, float *out, bool half);
+#define EK_SIMD(simd) ((simd) && ek_ops_simd_available())
+#else
+#define EK_SIMD(simd) false
 #endif
+
+/* ---------------------------------------------------------- portable --- */
 
 void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t n, float eps) {
     for (int64_t r = 0; r < m; r++) {
@@ -43,13 +57,8 @@ void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t 
     }
 }
 
-void ek_layer_norm(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps) {
-#if defined(__x86_64__)
-    if (have_avx2()) {
-        layer_norm_avx2(x, gamma, beta, out, m, n, eps);
-        return;
-    }
-#endif
+static void layer_norm_portable(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
+                                float eps) {
     for (int64_t r = 0; r < m; r++) {
         const float *row = x + r * n;
         double sum = 0, squares = 0;
@@ -63,15 +72,32 @@ void ek_layer_norm(const float *x, const float *gamma, const float *beta, float 
     }
 }
 
-void ek_gelu(float *x, int64_t n) {
+void ek_layer_norm_with(bool simd, const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
+                        float eps) {
 #if defined(__x86_64__)
-    if (have_avx2()) {
+    if (EK_SIMD(simd)) {
+        layer_norm_avx2(x, gamma, beta, out, m, n, eps);
+        return;
+    }
+#endif
+    layer_norm_portable(x, gamma, beta, out, m, n, eps);
+}
+
+void ek_layer_norm(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps) {
+    ek_layer_norm_with(true, x, gamma, beta, out, m, n, eps);
+}
+
+void ek_gelu_with(bool simd, float *x, int64_t n) {
+#if defined(__x86_64__)
+    if (EK_SIMD(simd)) {
         gelu_avx2(x, n);
         return;
     }
 #endif
     for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
+
+void ek_gelu(float *x, int64_t n) { ek_gelu_with(true, x, n); }
 
 void ek_rope_table(float *table, int64_t pairs, int64_t position, float theta_scale) {
     float theta = (float)position;
@@ -94,9 +120,22 @@ void ek_rope_apply(float *x, int64_t heads, int64_t head_dim, const float *table
     }
 }
 
-void ek_swiglu(const float *g, const float *u, float *h, int64_t n) {
+void ek_rope_apply_neox(float *x, int64_t heads, int64_t head_dim, const float *table) {
+    int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < heads; h++) {
+        float *head = x + h * head_dim;
+        for (int64_t p = 0; p < half; p++) {
+            float c = table[2 * p], s = table[2 * p + 1];
+            float a = head[p], b = head[p + half];
+            head[p] = a * c - b * s;
+            head[p + half] = a * s + b * c;
+        }
+    }
+}
+
+void ek_swiglu_with(bool simd, const float *g, const float *u, float *h, int64_t n) {
 #if defined(__x86_64__)
-    if (have_avx2()) {
+    if (EK_SIMD(simd)) {
         swiglu_avx2(g, u, h, n);
         return;
     }
@@ -104,8 +143,24 @@ void ek_swiglu(const float *g, const float *u, float *h, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void ek_swiglu(const float *g, const float *u, float *h, int64_t n) { ek_swiglu_with(true, g, u, h, n); }
+
+void ek_silu_with(bool simd, float *x, int64_t n) {
+#if defined(__x86_64__)
+    if (EK_SIMD(simd)) {
+        silu_avx2(x, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
 void ek_add(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+void ek_mul(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= y[i];
 }
 
 void ek_add_bias_rows(float *y, int64_t ldy, const float *bias, const float *residual, int64_t ldr, int64_t m,
@@ -122,7 +177,7 @@ void ek_add_bias_rows(float *y, int64_t ldy, const float *bias, const float *res
 
 void ek_fp32_to_fp16_row(const float *x, uint16_t *y, int64_t n) {
 #if defined(__x86_64__)
-    if (have_avx2()) {
+    if (ek_ops_simd_available()) {
         fp32_to_fp16_avx2(x, y, n);
         return;
     }
@@ -144,8 +199,6 @@ static float softmax_in_place(float *scores, int64_t visible, float maximum) {
     return (float)sum;
 }
 
-/* ---------------------------------------------------------- portable --- */
-
 #define EK_LANES 8
 
 static float dot_lanes(const float *a, const float *b, int64_t n) {
@@ -159,40 +212,101 @@ static float dot_lanes(const float *a, const float *b, int64_t n) {
     return sum;
 }
 
-static void attention_f32_portable(const float *q, const float *keys, const float *values, int64_t stride,
-                                   int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
-    float maximum = -INFINITY;
-    for (int64_t p = 0; p < visible; p++) {
-        scores[p] = dot_lanes(q, keys + p * stride, head_dim) * scale;
-        if (scores[p] > maximum) maximum = scores[p];
-    }
-    float total = softmax_in_place(scores, visible, maximum);
-    memset(out, 0, (size_t)head_dim * sizeof(float));
-    for (int64_t p = 0; p < visible; p++) {
-        float weight = scores[p] / total;
-        const float *v = values + p * stride;
-        for (int64_t i = 0; i < head_dim; i++) out[i] += weight * v[i];
+static float round_to_half(float x) { return ek_fp16_to_fp32(ek_fp32_to_fp16(x)); }
+
+static void attention_scores_portable(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
+                                      float scale, float *scores, bool half) {
+    float qh[512], row[512];
+    if (half) {
+        for (int64_t i = 0; i < head_dim; i++) qh[i] = round_to_half(q[i]);
+        for (int64_t p = 0; p < visible; p++) {
+            ek_fp16_to_fp32_row((const uint16_t *)keys + p * stride, row, head_dim);
+            scores[p] = dot_lanes(qh, row, head_dim) * scale;
+        }
+    } else {
+        for (int64_t p = 0; p < visible; p++) scores[p] = dot_lanes(q, (const float *)keys + p * stride, head_dim) * scale;
     }
 }
 
-static void attention_f16_portable(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
-                                   int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
-    float qh[512], row[512];
-    if (head_dim > 512) return; /* the caller checks head_dim */
-    for (int64_t i = 0; i < head_dim; i++) qh[i] = ek_fp16_to_fp32(ek_fp32_to_fp16(q[i]));
-    float maximum = -INFINITY;
-    for (int64_t p = 0; p < visible; p++) {
-        ek_fp16_to_fp32_row(keys + p * stride, row, head_dim);
-        scores[p] = dot_lanes(qh, row, head_dim) * scale;
-        if (scores[p] > maximum) maximum = scores[p];
-    }
-    float total = softmax_in_place(scores, visible, maximum);
+static void attention_values_portable(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                      int64_t head_dim, float *out, bool half) {
+    float row[512];
     memset(out, 0, (size_t)head_dim * sizeof(float));
     for (int64_t p = 0; p < visible; p++) {
-        float weight = ek_fp16_to_fp32(ek_fp32_to_fp16(scores[p] / total));
-        ek_fp16_to_fp32_row(values + p * stride, row, head_dim);
-        for (int64_t i = 0; i < head_dim; i++) out[i] += weight * row[i];
+        if (half) {
+            float weight = round_to_half(weights[p]);
+            ek_fp16_to_fp32_row((const uint16_t *)values + p * stride, row, head_dim);
+            for (int64_t i = 0; i < head_dim; i++) out[i] += weight * row[i];
+        } else {
+            const float *v = (const float *)values + p * stride;
+            for (int64_t i = 0; i < head_dim; i++) out[i] += weights[p] * v[i];
+        }
     }
+}
+
+/* ------------------------------------------ the attention parts, either ISA --- */
+
+#if defined(__x86_64__)
+/* The AVX2 attention loops take head_dim a multiple of 16; others run the portable code. */
+static bool attention_simd(bool simd, int64_t head_dim) { return EK_SIMD(simd) && head_dim % 16 == 0; }
+#endif
+
+bool ek_attention_scores_with(bool simd, bool half, const float *q, const void *keys, int64_t stride, int64_t visible,
+                              int64_t head_dim, float scale, float *scores) {
+    if (head_dim <= 0 || head_dim > 512 || visible < 0) return false;
+#if defined(__x86_64__)
+    if (attention_simd(simd, head_dim)) {
+        attention_scores_avx2(q, keys, stride, visible, head_dim, scale, scores, half);
+        return true;
+    }
+#endif
+    attention_scores_portable(q, keys, stride, visible, head_dim, scale, scores, half);
+    return true;
+}
+
+void ek_softmax_with(bool simd, float *x, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        float maximum = -INFINITY;
+        for (int64_t p = 0; p < n; p++)
+            if (row[p] > maximum) maximum = row[p];
+        float total;
+#if defined(__x86_64__)
+        if (EK_SIMD(simd)) total = softmax_avx2(row, n, maximum);
+        else total = softmax_in_place(row, n, maximum);
+#else
+        (void)simd;
+        total = softmax_in_place(row, n, maximum);
+#endif
+        for (int64_t p = 0; p < n; p++) row[p] = row[p] / total;
+    }
+}
+
+bool ek_attention_values_with(bool simd, bool half, const float *weights, const void *values, int64_t stride,
+                              int64_t visible, int64_t head_dim, float *out) {
+    if (head_dim <= 0 || head_dim > 512 || visible < 0) return false;
+#if defined(__x86_64__)
+    if (attention_simd(simd, head_dim)) {
+        attention_values_avx2(weights, values, stride, visible, head_dim, out, half);
+        return true;
+    }
+#endif
+    attention_values_portable(weights, values, stride, visible, head_dim, out, half);
+    return true;
+}
+
+void ek_attention_head_f32(const float *q, const float *keys, const float *values, int64_t stride, int64_t visible,
+                           int64_t head_dim, float scale, float *scores, float *out) {
+    if (!ek_attention_scores_with(true, false, q, keys, stride, visible, head_dim, scale, scores)) return;
+    ek_softmax_with(true, scores, 1, visible);
+    ek_attention_values_with(true, false, scores, values, stride, visible, head_dim, out);
+}
+
+void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
+                           int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
+    if (!ek_attention_scores_with(true, true, q, keys, stride, visible, head_dim, scale, scores)) return;
+    ek_softmax_with(true, scores, 1, visible);
+    ek_attention_values_with(true, true, scores, values, stride, visible, head_dim, out);
 }
 
 /* ------------------------------------------------- AVX2 + F16C + FMA --- */
@@ -371,10 +485,20 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void
     return half ? load_half8((const uint16_t *)base + i) : _mm256_loadu_ps((const float *)base + i);
 }
 
-/* head_dim a multiple of 16, at most 512; keys and values fp16 when `half`, else fp32. */
-EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_avx2(
-    const float *q, const void *keys, const void *values, int64_t stride, int64_t visible, int64_t head_dim,
-    float scale, float *scores, float *out, bool half) {
+
+EK_OPS_AVX2 static void silu_avx2(float *x, int64_t n) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), v)))));
+    }
+    for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* head_dim a multiple of 16, at most 512; keys fp16 when `half` (q rounded to fp16 first), else fp32. */
+EK_OPS_AVX2 static void attention_scores_avx2(const float *q, const void *keys, int64_t stride, int64_t visible,
+                                              int64_t head_dim, float scale, float *scores, bool half) {
     float rounded[512];
     if (half) {
         for (int64_t i = 0; i < head_dim; i += 8)
@@ -382,7 +506,6 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_avx2(
         q = rounded;
     }
     const int64_t element = half ? 2 : 4;
-    float maximum = -INFINITY;
     for (int64_t p = 0; p < visible; p++) {
         const char *k = (const char *)keys + p * stride * element;
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -391,52 +514,19 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_avx2(
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(k, i + 8, half), a1);
         }
         scores[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
-        if (scores[p] > maximum) maximum = scores[p];
     }
-    float total = softmax_avx2(scores, visible, maximum);
+}
+
+/* out = Σ weights[p]·V[p]; with `half`, fp16 values and each weight rounded to fp16 first. */
+EK_OPS_AVX2 static void attention_values_avx2(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                              int64_t head_dim, float *out, bool half) {
+    const int64_t element = half ? 2 : 4;
     for (int64_t i = 0; i < head_dim; i += 8) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
     for (int64_t p = 0; p < visible; p++) {
-        float w = scores[p] / total;
-        __m256 weight = _mm256_set1_ps(half ? round_half(w) : w);
+        __m256 weight = _mm256_set1_ps(half ? round_half(weights[p]) : weights[p]);
         const char *v = (const char *)values + p * stride * element;
         for (int64_t i = 0; i < head_dim; i += 8)
             _mm256_storeu_ps(out + i, _mm256_fmadd_ps(weight, load8(v, i, half), _mm256_loadu_ps(out + i)));
     }
 }
-
-EK_OPS_AVX2 static void attention_f16_avx2(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
-                                           int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
-    attention_avx2(q, keys, values, stride, visible, head_dim, scale, scores, out, true);
-}
-
-EK_OPS_AVX2 static void attention_f32_avx2(const float *q, const float *keys, const float *values, int64_t stride,
-                                           int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
-    attention_avx2(q, keys, values, stride, visible, head_dim, scale, scores, out, false);
-}
 #endif
-
-#if defined(__x86_64__)
-static bool use_avx2(int64_t head_dim) { return have_avx2() && head_dim % 16 == 0 && head_dim <= 512; }
-#endif
-
-void ek_attention_head_f32(const float *q, const float *keys, const float *values, int64_t stride, int64_t visible,
-                           int64_t head_dim, float scale, float *scores, float *out) {
-#if defined(__x86_64__)
-    if (use_avx2(head_dim)) {
-        attention_f32_avx2(q, keys, values, stride, visible, head_dim, scale, scores, out);
-        return;
-    }
-#endif
-    attention_f32_portable(q, keys, values, stride, visible, head_dim, scale, scores, out);
-}
-
-void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
-                           int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
-#if defined(__x86_64__)
-    if (use_avx2(head_dim)) {
-        attention_f16_avx2(q, keys, values, stride, visible, head_dim, scale, scores, out);
-        return;
-    }
-#endif
-    attention_f16_portable(q, keys, values, stride, visible, head_dim, scale, scores, out);
-}

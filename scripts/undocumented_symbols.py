@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-directory, module, prefix = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+directory, module, prefix = sys.argv[1], sys.argv[2], os.path.join(os.path.abspath(sys.argv[3]), "")
 missing, total = [], 0
 for path in sorted(glob.glob(os.path.join(directory, module + ".symbols.json"))
                    + glob.glob(os.path.join(directory, module + "@*.symbols.json"))):

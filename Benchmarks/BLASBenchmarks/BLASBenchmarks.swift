@@ -5,7 +5,8 @@
 
 import Benchmark
 import CBLAS
-import Ember
+import EmberBenchmarks
+import EmberCore
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -14,7 +15,9 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(2),
         maxIterations: 1_000)
 
-    let library = BLASLibrary.current
+    let context = ComputeContext()
+    let (pool, threads) = (context.pool, context.maximumThreads)
+    let library = context.blas
     print("BLAS core \(library.coreName) (\(library.coreLevel?.description ?? "level unknown")), \(library.threads) threads")
 
     for testCase in MatmulComparison.standardCases {
@@ -29,7 +32,7 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark("matmul ember \(label)") { benchmark in
             var c = try! Tensor(zeros: [testCase.m, testCase.n])
             for _ in benchmark.scaledIterations {
-                try! matmul(a, b, transposeB: testCase.transposeB, into: &c)
+                try! matmul(a, b, transposeB: testCase.transposeB, into: &c, threads: threads, pool: pool)
             }
             blackHole(c)
         }

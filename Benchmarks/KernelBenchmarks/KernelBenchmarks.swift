@@ -3,7 +3,7 @@
 // cases as ratios to the measured read bandwidth and to sgemm.
 
 import Benchmark
-import Ember
+import EmberCore
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -12,7 +12,9 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(2),
         maxIterations: 2_000)
 
-    print("kernels \(KernelISA.active), \(KernelThreads.default) threads; BLAS core \(BLASLibrary.current.coreName)")
+    let context = ComputeContext()
+    let (pool, threads, isa) = (context.pool, context.maximumThreads, context.isa)
+    print("kernels \(isa), \(threads) threads; BLAS core \(context.blas.coreName)")
 
     for (n, k) in [(576, 1536), (16384, 8192)] {
         var generator = SplitMix64(seed: 7)
@@ -20,17 +22,17 @@ let benchmarks: @Sendable () -> Void = {
         for m in [1, 128] {
             let kind = m == 1 ? "gemv" : "gemm"
             let x = try! Tensor(shape: [m, k], values: (0..<(m * k)).map { _ in generator.nextUnitFloat() * 2 - 1 })
-            for format in QuantizedFormat.allCases {
-                let w = try! QuantizedMatrix(quantizing: weights, to: format)
+            for format in [TensorType.q4_0, .q4_1, .q8_0] {
+                let w = try! QuantizedMatrix(quantizing: weights, to: format, isa: isa)
                 Benchmark("\(kind) \(format) \(m)x\(n)x\(k)") { benchmark in
                     var y = try! Tensor(zeros: [m, n])
-                    for _ in benchmark.scaledIterations { try! matmul(x, w, into: &y) }
+                    for _ in benchmark.scaledIterations { try! matmul(x, w, into: &y, isa: isa, threads: threads, pool: pool) }
                     blackHole(y)
                 }
             }
             Benchmark("\(kind) fp32-blas \(m)x\(n)x\(k)") { benchmark in
                 var y = try! Tensor(zeros: [m, n])
-                for _ in benchmark.scaledIterations { try! matmul(x, weights, transposeB: true, into: &y) }
+                for _ in benchmark.scaledIterations { try! matmul(x, weights, transposeB: true, into: &y, threads: threads, pool: pool) }
                 blackHole(y)
             }
         }

@@ -1,8 +1,13 @@
 /*
  * ek_ops.h — the fp32 vector ops of a transformer block that are not
- * matmuls: RMSNorm, RoPE, SwiGLU, residual adds and single-head attention
- * over a KV cache kept in fp32 or fp16. They run on the CPU route; the
- * caller's threads split rows or heads between them.
+ * matmuls: RMSNorm, LayerNorm, RoPE, SwiGLU/SiLU/GELU, adds and products,
+ * softmax, and single-head attention (scores, softmax, weighted values)
+ * over a KV cache kept in fp32 or fp16. The caller's threads split rows or
+ * heads between them.
+ *
+ * The `_with(simd, …)` forms run the AVX2 + FMA + F16C code where `simd` is
+ * true and the CPU and build have it, else the portable code (the oracle the
+ * SIMD code is tested against); the plain forms choose by the CPU.
  */
 #ifndef EK_OPS_H
 #define EK_OPS_H
@@ -27,12 +32,16 @@ void ek_rope_table(float *table, int64_t pairs, int64_t position, float theta_sc
 
 /* Rotates adjacent pairs (the "normal" mode, not NeoX) of `heads` heads of head_dim by `table`. */
 void ek_rope_apply(float *x, int64_t heads, int64_t head_dim, const float *table);
+/* Rotates the pairs (i, i + head_dim/2) (the NeoX mode) of `heads` heads of head_dim by `table`. */
+void ek_rope_apply_neox(float *x, int64_t heads, int64_t head_dim, const float *table);
 
 /* h = silu(g) · u, n elements. */
 void ek_swiglu(const float *g, const float *u, float *h, int64_t n);
 
 /* x += y, n elements. */
 void ek_add(float *x, const float *y, int64_t n);
+/* x *= y, n elements. */
+void ek_mul(float *x, const float *y, int64_t n);
 
 /*
  * y[r][c] += bias[c] (+ residual[r][c] when residual is not NULL) for rows
@@ -59,5 +68,27 @@ void ek_attention_head_f32(const float *q, const float *keys, const float *value
                            int64_t head_dim, float scale, float *scores, float *out);
 void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
                            int64_t visible, int64_t head_dim, float scale, float *scores, float *out);
+
+
+/* Whether this CPU and build run the AVX2 + FMA + F16C forms. */
+bool ek_ops_simd_available(void);
+void ek_layer_norm_with(bool simd, const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
+                        float eps);
+void ek_gelu_with(bool simd, float *x, int64_t n);
+void ek_swiglu_with(bool simd, const float *g, const float *u, float *h, int64_t n);
+/* x = x · σ(x) in place (SiLU), n elements. */
+void ek_silu_with(bool simd, float *x, int64_t n);
+/* Each of `rows` rows of n in place: exp(x − max) / Σ exp(x − max), the sum in double. */
+void ek_softmax_with(bool simd, float *x, int64_t rows, int64_t n);
+/*
+ * The parts of ek_attention_head_*: scores[p] = scale · q·K[p] (with `half`,
+ * fp16 keys and q rounded to fp16), and out = Σ weights[p]·V[p] (with `half`,
+ * fp16 values and each weight rounded to fp16). false when head_dim is not
+ * 1…512 or visible is negative.
+ */
+bool ek_attention_scores_with(bool simd, bool half, const float *q, const void *keys, int64_t stride, int64_t visible,
+                              int64_t head_dim, float scale, float *scores);
+bool ek_attention_values_with(bool simd, bool half, const float *weights, const void *values, int64_t stride,
+                              int64_t visible, int64_t head_dim, float *out);
 
 #endif

@@ -1,49 +1,79 @@
 /*
- * ember_plugin.h — the versioned C ABI through which kernels reach Ember.
+ * ember_plugin.h — the versioned C ABI through which backends reach Ember (ABI version 2).
  *
  * A plugin is a shared library that exports one function,
  *
- *     const ember_plugin_table *ember_plugin_entry(void);
+ *     const ember_plugin *ember_plugin_entry(void);
  *
  * returning a table that lives as long as the library: the ABI version, the
- * table's size, the plugin's name, and its kernels. Every struct that
- * crosses the ABI starts with its `size` and `abi_version`, so Ember can
- * refuse a table built against another version of this header instead of
- * reading past its end. Ember checks every field and refuses a bad plugin
- * with an error naming the field; the rest of Ember keeps working.
+ * table's size, the plugin's name and its backends. A backend says which ops
+ * it runs on which tensor types, the compute-unit route it belongs to, whether
+ * Ember may call it from several threads at once, how it binds weights, and a
+ * function per op. Ember's own CPU SIMD, BLAS and scalar paths are backends of
+ * the same shape (the ops' signatures below are theirs too).
  *
- * Weights reach a kernel in GGUF layout (row after row of blocks, or fp32
- * rows for EMBER_FORMAT_F32); activations and outputs are fp32, row-major.
+ * Every struct that crosses the ABI starts with its `size` and `abi_version`,
+ * so Ember refuses a table built against another version of this header
+ * instead of reading past its end. Ember checks every field, runs each
+ * declared op on test data against its scalar reference (with guard bytes
+ * around every output) before it places anything on the backend, and
+ * disables a backend that crashes, writes out of bounds, returns an error or
+ * computes wrong results, with a logged reason; its ops fall back to the next
+ * backend. An op that returns non-zero during a forward pass is disabled the
+ * same way and that call falls back.
+ *
+ * Conventions: activations and outputs are fp32, row-major; tensor types are
+ * GGUF's type ids (EMBER_TYPE_*); every function returns 0 on success and
+ * non-zero on failure; `context` is the backend's own pointer, handed back.
  */
 #ifndef EMBER_PLUGIN_H
 #define EMBER_PLUGIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define EMBER_PLUGIN_ABI_VERSION 1u
+#define EMBER_PLUGIN_ABI_VERSION 2u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 
-/* Operations a kernel can implement. */
+/* Operations a backend can run. */
 typedef enum ember_op {
-    EMBER_OP_MATMUL = 1, /* Y[m×n] = X[m×k]·Wᵀ, W n×k */
+    EMBER_OP_MATMUL = 1,               /* Y[m×n] = X[m×k]·Wᵀ over a range of weight rows (GEMV when m = 1) */
+    EMBER_OP_EMBEDDING = 2,            /* one row of a token table, in the table's type, to fp32 */
+    EMBER_OP_RMS_NORM = 3,
+    EMBER_OP_LAYER_NORM = 4,
+    EMBER_OP_ROPE = 5,
+    EMBER_OP_ATTENTION_SCORES = 6,     /* scale·q·Kᵀ over the cached keys of one head */
+    EMBER_OP_SOFTMAX = 7,
+    EMBER_OP_ATTENTION_VALUES = 8,     /* Σ p·V over the cached values of one head */
+    EMBER_OP_SILU = 9,
+    EMBER_OP_GELU = 10,
+    EMBER_OP_SWIGLU = 11,
+    EMBER_OP_ADD = 12,
+    EMBER_OP_MUL = 13,
+    EMBER_OP_QUANTIZE_ACTIVATIONS = 14 /* fp32 rows into the blocks the backend's matmul reads */
 } ember_op;
 
-/* Weight formats, numbered as GGUF's tensor types. */
-typedef enum ember_weight_format {
-    EMBER_FORMAT_F32 = 0,
-    EMBER_FORMAT_Q4_0 = 2,
-    EMBER_FORMAT_Q4_1 = 3,
-    EMBER_FORMAT_Q8_0 = 8,
-} ember_weight_format;
+/* Tensor types, numbered as GGUF's (the ones Ember's own backends compute with; any GGUF id may be declared). */
+typedef enum ember_type {
+    EMBER_TYPE_F32 = 0,
+    EMBER_TYPE_F16 = 1,
+    EMBER_TYPE_Q4_0 = 2,
+    EMBER_TYPE_Q4_1 = 3,
+    EMBER_TYPE_Q8_0 = 8,
+    EMBER_TYPE_BF16 = 30,
+} ember_type;
 
-/* The compute-unit route a kernel belongs to. */
+/* The compute-unit route a backend belongs to: a host's unit preferences choose among routes. */
 typedef enum ember_unit {
     EMBER_UNIT_CPU = 0,
     EMBER_UNIT_GPU = 1,
     EMBER_UNIT_NEURAL_ENGINE = 2,
 } ember_unit;
 
-/* CPU features a kernel may require (bit set). */
+/* Backend flags. */
+#define EMBER_BACKEND_CONCURRENT (1u << 0) /* ops may run on several threads at once over disjoint outputs */
+
+/* CPU features a backend may require (bit set); a backend whose features the CPU lacks is skipped. */
 #define EMBER_FEATURE_AVX2 (1u << 0)
 #define EMBER_FEATURE_FMA (1u << 1)
 #define EMBER_FEATURE_F16C (1u << 2)
@@ -56,33 +86,114 @@ typedef enum ember_unit {
 #define EMBER_FEATURE_DOTPROD (1u << 9)
 #define EMBER_FEATURE_ALL 0x3ffu /* every bit above */
 
+/* --------------------------------------------------------------- ops --- */
+
 /*
- * A matmul kernel: writes Y columns [row_begin, row_end) (weight rows), all m
- * activation rows; returns 0, or non-zero to report failure.
+ * Y[i][r] for activation rows i < m and weight rows r in [row_begin, row_end):
+ * Σ_j X[i][j]·W[r][j]; Y has row stride ldy ≥ n. `weights` is what
+ * bind_weights returned, or the tensor's GGUF bytes (row after row) when the
+ * backend has no bind_weights. `prepared` is the output of the backend's
+ * quantize_activations for X when it declares one for this type, else NULL.
  */
-typedef int32_t (*ember_matmul_kernel)(const float *x, const void *w, float *y, int64_t m, int64_t n, int64_t k,
-                                       int64_t row_begin, int64_t row_end);
+typedef int32_t (*ember_matmul_fn)(void *context, const void *weights, uint32_t type, int64_t n, int64_t k,
+                                   const float *x, const void *prepared, int64_t m, float *y, int64_t ldy,
+                                   int64_t row_begin, int64_t row_end);
+/* Bytes quantize_activations writes for m rows of k; 0 when it cannot. */
+typedef size_t (*ember_activation_bytes_fn)(void *context, uint32_t weight_type, int64_t m, int64_t k);
+/* m rows of k fp32 activations into `out` (capacity bytes), for a matmul on weights of `weight_type`. */
+typedef int32_t (*ember_quantize_activations_fn)(void *context, uint32_t weight_type, const float *x, int64_t m,
+                                                 int64_t k, void *out, size_t capacity);
+/* One row of `columns` values of a token table in `type` (its GGUF bytes at `row`) into fp32 `out`. */
+typedef int32_t (*ember_embedding_fn)(void *context, uint32_t type, const void *row, int64_t columns, float *out);
+/* out[r] = x[r] / sqrt(mean(x[r]²) + eps) · weight, for `rows` rows of n. */
+typedef int32_t (*ember_rms_norm_fn)(void *context, const float *x, const float *weight, float *out, int64_t rows,
+                                     int64_t n, float eps);
+/* out[r] = (x[r] − mean) / sqrt(variance + eps) · gamma + beta, for `rows` rows of n. */
+typedef int32_t (*ember_layer_norm_fn)(void *context, const float *x, const float *gamma, const float *beta, float *out,
+                                       int64_t rows, int64_t n, float eps);
+/*
+ * Rotates `heads` heads of head_dim values in x by `angles` ((cos, sin) per
+ * pair, head_dim / 2 pairs). mode 0 rotates adjacent pairs (2i, 2i+1); mode 2
+ * (NeoX) rotates (i, i + head_dim/2).
+ */
+typedef int32_t (*ember_rope_fn)(void *context, float *x, int64_t heads, int64_t head_dim, const float *angles,
+                                 uint32_t mode);
+/*
+ * scores[p] = scale · q·K[p] for p < visible; key p starts p·stride elements
+ * after `keys`, in `cache_type` (F32 or F16; with F16, q is rounded to fp16 first).
+ */
+typedef int32_t (*ember_attention_scores_fn)(void *context, uint32_t cache_type, const float *q, const void *keys,
+                                             int64_t stride, int64_t visible, int64_t head_dim, float scale,
+                                             float *scores);
+/* Each of `rows` rows of n: x = exp(x − max) / Σ exp(x − max), in place. */
+typedef int32_t (*ember_softmax_fn)(void *context, float *x, int64_t rows, int64_t n);
+/*
+ * out = Σ_p weights[p]·V[p] over p < visible (value rows as the keys above;
+ * with F16, each weight is rounded to fp16 first).
+ */
+typedef int32_t (*ember_attention_values_fn)(void *context, uint32_t cache_type, const float *weights,
+                                             const void *values, int64_t stride, int64_t visible, int64_t head_dim,
+                                             float *out);
+/* In place over n values: SiLU x·σ(x), or GELU 0.5·x·(1 + erf(x/√2)). */
+typedef int32_t (*ember_unary_fn)(void *context, float *x, int64_t n);
+/* out = silu(gate) · up over n values. */
+typedef int32_t (*ember_swiglu_fn)(void *context, const float *gate, const float *up, float *out, int64_t n);
+/* x = x + y (ADD) or x = x · y (MUL) over n values. */
+typedef int32_t (*ember_binary_fn)(void *context, float *x, const float *y, int64_t n);
 
-typedef struct ember_kernel_descriptor {
-    uint32_t size;                  /* sizeof(ember_kernel_descriptor) */
-    uint32_t abi_version;           /* EMBER_PLUGIN_ABI_VERSION */
-    const char *name;               /* unique within the plugin, 1–63 printable characters */
-    uint32_t op;                    /* ember_op */
-    uint32_t weight_format;         /* ember_weight_format */
-    uint32_t unit;                  /* ember_unit */
-    uint32_t required_features;     /* EMBER_FEATURE_* bits */
-    int32_t score;                  /* higher wins among kernels for the same op, format and unit */
-    ember_matmul_kernel function;   /* non-NULL */
-} ember_kernel_descriptor;
+/* One op on one tensor type that a backend runs (the activations' type F32 for element-wise ops). */
+typedef struct ember_op_support {
+    uint32_t op;   /* ember_op */
+    uint32_t type; /* ember_type: the weights' (matmul, embedding), the KV cache's (attention), else F32 */
+} ember_op_support;
 
-typedef struct ember_plugin_table {
-    uint32_t size;                  /* sizeof(ember_plugin_table) */
-    uint32_t abi_version;           /* EMBER_PLUGIN_ABI_VERSION */
-    const char *name;               /* 1–63 printable characters */
-    uint32_t kernel_count;          /* 1–256 */
-    const ember_kernel_descriptor *kernels;
-} ember_plugin_table;
+/* One backend: what it runs, where, and how. Functions for undeclared ops may be NULL. */
+typedef struct ember_backend {
+    uint32_t size;                 /* sizeof(ember_backend) */
+    uint32_t abi_version;          /* EMBER_PLUGIN_ABI_VERSION */
+    const char *name;              /* unique in the process, 1–63 printable characters */
+    uint32_t unit;                 /* ember_unit */
+    uint32_t flags;                /* EMBER_BACKEND_* */
+    uint32_t required_features;    /* EMBER_FEATURE_* */
+    int32_t score;                 /* higher wins among backends of one route for the same op and type */
+    void *context;                 /* handed back to every function below */
+    uint32_t support_count;        /* 1–1024 */
+    const ember_op_support *supports;
 
-typedef const ember_plugin_table *(*ember_plugin_entry_fn)(void);
+    /* Optional: 0 when the backend can run here (called once, before Ember's own checks). */
+    int32_t (*self_test)(void *context);
+    /* Optional: make `bound` from a weight matrix (rows × columns of `type`, `bytes` GGUF bytes) once, at load. */
+    int32_t (*bind_weights)(void *context, uint32_t type, int64_t rows, int64_t columns, const void *data,
+                            size_t bytes, void **bound);
+    /* Optional (with bind_weights): frees what bind_weights made. */
+    void (*release_weights)(void *context, void *bound);
+
+    ember_matmul_fn matmul;
+    ember_activation_bytes_fn activation_bytes;
+    ember_quantize_activations_fn quantize_activations;
+    ember_embedding_fn embedding;
+    ember_rms_norm_fn rms_norm;
+    ember_layer_norm_fn layer_norm;
+    ember_rope_fn rope;
+    ember_attention_scores_fn attention_scores;
+    ember_softmax_fn softmax;
+    ember_attention_values_fn attention_values;
+    ember_unary_fn silu;
+    ember_unary_fn gelu;
+    ember_swiglu_fn swiglu;
+    ember_binary_fn add;
+    ember_binary_fn mul;
+} ember_backend;
+
+/* What ember_plugin_entry returns. */
+typedef struct ember_plugin {
+    uint32_t size;                 /* sizeof(ember_plugin) */
+    uint32_t abi_version;          /* EMBER_PLUGIN_ABI_VERSION */
+    const char *name;              /* 1–63 printable characters */
+    uint32_t backend_count;        /* 1–16 */
+    const ember_backend *backends;
+} ember_plugin;
+
+typedef const ember_plugin *(*ember_plugin_entry_fn)(void);
 
 #endif /* EMBER_PLUGIN_H */

@@ -21,8 +21,8 @@ final class CRuntime: @unchecked Sendable {
 
 /// Behind `ember_model_t`: a loaded model of either kind.
 enum CModel: @unchecked Sendable {
-    case language(LlamaModel)
-    case embedding(BertModel)
+    case language(any TextGenerator)
+    case embedding(any Embedder)
 
     final class Box: @unchecked Sendable {
         let model: CModel

@@ -109,7 +109,7 @@ public func ember_model_embedding_dimension(_ model: OpaquePointer?, _ outDimens
     guard case let .embedding(bert) = box.model else {
         return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")
     }
-    outDimension.pointee = bert.config.hidden
+    outDimension.pointee = bert.dimension
     return EMBER_OK
 }
 
@@ -213,7 +213,7 @@ public func ember_request_release(_ request: OpaquePointer?) {
 
 /// The checked inputs of an embedding call, or the status that refuses them (the message already set).
 private func embeddingInputs(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
-                             _ count: Int, _ tier: ember_tier_t) -> Result<(CRuntime, BertModel, [String], Tier), CStatus.Refusal> {
+                             _ count: Int, _ tier: ember_tier_t) -> Result<(CRuntime, any Embedder, [String], Tier), CStatus.Refusal> {
     guard let owner = Unmanaged<CRuntime>.object(runtime) else {
         return .failure(.init(CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle")))
     }
@@ -259,15 +259,15 @@ private func copy(_ vectors: [[Float]], to outVectors: UnsafeMutablePointer<Floa
 public func ember_embed(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
                         _ count: Int, _ tier: ember_tier_t, _ outVectors: UnsafeMutablePointer<Float>?, _ capacity: Int,
                         _ outDecision: UnsafeMutablePointer<ember_decision_t>?) -> ember_status_t {
-    let (owner, bert, input, requestTier): (CRuntime, BertModel, [String], Tier)
+    let (owner, bert, input, requestTier): (CRuntime, any Embedder, [String], Tier)
     switch embeddingInputs(runtime, model, texts, count, tier) {
     case let .success(inputs): (owner, bert, input, requestTier) = inputs
     case let .failure(refusal): return refusal.status
     }
     guard let outVectors else { return CStatus.invalid("out_vectors", found: "NULL", expected: "a buffer of count × dimension floats") }
-    let needed = count * bert.config.hidden
+    let needed = count * bert.dimension
     guard capacity >= needed else {
-        return CStatus.fail(EMBER_ERROR_BUFFER_TOO_SMALL, "capacity: found \(capacity) floats, expected at least \(needed) (\(count) texts × \(bert.config.hidden))")
+        return CStatus.fail(EMBER_ERROR_BUFFER_TOO_SMALL, "capacity: found \(capacity) floats, expected at least \(needed) (\(count) texts × \(bert.dimension))")
     }
     if let outDecision, outDecision.pointee.size != MemoryLayout<ember_decision_t>.size {
         return CStatus.invalid("out_decision->size", found: "\(outDecision.pointee.size)",
@@ -289,7 +289,7 @@ public func ember_embed_submit(_ runtime: OpaquePointer?, _ model: OpaquePointer
                                _ count: Int, _ tier: ember_tier_t, _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
     guard let outRequest else { return CStatus.invalid("out_request", found: "NULL", expected: "a pointer to store the handle") }
     outRequest.pointee = nil
-    let (owner, bert, input, requestTier): (CRuntime, BertModel, [String], Tier)
+    let (owner, bert, input, requestTier): (CRuntime, any Embedder, [String], Tier)
     switch embeddingInputs(runtime, model, texts, count, tier) {
     case let .success(inputs): (owner, bert, input, requestTier) = inputs
     case let .failure(refusal): return refusal.status

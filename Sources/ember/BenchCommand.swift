@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ember
+import EmberBenchmarks
 import Foundation
 
 /// `ember bench`: side-by-side benchmarks a user can read.
@@ -52,11 +53,12 @@ struct BenchBLASCommand: ParsableCommand {
 
     func run() throws {
         let threads = threads ?? KernelThreads.default
-        let library = BLASLibrary.current
-        let warning = library.coreWarning()
+        let context = try CommandEnvironment.runtime().context
+        let library = context.blas
+        let warning = library.coreWarning(forcedCore: CommandEnvironment.openBLASCoreType)
         let comparison = quick
-            ? MatmulComparison(rounds: 3, minimumRoundSeconds: 0.02, threads: threads)
-            : MatmulComparison(rounds: rounds, minimumRoundSeconds: 0.05, threads: threads)
+            ? MatmulComparison(rounds: 3, minimumRoundSeconds: 0.02, threads: threads, pool: context.pool)
+            : MatmulComparison(rounds: rounds, minimumRoundSeconds: 0.05, threads: threads, pool: context.pool)
         if !json {
             print("OpenBLAS \(library.version ?? "?"), core \(library.coreName) (\(library.coreLevel?.description ?? "level unknown")); \(threads) thread(s) each side: Ember's workers vs OpenBLAS's threads")
             if let warning { print("warning: \(warning)") }
@@ -135,14 +137,17 @@ struct BenchKernelsCommand: ParsableCommand {
 
     func run() throws {
         let threads = threads ?? KernelThreads.default
-        let benchmark = KernelBenchmark(threads: threads, rounds: quick ? 3 : rounds, minimumRoundSeconds: quick ? 0.02 : 0.05)
-        let library = BLASLibrary.current
+        let context = try CommandEnvironment.runtime().context
+        if let error = context.isaOverrideError { printError("warning: \(error); using \(context.isa)") }
+        let benchmark = KernelBenchmark(isa: context.isa, pool: context.pool, threads: threads, rounds: quick ? 3 : rounds,
+                                        minimumRoundSeconds: quick ? 0.02 : 0.05)
+        let library = context.blas
         let buffer = KernelBenchmark.ReadBuffer()
         let bandwidth = benchmark.readBandwidth(buffer)
         let shapes = quick ? Array(KernelBenchmark.standardShapes.prefix(3)) : KernelBenchmark.standardShapes
         if !json {
             print("kernels \(benchmark.isa), \(threads) worker thread(s); fp32 reference: OpenBLAS core \(library.coreName) on the same workers")
-            if let warning = library.coreWarning() { print("warning: \(warning)") }
+            if let warning = library.coreWarning(forcedCore: CommandEnvironment.openBLASCoreType) { print("warning: \(warning)") }
             print(String(format: "read bandwidth (streaming loop over 512 MiB): %.1f GB/s; GEMV rounds alternate with reads and", bandwidth))
             print("rotate over weight copies spanning ≥ 256 MiB (cold caches); × bandwidth is the median per-round ratio")
             print(row(["format", "kind", "m×n×k", "time", "weights GB/s", "× bandwidth", "GOPS", "fp32 GFLOP/s", "× fp32"]))

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ember
+import EmberBenchmarks
 import Foundation
 
 /// `ember bench generate`: llama-bench's pp128 / tg64 on a GGUF model, and time to first token.
@@ -50,25 +51,27 @@ struct BenchGenerateCommand: ParsableCommand {
     }
 
     func run() throws {
-        let decision = try options.decision()
-        let (llama, loadMs) = try options.load(for: decision)
-        var benchmark = GenerationBenchmark(units: decision.computeUnits, precision: decision.precision,
-                                            threads: decision.threads, qos: decision.qos)
+        let runtime = try options.overrides.makeRuntime()
+        let decision = try options.overrides.decision(in: runtime)
+        let (model, loadMs) = try options.load(in: runtime, for: decision)
+        var benchmark = GenerationBenchmark(options: decision.executionOptions())
         (benchmark.runs, benchmark.promptTokens, benchmark.generatedTokens) = (runs, promptTokens, generatedTokens)
-        let library = BLASLibrary.current
+        let library = runtime.context.blas
+        let isa = runtime.context.isa
         if !json {
             print("\(options.model): \(decision.precision) on \(decision.computeUnits), \(decision.threads) thread(s) at \(decision.qos); "
-                  + "kernels \(KernelISA.active), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
+                  + "kernels \(isa), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
         }
-        let result = try benchmark.run(llama)
-        let firstToken = ttft ? try benchmark.timeToFirstToken(path: try ModelLocator.path(for: options.model), runs: runs) : nil
+        let result = try benchmark.run(model)
+        let name = options.model
+        let firstToken = ttft ? try benchmark.timeToFirstToken(load: { try runtime.languageModel(named: name) }, runs: runs) : nil
         if json {
             try printJSON(Report(
                 precision: decision.precision.rawValue, units: decision.computeUnits.description, threads: decision.threads,
                 prefill_tokens_per_s: result.prefillTokensPerSecond, decode_tokens_per_s: result.decodeTokensPerSecond, runs: runs,
                 prompt_tokens: promptTokens, generated_tokens: generatedTokens,
                 prefill_runs: result.prefillRuns, decode_runs: result.decodeRuns, ttft_ms: firstToken?.median,
-                load_ms: loadMs, blas_core: library.coreName, kernel_isa: KernelISA.active.rawValue), singleLine: true)
+                load_ms: loadMs, blas_core: library.coreName, kernel_isa: isa.rawValue), singleLine: true)
             return
         }
         func spread(_ values: [Double]) -> String {

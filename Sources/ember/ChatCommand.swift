@@ -40,13 +40,14 @@ struct ChatCommand: ParsableCommand {
     }
 
     func run() throws {
-        let decision = try options.decision()
-        let (llama, loadMs) = try options.load(for: decision)
-        let template = try ChatTemplate(gguf: llama.file)
-        let chat = ChatSession(model: llama, template: template, system: system, contextLength: contextLength,
-                               sampler: sampler,
-                               units: decision.computeUnits, precision: decision.precision, threads: decision.threads,
-                               qos: decision.qos)
+        let runtime = try options.overrides.makeRuntime()
+        let decision = try options.overrides.decision(in: runtime)
+        let (model, loadMs) = try options.load(in: runtime, for: decision)
+        guard let template = model.chatTemplate else {
+            throw ValidationError("\(options.model): the file has no ChatML chat template (tokenizer.chat_template); use `ember generate`")
+        }
+        let chat = ChatSession(model: model, template: template, system: system, contextLength: contextLength,
+                               sampler: sampler, options: decision.executionOptions())
         let interactive = isatty(STDIN_FILENO) != 0
         printError(String(format: "[%@ loaded in %.0f ms: %@ on %@, %d thread(s); /reset, /exit]", options.model, loadMs,
                           decision.precision.rawValue, decision.computeUnits.description, decision.threads))

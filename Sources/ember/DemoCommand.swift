@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ember
+import EmberBenchmarks
 import Foundation
 
 /// `ember demo`: the whole product in a minute — both models behind the
@@ -52,7 +53,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let runtime = try Runtime(configuration: .init(power: .injected(Self.steps[0].state)))
+        let runtime = try CommandEnvironment.runtime(power: .injected(Self.steps[0].state))
         print("Ember demo — both models behind the scheduler; the power state follows a script.")
         let llm = try await Self.timed("loading smollm2-135m-instruct (GGUF, Q4_1)") {
             try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
@@ -69,12 +70,12 @@ struct DemoCommand: AsyncParsableCommand {
                                                     configuration: runtime.configuration.policy)
                 guard plans.insert("\(decision.computeUnits.rawValue)-\(decision.precision)").inserted else { continue }
                 try await Self.timed("binding weights for \(decision.precision) on \(decision.computeUnits)") {
-                    try llm.prepare(units: decision.computeUnits, precision: decision.precision)
-                    try minilm.prepare(units: decision.computeUnits, precision: decision.precision)
+                    try llm.prepare(decision.executionOptions())
+                    try minilm.prepare(decision.executionOptions())
                 }
             }
         }
-        let template = try ChatTemplate(gguf: llm.file)
+        guard let template = llm.chatTemplate else { throw ValidationError("smollm2-135m-instruct has no chat template") }
         let sentences = EmbeddingBenchmark.sentences(16, seed: 1)
         let archive = EmbeddingBenchmark.sentences(64, seed: 2)
         var pending: [(String, Task<Outcome, Never>)] = []

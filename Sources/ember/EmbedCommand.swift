@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ember
+import EmberBenchmarks
 import Foundation
 
 /// The options of the sentence-embedding commands.
@@ -9,13 +10,12 @@ struct EncoderRunOptions: ParsableArguments {
 
     @OptionGroup var overrides: DecisionOptions
 
-    /// Loads the model and binds its matmuls for `decision`; returns it with the milliseconds taken.
-    func load(for decision: Decision) throws -> (BertModel, milliseconds: Double) {
-        let directory = try ModelLocator.directory(for: model)
+    /// Loads the model through `runtime` and binds its weights for `decision`; returns it with the milliseconds taken.
+    func load(in runtime: Runtime, for decision: Decision) throws -> (any Embedder, milliseconds: Double) {
         let start = DispatchTime.now().uptimeNanoseconds
-        let bert = try BertModel(directory: directory)
-        try bert.prepare(units: decision.computeUnits, precision: decision.precision)
-        return (bert, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        let embedder = try runtime.embeddingModel(named: model)
+        try embedder.prepare(decision.executionOptions())
+        return (embedder, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
     }
 }
 
@@ -36,7 +36,7 @@ struct EmbedCommand: ParsableCommand {
     struct Report: Encodable {
         var embeddings: [[Float]]
         var token_ids: [[Int]]
-        var decision: GenerateCommand.Report.Choice
+        var decision: DecisionReport
         var timings: [String: Double]
         var energy_joules: Double
         var energy_source: String
@@ -51,15 +51,14 @@ struct EmbedCommand: ParsableCommand {
             }
         }
         guard !sentences.isEmpty else { throw ValidationError("no text: give sentences as arguments or one per line on stdin") }
-        let decision = try options.overrides.decision()
-        let (bert, loadMs) = try options.load(for: decision)
-        let batch = try bert.embed(sentences, units: decision.computeUnits, precision: decision.precision,
-                                   threads: decision.threads, qos: decision.qos)
+        let runtime = try options.overrides.makeRuntime()
+        let decision = try options.overrides.decision(in: runtime)
+        let (embedder, loadMs) = try options.load(in: runtime, for: decision)
+        let batch = try embedder.embed(sentences, options: decision.executionOptions())
         if json {
             try printJSON(Report(
                 embeddings: batch.embeddings, token_ids: batch.tokenIDs,
-                decision: .init(precision: decision.precision.rawValue, units: decision.computeUnits.description,
-                                qos: decision.qos.description, threads: decision.threads),
+                decision: DecisionReport(decision),
                 timings: ["load_ms": loadMs, "tokenize_ms": batch.tokenizeSeconds * 1000, "encode_ms": batch.encodeSeconds * 1000,
                           "sentences_per_s": Double(sentences.count) / max(batch.tokenizeSeconds + batch.encodeSeconds, 1e-9)],
                 energy_joules: batch.energy.joules, energy_source: batch.energy.source.rawValue), singleLine: true)
@@ -86,11 +85,11 @@ struct SimilarityCommand: ParsableCommand {
     @Argument(help: "The second sentence.") var second: String
 
     func run() throws {
-        let decision = try options.overrides.decision()
-        let (bert, _) = try options.load(for: decision)
-        let vectors = try bert.embed([first, second], units: decision.computeUnits, precision: decision.precision,
-                                     threads: decision.threads, qos: decision.qos).embeddings
-        print(String(format: "%.6f", BertModel.cosine(vectors[0], vectors[1])))
+        let runtime = try options.overrides.makeRuntime()
+        let decision = try options.overrides.decision(in: runtime)
+        let (embedder, _) = try options.load(in: runtime, for: decision)
+        let vectors = try embedder.embed([first, second], options: decision.executionOptions()).embeddings
+        print(String(format: "%.6f", cosineSimilarity(vectors[0], vectors[1])))
     }
 }
 
@@ -125,22 +124,23 @@ struct BenchEmbedCommand: ParsableCommand {
     }
 
     func run() throws {
-        let decision = try options.overrides.decision()
-        let (bert, loadMs) = try options.load(for: decision)
-        var benchmark = EmbeddingBenchmark(batch: batch, units: decision.computeUnits, precision: decision.precision,
-                                           threads: decision.threads, qos: decision.qos)
+        let runtime = try options.overrides.makeRuntime()
+        let decision = try options.overrides.decision(in: runtime)
+        let (embedder, loadMs) = try options.load(in: runtime, for: decision)
+        var benchmark = EmbeddingBenchmark(batch: batch, options: decision.executionOptions())
         benchmark.runs = runs
-        let library = BLASLibrary.current
+        let library = runtime.context.blas
+        let isa = runtime.context.isa
         if !json {
             print("\(options.model): \(decision.precision) on \(decision.computeUnits), \(decision.threads) thread(s), batch \(batch); "
-                  + "kernels \(KernelISA.active), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
+                  + "kernels \(isa), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
         }
-        let result = try benchmark.run(bert)
+        let result = try benchmark.run(embedder)
         if json {
             try printJSON(Report(precision: decision.precision.rawValue, units: decision.computeUnits.description, batch: batch,
                                  threads: decision.threads, sentences_per_s: result.sentencesPerSecond, runs: runs,
                                  run_sentences_per_s: result.runs, mean_tokens: result.meanTokens, blas_core: library.coreName,
-                                 kernel_isa: KernelISA.active.rawValue), singleLine: true)
+                                 kernel_isa: isa.rawValue), singleLine: true)
         } else {
             print(String(format: "%8.1f sentences/s (median of %d; runs %.1f–%.1f; %.1f tokens per sentence)", result.sentencesPerSecond,
                          runs, result.runs.min() ?? 0, result.runs.max() ?? 0, result.meanTokens))

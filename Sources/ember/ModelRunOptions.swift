@@ -30,40 +30,59 @@ struct DecisionOptions: ParsableArguments {
         }
     }
 
-    /// The policy's decision for a critical (interactive) request in the
-    /// current power state, with the flags' overrides applied; also stops
-    /// OpenBLAS's idle pool and starts the workers of the decision's class.
-    func decision() throws -> Decision {
-        let ceiling = Self.unitSets[units] ?? .all
-        let forced = precision == "auto" ? nil : Precision(rawValue: precision)
-        let state = (try? SystemPower.source().current()) ?? .mains
-        var decision = BackendPolicy.decide(request: RequestRequirements(tier: .critical, precision: forced, computeUnits: ceiling),
-                                            state: state, configuration: PolicyConfiguration(computeUnits: ceiling))
+    /// The units ceiling the flags ask for.
+    var ceiling: ComputeUnits { Self.unitSets[units] ?? .all }
+    /// The precision the flags force, nil for auto.
+    var forcedPrecision: Precision? { precision == "auto" ? nil : Precision(rawValue: precision) }
+    /// What a critical request of this command needs.
+    var requirements: RequestRequirements { RequestRequirements(tier: .critical, precision: forcedPrecision, computeUnits: ceiling) }
+
+    /// A runtime as the environment configures it, within these flags' units and threads.
+    func makeRuntime() throws -> Runtime { try CommandEnvironment.runtime(units: ceiling, threads: threads) }
+
+    /// The policy's decision for a critical (interactive) request in the runtime's power state, with the flags'
+    /// overrides applied; also starts the workers of the decision's class.
+    func decision(in runtime: Runtime) throws -> Decision {
+        var decision = BackendPolicy.decide(request: requirements, state: runtime.powerSource.current(),
+                                            configuration: runtime.configuration.policy)
         if case let .drop(reason) = decision.action {
             throw ValidationError("the power policy refuses to run now: \(reason)")
         }
         if let threads { decision.threads = threads }
-        _ = WorkerPool.shared.threadIDs(for: decision.qos)
+        _ = runtime.context.pool.threadIDs(for: decision.qos)
         return decision
     }
 }
 
 /// The options of the commands that run a GGUF text model (`generate`,
-/// `chat`, `bench generate`): which model, and the policy overrides.
+/// `chat`, `bench generate`, `plan`): which model, and the policy overrides.
 struct ModelRunOptions: ParsableArguments {
     @Option(name: .shortAndLong, help: "A model name from models/manifest.json, or a GGUF path.")
     var model = "smollm2-135m-instruct"
 
     @OptionGroup var overrides: DecisionOptions
 
-    func decision() throws -> Decision { try overrides.decision() }
-
-    /// Opens and validates the model, and binds its matmuls for `decision`; returns it with the milliseconds taken.
-    func load(for decision: Decision) throws -> (LlamaModel, milliseconds: Double) {
-        let path = try ModelLocator.path(for: model)
+    /// Opens and validates the model through `runtime`, and binds its weights for `decision`; returns it with the
+    /// milliseconds taken.
+    func load(in runtime: Runtime, for decision: Decision) throws -> (any TextGenerator, milliseconds: Double) {
         let start = DispatchTime.now().uptimeNanoseconds
-        let llama = try LlamaModel(file: GGUFFile(path: path))
-        try llama.prepare(units: decision.computeUnits, precision: decision.precision)
-        return (llama, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        let generator = try runtime.languageModel(named: model)
+        try generator.prepare(decision.executionOptions())
+        return (generator, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+    }
+}
+
+/// What the JSON reports say of a decision.
+struct DecisionReport: Encodable {
+    var precision: String
+    var units: String
+    var qos: String
+    var threads: Int
+
+    init(_ decision: Decision) {
+        precision = decision.precision.rawValue
+        units = decision.computeUnits.description
+        qos = decision.qos.description
+        threads = decision.threads
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ember
+import EmberServer
 import Foundation
 
 /// `ember serve`: Ember as a worker process speaking JSON lines
@@ -49,16 +50,17 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         // A misspelt or unfetched default model is a configuration error: refuse to start rather than
         // answer every request with it.
-        do { _ = try ModelLocator.path(for: model) } catch { throw ValidationError("--model \(model): \(error)") }
-        do { _ = try ModelLocator.directory(for: embeddingModel) } catch {
+        var configuration = CommandEnvironment.configuration(units: DecisionOptions.unitSets[units] ?? .all)
+        let directory = configuration.modelsDirectory
+        do { _ = try ModelLocator.path(for: model, modelsDirectory: directory) } catch { throw ValidationError("--model \(model): \(error)") }
+        do { _ = try ModelLocator.directory(for: embeddingModel, modelsDirectory: directory) } catch {
             throw ValidationError("--embedding-model \(embeddingModel): \(error)")
         }
-        let power: Runtime.Configuration.Power = if let powerTimeline {
-            .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
-        } else {
-            .system
+        if let powerTimeline {
+            configuration.power = .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
         }
-        let runtime = try Runtime(configuration: .init(computeUnits: DecisionOptions.unitSets[units] ?? .all, power: power))
+        let runtime = try Runtime(configuration: configuration)
+        for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
         var settings = WorkerServer.Configuration()
         settings.languageModel = model
         settings.embeddingModel = embeddingModel

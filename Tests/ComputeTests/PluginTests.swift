@@ -1,102 +1,125 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberCore
+import EmberModels
+import EmberTestSupport
 
-/// Builds examples/plugin with the system C compiler (a real compiler invocation) and loads it.
-enum PluginBuilder {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    static func build(defines: [String] = [], name: String) throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ember-plugins-\(getpid())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let output = directory.appendingPathComponent("lib\(name).so").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["cc", "-O2", "-shared", "-fPIC", "-I", root.appendingPathComponent("CKernels/include").path]
-            + defines.map { "-D\($0)" }
-            + [root.appendingPathComponent("examples/plugin/example_plugin.c").path, "-o", output]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw KernelError.invalidArgument(argument: "cc", found: "exit \(process.terminationStatus)", expected: "0") }
-        return output
-    }
-}
-
-@Suite("Kernel plugins", .serialized)
+@Suite("Backend plugins (ABI 2)", .serialized)
 struct PluginTests {
-    @Test func examplePluginIsLoadedAndChosen() throws {
-        let path = try PluginBuilder.build(name: "example_plugin")
-        let registry = KernelRegistry()
-        registry.registerBuiltIns()
-        let plugin = try registry.loadPlugin(at: path)
+    /// The example backend loads, passes Ember's checks, and takes its three ops on every route set.
+    @Test func exampleBackendIsLoadedCheckedAndPlaced() throws {
+        let path = try PluginBuilder.build(name: "example_backend")
+        let context = ComputeContext()
+        let plugin = try context.loadPlugin(at: path)
         #expect(plugin.name == "example")
-        #expect(plugin.kernels == ["example-naive-sgemm"])
-
-        let plan = registry.plan([(.matmul, .f32)], units: .cpuOnly)
-        #expect(plan.placements[0].kernel == "example-naive-sgemm")
-        #expect(plan.placements[0].source?.contains("plugin example") == true)
-
-        // Run it, and see the plugin's own call counter move.
-        let handle = try #require(dlopen(path, RTLD_NOW | RTLD_NOLOAD))
-        defer { dlclose(handle) }
-        typealias Counter = @convention(c) () -> Int64
-        let calls = unsafeBitCast(try #require(dlsym(handle, "example_plugin_calls")), to: Counter.self)
-        let before = calls()
-        var generator = SplitMix64(seed: 4)
-        let x = try Tensor(shape: [3, 64], values: (0..<192).map { _ in generator.nextUnitFloat() })
-        let wValues = try Tensor(shape: [20, 64], values: (0..<1280).map { _ in generator.nextUnitFloat() - 0.5 })
-        let w = try WeightMatrix(wValues, as: .f32)
-        let result = try ComputeEngine(registry: registry, routes: ComputeRoutes()).matmul(x, w, units: .cpuOnly)
-        #expect(result.placement.kernel == "example-naive-sgemm")
-        #expect(calls() > before)
-        let expected = try matmul(x, wValues, transposeB: true).scalars()
-        for (a, b) in zip(try result.output.scalars(), expected) { #expect(abs(a - b) <= 1e-4) }
-
-        // Under units that allow the GPU route, BLAS (score 100 on the preferred unit) wins.
-        #expect(registry.plan([(.matmul, .f32)], units: .all).placements[0].kernel == "openblas-sgemm")
+        #expect(plugin.backends == ["example-c"] && plugin.skipped.isEmpty)
+        for units in [ComputeUnits.cpuOnly, .cpuAndGPU, .cpuAndNeuralEngine, .all] {
+            for op in [Op.rmsNorm, .swiglu, .softmax] {
+                let placement = try #require(context.backends.place(op, type: .f32, units: units)?.1)
+                #expect(placement.backend == "example-c" && placement.plugin, "\(op) on \(units)")
+            }
+            #expect(context.backends.place(.add, type: .f32, units: units)?.1.plugin == false, "ops it does not declare stay built-in")
+        }
+        #expect(context.calibration.cost(backend: "example-c", OpSupport(.softmax, .f32))?.source == "measured")
     }
 
-    static let broken: [(define: String, field: String)] = [
+    /// In a real forward pass (the synthetic decoder) the plugin's functions run, and the logits equal the built-in
+    /// backends' (its RMSNorm is the reference's arithmetic; SwiGLU and softmax round within an ulp).
+    @Test func thePluginRunsInAForwardPassAndAgrees() throws {
+        let path = try PluginBuilder.build(name: "example_backend_pass")
+        let gguf = try SyntheticGGUF.tinyLlama().write()
+        let plain = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: ComputeContext())
+        let context = ComputeContext()
+        try context.loadPlugin(at: path)
+        let extended = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
+        let options = ExecutionOptions(units: .cpuAndNeuralEngine, precision: .int4, threads: 2)
+        let plan = try extended.plan(options)
+        #expect(Set(plan.steps.filter { $0.plugin }.map(\.op)) == [.rmsNorm, .swiglu, .softmax])
+        let before = (0..<3).map { PluginBuilder.calls(path, op: Int32($0)) }
+        let tokens = [5, 17, 3, 40, 22]
+        let a = try extended.forward(tokens, session: extended.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
+        let b = try plain.forward(tokens, session: plain.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
+        for op in 0..<3 { #expect(PluginBuilder.calls(path, op: Int32(op)) > before[op], "op \(op) ran in the pass") }
+        let scale = b.map(abs).max()!
+        #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-4 * scale })
+    }
+
+    static let refused: [(define: String, field: String)] = [
+        ("BROKEN_VERSION_1", "abi_version"),
         ("BROKEN_VERSION", "abi_version"),
         ("BROKEN_SHORT_TABLE", "size"),
-        ("BROKEN_SHORT_DESCRIPTOR", "kernels[0].size"),
-        ("BROKEN_NULL_FUNCTION", "kernels[0].function"),
-        ("BROKEN_UNKNOWN_OP", "kernels[0].op"),
+        ("BROKEN_SHORT_BACKEND", "backends[0].size"),
+        ("BROKEN_NULL_FUNCTION", "backends[0].softmax"),
+        ("BROKEN_UNKNOWN_OP", "backends[0].supports[2].op"),
     ]
 
-    @Test(arguments: broken)
-    func brokenPluginIsRefusedNamingTheField(define: String, field: String) throws {
+    /// A table that breaks the ABI is refused naming the field; nothing is registered.
+    @Test(arguments: refused)
+    func brokenTableIsRefusedNamingTheField(define: String, field: String) throws {
         let path = try PluginBuilder.build(defines: [define], name: "broken_\(define.lowercased())")
-        let registry = KernelRegistry()
-        registry.registerBuiltIns()
-        let before = registry.all.count
-        let error = try #require(throws: PluginError.self) { try registry.loadPlugin(at: path) }
+        let context = ComputeContext()
+        let before = context.backends.all.count
+        let error = try #require(throws: PluginError.self) { try context.loadPlugin(at: path) }
         guard case let .invalidField(_, found, _, _) = error else {
             Issue.record("expected invalidField, got \(error)")
             return
         }
         #expect(found == field, "\(define): \(error)")
-        #expect(registry.all.count == before, "a refused plugin registers nothing")
-        #expect(registry.plan([(.matmul, .f32)], units: .cpuOnly).placements[0].kernel == "portable-sgemm")
+        if define == "BROKEN_VERSION_1" { #expect("\(error)".contains("rebuild the plugin against ember_plugin.h version 2")) }
+        #expect(context.backends.all.count == before, "a refused plugin registers nothing")
+        #expect(context.backends.place(.rmsNorm, type: .f32, units: .cpuOnly)?.1.plugin == false)
+        #expect(context.backends.pluginFailures.count == 1)
+    }
+
+    static let disabled: [(define: String, reason: String)] = [
+        ("BROKEN_CRASH", "crashed with signal SIGSEGV"),
+        ("BROKEN_ERROR", "swiglu/f32 returned 7"),
+        ("BROKEN_OVERRUN", "wrote outside"),
+        ("BROKEN_WRONG", "disagree with the scalar reference"),
+    ]
+
+    /// A backend that crashes, errs, writes past its output or computes wrong results during Ember's checks is
+    /// disabled with the reason, and its ops fall back; the process lives on.
+    @Test(arguments: disabled)
+    func misbehavingBackendIsDisabledWithTheReason(define: String, reason: String) throws {
+        let path = try PluginBuilder.build(defines: [define], name: "misbehaving_\(define.lowercased())")
+        let context = ComputeContext()
+        let plugin = try context.loadPlugin(at: path)
+        #expect(plugin.backends.isEmpty)
+        #expect(plugin.skipped.count == 1 && plugin.skipped[0].contains(reason), "\(define): \(plugin.skipped)")
+        #expect(context.backends.health(of: "example-c")?.reason?.contains(reason) == true)
+        for op in [Op.rmsNorm, .swiglu, .softmax] {
+            #expect(context.backends.place(op, type: .f32, units: .cpuOnly)?.1.plugin == false, "\(op) fell back")
+        }
+    }
+
+    /// A backend that starts failing in the middle of a pass is disabled there, that call falls back, and the
+    /// results are the built-in backends'.
+    @Test func failureDuringAPassFallsBackWithinThePass() throws {
+        let path = try PluginBuilder.build(defines: ["BROKEN_RUNTIME_ERROR"], name: "failing_later")
+        let gguf = try SyntheticGGUF.tinyLlama().write()
+        let context = ComputeContext()
+        #expect(try context.loadPlugin(at: path).backends == ["example-c"])
+        let model = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
+        let plain = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: ComputeContext())
+        let options = ExecutionOptions(units: .cpuOnly, precision: .fp32, threads: 1)
+        let tokens = Array(0..<24).map { $0 * 5 % 48 }
+        let a = try model.forward(tokens, session: model.makeSession(contextLength: 32), options: options, allLogits: true).scalars()
+        let b = try plain.forward(tokens, session: plain.makeSession(contextLength: 32), options: options, allLogits: true).scalars()
+        #expect(context.backends.health(of: "example-c")?.reason == "swiglu returned 9")
+        #expect(context.backends.events.contains { $0.contains("example-c disabled") })
+        let scale = b.map(abs).max()!
+        #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-4 * scale })
+        #expect(context.backends.place(.swiglu, type: .f32, units: .cpuOnly)?.1.plugin == false, "later plans skip it")
     }
 
     @Test func missingEntryPointAndMissingFileAreRefused() throws {
         let path = try PluginBuilder.build(defines: ["BROKEN_NO_ENTRY"], name: "broken_no_entry")
-        let registry = KernelRegistry()
-        #expect(throws: PluginError.missingEntryPoint(path: path)) { try registry.loadPlugin(at: path) }
-        #expect(throws: PluginError.self) { try registry.loadPlugin(at: "/nonexistent/libnothing.so") }
+        let context = ComputeContext()
+        #expect(throws: PluginError.missingEntryPoint(path: path)) { try context.loadPlugin(at: path) }
+        #expect(throws: PluginError.self) { try context.loadPlugin(at: "/nonexistent/libnothing.so") }
         let notALibrary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-not-a-plugin-\(getpid()).so")
         try Data("not an ELF file".utf8).write(to: notALibrary)
-        #expect(throws: PluginError.self) { try registry.loadPlugin(at: notALibrary.path) }
-    }
-
-    @Test func environmentPathLoadsPluginsAndRecordsFailures() throws {
-        let good = try PluginBuilder.build(name: "example_env")
-        let bad = try PluginBuilder.build(defines: ["BROKEN_VERSION"], name: "broken_env")
-        let registry = KernelRegistry()
-        registry.loadPluginsFromEnvironment([KernelRegistry.pluginPathVariable: "\(good):\(bad)"])
-        #expect(registry.plugins.map(\.path) == [good])
-        #expect(registry.pluginFailures.count == 1)
-        #expect(registry.pluginFailures.first?.contains("abi_version") == true)
+        #expect(throws: PluginError.self) { try context.loadPlugin(at: notALibrary.path) }
     }
 }

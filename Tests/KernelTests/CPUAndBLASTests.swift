@@ -1,6 +1,8 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberCore
+import Ember
+import EmberTestSupport
 
 @Suite("CPU features, kernel ISA choice and BLAS core")
 struct CPUAndBLASTests {
@@ -87,21 +89,21 @@ struct CPUAndBLASTests {
 
     @Test func weakerForcedCoreWarnsWithTheFix() throws {
         let warning = try #require(Self.library(core: "Haswell").coreWarning(
-            cpu: Self.avx512Machine(), environment: ["OPENBLAS_CORETYPE": "Haswell"]))
+            cpu: Self.avx512Machine(), forcedCore: "Haswell"))
         #expect(warning.contains("OPENBLAS_CORETYPE=Haswell"))
         #expect(warning.contains("unset OPENBLAS_CORETYPE"))
         #expect(warning.contains("half speed"))
     }
 
     @Test func weakerDetectedCoreBlamesTheLibrary() throws {
-        let warning = try #require(Self.library(core: "Haswell").coreWarning(cpu: Self.avx512Machine(), environment: [:]))
+        let warning = try #require(Self.library(core: "Haswell").coreWarning(cpu: Self.avx512Machine(), forcedCore: nil))
         #expect(warning.contains("does not recognise the CPU"))
         #expect(warning.contains("OPENBLAS_CORETYPE=SkylakeX"))
     }
 
     @Test func matchingCoreDoesNotWarn() {
-        #expect(Self.library(core: "Cooperlake").coreWarning(cpu: Self.avx512Machine(), environment: [:]) == nil)
-        #expect(Self.library(core: "Haswell").coreWarning(cpu: CPUFeatures(), environment: [:]) == nil)
+        #expect(Self.library(core: "Cooperlake").coreWarning(cpu: Self.avx512Machine(), forcedCore: nil) == nil)
+        #expect(Self.library(core: "Haswell").coreWarning(cpu: CPUFeatures(), forcedCore: nil) == nil)
     }
 
     /// The library really loaded here reports a known core and at least one thread.
@@ -115,12 +117,13 @@ struct CPUAndBLASTests {
         #endif
     }
 
-    /// The report states the warning exactly when the environment forces a weaker core.
-    @Test func systemReportCarriesTheCoreWarning() {
-        let report = SystemReport.current()
-        let library = BLASLibrary.current
-        let expected = library.coreWarning() != nil
+    /// The report states the warning exactly when the process was started with a weaker forced core.
+    @Test func systemReportCarriesTheCoreWarning() throws {
+        let runtime = try Runtime.forTests()
+        let forced = ProcessInfo.processInfo.environment["OPENBLAS_CORETYPE"]
+        let report = SystemReport.current(runtime: runtime, openBLASCoreType: forced)
+        let expected = BLASLibrary.current.coreWarning(forcedCore: forced) != nil
         #expect(report.warnings.contains { $0.contains("OpenBLAS runs its") } == expected)
-        #expect(report.kernels.selected == (try? KernelISA.select())?.rawValue)
+        #expect(report.kernels.selected == runtime.context.isa.rawValue)
     }
 }

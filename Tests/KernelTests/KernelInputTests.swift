@@ -1,6 +1,7 @@
-import CKernels
+import _CEmberKernels
 import Testing
-@testable import Ember
+@testable import EmberCore
+import EmberTestSupport
 
 /// Bad input gets a status from C and a typed error from Swift, never a crash.
 @Suite("Quantized kernels refuse bad input")
@@ -57,12 +58,12 @@ struct KernelInputTests {
     @Test func swiftWrappersThrowTypedErrorsNamingTheArgument() throws {
         #expect(throws: KernelError.invalidArgument(argument: "columns", found: "33", expected: "a multiple of 32")) {
             try [UInt8](repeating: 0, count: 34).withUnsafeBytes {
-                try QuantizedMatrix(format: .q8_0, rows: 1, columns: 33, blocks: $0)
+                try QuantizedMatrix(type: .q8_0, rows: 1, columns: 33, blocks: $0)
             }
         }
         #expect(throws: KernelError.self) {
             try [UInt8](repeating: 0, count: 10).withUnsafeBytes {
-                try QuantizedMatrix(format: .q8_0, rows: 1, columns: 32, blocks: $0)
+                try QuantizedMatrix(type: .q8_0, rows: 1, columns: 32, blocks: $0)
             }
         }
         let w = try QuantizedMatrix(quantizing: try Tensor(zeros: [4, 64]), to: .q4_1)

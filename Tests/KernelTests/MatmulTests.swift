@@ -1,5 +1,7 @@
 import Testing
-@testable import Ember
+@testable import EmberCore
+import Ember
+import EmberTestSupport
 
 /// fp32 matmul through BLAS, checked against a naive triple loop in Double.
 @Suite("fp32 matmul")
@@ -156,19 +158,21 @@ struct MatmulTests {
 @Test func readmeComputeUnitSnippetWorks() throws {
     let x = try Tensor(shape: [2, 32], values: (0..<64).map { Float($0 % 7) - 3 })
     let w = try Tensor(shape: [4, 32], values: (0..<128).map { Float(($0 * 5 + $0 / 32) % 16) - 8 })
+    let compute = ComputeContext()
     let weights = try WeightMatrix(w, as: .q4_1)
-    let result = try ComputeEngine.shared.matmul(x, weights, units: .cpuAndNeuralEngine)
+    let result = try compute.matmul(x, weights, units: .cpuAndNeuralEngine)
     #expect(result.output.shape == [2, 4])
-    #expect(result.placement.unit == (KernelISA.active == .scalar ? .cpu : .neuralEngine))
+    #expect(result.placement.unit == (compute.isa == .scalar ? .cpu : .neuralEngine))
 }
 
 /// The README's scheduler lines, kept compiling.
 @Test func readmeSchedulerSnippetWorks() async throws {
     let x = try Tensor(shape: [2, 32], values: (0..<64).map { Float($0 % 7) - 3 })
     let weights = try WeightMatrix(try Tensor(shape: [4, 32], values: (0..<128).map { Float($0 % 5) - 2 }), as: .q4_1)
-    let scheduler = InferenceScheduler(source: try SystemPower.source(environment: ["EMBER_POWER": "battery=50%"]))
-    let request = InferenceRequest(requirements: RequestRequirements(tier: .standard)) { decision, context in
-        try ComputeEngine.shared.matmul(x, weights, decision: decision).output
+    let compute = TestCompute.context
+    let scheduler = InferenceScheduler(source: try SystemPower.source(override: "battery=50%"))
+    let request = InferenceRequest(requirements: RequestRequirements(tier: .standard)) { decision, _ in
+        try compute.matmul(x, weights, units: decision.computeUnits, precision: decision.precision, qos: decision.qos).output
     }
     let answer = try await scheduler.submit(request, tier: .standard)
     #expect(answer.decision.precision == .int8)

@@ -1,7 +1,8 @@
-import CKernels
+import _CEmberKernels
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberCore
+import EmberTestSupport
 
 /// Every SIMD path against the scalar oracle: rows bit for bit, matrix
 /// products exactly where all arithmetic is exact and within the fp32
@@ -55,10 +56,10 @@ struct QuantizedKernelTests {
     func quantizeRowEqualsOracle(isa: KernelISA) throws {
         for k in [32, 96, 576, 4096] {
             for (index, row) in Self.testRows(k: k, seed: UInt64(k)).enumerated() {
-                for format in QuantizedFormat.allCases {
+                for format in Quant.blockTypes {
                     let expected = Quant.ggufBlocks(format, row, rows: 1, k: k)
                     var got = [UInt8](repeating: 0xee, count: expected.count)
-                    #expect(ek_quantize_row(isa.cValue, format.cValue, row, &got, Int64(k)) == EK_OK)
+                    #expect(ek_quantize_row(isa.cValue, format.blockFormat!, row, &got, Int64(k)) == EK_OK)
                     #expect(got == expected, "\(isa) \(format) k=\(k) row \(index)")
                 }
                 var expected = [ek_block_q8_1](repeating: ek_block_q8_1(), count: k / 32)
@@ -73,7 +74,7 @@ struct QuantizedKernelTests {
     @Test(arguments: Quant.simdISAs)
     func dequantizeRowEqualsOracle(isa: KernelISA) throws {
         var generator = SplitMix64(seed: 5)
-        for format in QuantizedFormat.allCases {
+        for format in Quant.blockTypes {
             // Random bytes are valid blocks of every format once the scales are finite.
             var blocks = (0..<(format.blockBytes * 64)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
             for block in 0..<64 {
@@ -82,13 +83,13 @@ struct QuantizedKernelTests {
             }
             let expected = Quant.dequantize(format, blocks, rows: 1, k: 64 * 32)
             var got = [Float](repeating: .nan, count: expected.count)
-            #expect(ek_dequantize_row(isa.cValue, format.cValue, blocks, &got, Int64(got.count)) == EK_OK)
+            #expect(ek_dequantize_row(isa.cValue, format.blockFormat!, blocks, &got, Int64(got.count)) == EK_OK)
             #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa) \(format)")
         }
     }
 
-    @Test(arguments: QuantizedFormat.allCases)
-    func roundTripErrorIsBounded(format: QuantizedFormat) {
+    @Test(arguments: Quant.blockTypes)
+    func roundTripErrorIsBounded(format: TensorType) {
         var generator = SplitMix64(seed: 21)
         let k = 4096
         let x = Quant.randomValues(k, &generator, scale: 3)
@@ -101,6 +102,7 @@ struct QuantizedKernelTests {
             case .q8_0: amax / 127 * (0.5 + 127 * halfULP) * 1.001
             case .q4_0: amax / 8 * (1 + 8 * halfULP) * 1.001 // the positive end may clamp to 7·d
             case .q4_1: (hi - lo) / 15 * (0.5 + 15 * halfULP) * 1.001 + abs(lo) * halfULP
+            default: 0
             }
             for j in values.indices where abs(y[j] - x[j]) > bound {
                 Issue.record("\(format) block \(block): |\(y[j]) − \(x[j])| > \(bound)")
@@ -116,8 +118,8 @@ struct QuantizedKernelTests {
         (4, 33, 96), (5, 48, 576), (7, 9, 1536), (8, 65, 256), (17, 31, 160), (33, 20, 576), (12, 3, 4096),
     ]
 
-    @Test(arguments: Quant.allISAs, QuantizedFormat.allCases)
-    func gemmMatchesOracle(isa: KernelISA, format: QuantizedFormat) throws {
+    @Test(arguments: Quant.allISAs, Quant.blockTypes)
+    func gemmMatchesOracle(isa: KernelISA, format: TensorType) throws {
         for (index, shape) in Self.shapes.enumerated() {
             var generator = SplitMix64(seed: UInt64(index * 31 + format.blockBytes))
             let wValues = Quant.randomValues(shape.n * shape.k, &generator)
@@ -125,7 +127,7 @@ struct QuantizedKernelTests {
             if index == 3 { xValues[5] = 500 } // one outlier
             let blocks = Quant.ggufBlocks(format, wValues, rows: shape.n, k: shape.k)
             let expected = Quant.referenceGEMM(format, blocks, xValues, m: shape.m, n: shape.n, k: shape.k)
-            let w = try blocks.withUnsafeBytes { try QuantizedMatrix(format: format, rows: shape.n, columns: shape.k, blocks: $0) }
+            let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: format, rows: shape.n, columns: shape.k, blocks: $0) }
             let y = try matmul(try Tensor(shape: [shape.m, shape.k], values: xValues), w, isa: isa, threads: 2)
             let got = try y.scalars()
             if isa == .scalar {
@@ -146,8 +148,8 @@ struct QuantizedKernelTests {
     /// Scales of 1 and integer activations with a block maximum of 127 make every
     /// step exact, so SIMD and oracle must agree to the bit: the integer dot
     /// products are the same.
-    @Test(arguments: Quant.simdISAs, QuantizedFormat.allCases)
-    func integerDotProductsAreExact(isa: KernelISA, format: QuantizedFormat) throws {
+    @Test(arguments: Quant.simdISAs, Quant.blockTypes)
+    func integerDotProductsAreExact(isa: KernelISA, format: TensorType) throws {
         var generator = SplitMix64(seed: 99)
         let (m, n, k) = (6, 35, 512)
         var blocks = [UInt8]()
@@ -163,7 +165,7 @@ struct QuantizedKernelTests {
         var x = (0..<(m * k)).map { _ in Float(Int(generator.next() % 255) - 127) }
         for block in 0..<(m * k / 32) { x[block * 32 + 7] = 127 } // block maximum 127: scale exactly 1
         let expected = Quant.referenceGEMM(format, blocks, x, m: m, n: n, k: k)
-        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(format: format, rows: n, columns: k, blocks: $0) }
+        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: format, rows: n, columns: k, blocks: $0) }
         let got = try matmul(try Tensor(shape: [m, k], values: x), w, isa: isa, threads: 1).scalars()
         #expect(got.map(\.bitPattern) == expected.map(\.bitPattern))
         #expect(expected.allSatisfy { $0 == $0.rounded() }, "the oracle's results are integers")
@@ -176,7 +178,7 @@ struct QuantizedKernelTests {
         let blocks = Quant.ggufBlocks(.q4_0, Quant.randomValues(n * k, &generator), rows: n, k: k)
         let x = Quant.randomValues(m * k, &generator)
         let expected = Quant.referenceGEMM(.q4_0, blocks, x, m: m, n: n, k: k)
-        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(format: .q4_0, rows: n, columns: k, blocks: $0) }
+        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: .q4_0, rows: n, columns: k, blocks: $0) }
         var act = [ek_block_q8_act](repeating: ek_block_q8_act(), count: m * k / 32)
         #expect(ek_quantize_activations(isa.cValue, EK_FORMAT_Q4_0, x, Int64(m), Int64(k), &act, act.count * 48) == EK_OK)
         for (begin, end) in [(0, 53), (5, 37), (16, 32), (17, 18), (50, 53), (9, 9)] {
@@ -212,7 +214,7 @@ struct QuantizedKernelTests {
         let values = Quant.randomValues(20 * 64, &generator)
         let fromTensor = try QuantizedMatrix(quantizing: try Tensor(shape: [20, 64], values: values), to: .q8_0)
         let fromBlocks = try Quant.ggufBlocks(.q8_0, values, rows: 20, k: 64).withUnsafeBytes {
-            try QuantizedMatrix(format: .q8_0, rows: 20, columns: 64, blocks: $0)
+            try QuantizedMatrix(type: .q8_0, rows: 20, columns: 64, blocks: $0)
         }
         let size = ek_packed_size(EK_FORMAT_Q8_0, 20, 64)
         #expect(memcmp(fromTensor.packed.baseAddress, fromBlocks.packed.baseAddress, size) == 0)

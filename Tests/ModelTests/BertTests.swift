@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
+import EmberBenchmarks
+import EmberTestSupport
 
 extension References {
     static let miniLM = root.appendingPathComponent("models/all-minilm-l6-v2").path
@@ -16,7 +19,7 @@ struct ReferenceEmbedding: Decodable {
 @Suite("all-MiniLM-L6-v2 against sentence-transformers", .serialized,
        .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")))
 struct BertTests {
-    static let model: BertModel? = try? BertModel(directory: References.miniLM)
+    static let model: (any Embedder)? = try? TestCompute.embedder(named: "all-minilm-l6-v2")
     static let references: [ReferenceEmbedding] = {
         let text = (try? String(contentsOf: References.fixtures.appendingPathComponent("minilm_public.jsonl"), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(ReferenceEmbedding.self, from: Data($0.utf8)) }
@@ -32,7 +35,7 @@ struct BertTests {
         let model = try #require(Self.model)
         #expect(Self.references.count == 20)
         for reference in Self.references {
-            #expect(model.tokenizer.encode(reference.text) == reference.input_ids, "\(reference.text)")
+            #expect(model.tokenize(reference.text) == reference.input_ids, "\(reference.text)")
         }
     }
 
@@ -58,7 +61,7 @@ struct BertTests {
 
     @Test func benchmarkRefusesAnEmptyBatch() throws {
         let model = try #require(Self.model)
-        var benchmark = EmbeddingBenchmark(batch: 0, units: .cpuOnly, precision: .int8)
+        var benchmark = EmbeddingBenchmark(batch: 0, options: ExecutionOptions(units: .cpuOnly, precision: .int8))
         #expect(throws: KernelError.invalidArgument(argument: "batch", found: "0", expected: "at least 1 sentence per call")) {
             try benchmark.run(model)
         }
@@ -74,12 +77,12 @@ struct BertSchedulerTests {
     @Test(arguments: [PowerState.mains, PowerState(batteryLevel: 0.3, charging: .unplugged, externalPower: false)])
     func concurrentCallsGetTheirOwnEmbeddings(state: PowerState) async throws {
         let model = try #require(BertTests.model)
-        let scheduler = InferenceScheduler(source: FixedPowerSource(state))
+        let runtime = try Runtime.forTests(power: .source(FixedPowerSource(state)))
         let references = BertTests.references
         let groups = [Array(references[0..<3]), Array(references[3..<4]), Array(references[4..<9])]
         let results = try await withThrowingTaskGroup(of: (Int, [[Float]]).self) { group in
             for (index, sentences) in groups.enumerated() {
-                group.addTask { (index, try await model.embed(sentences.map(\.text), scheduler: scheduler, tier: .standard)) }
+                group.addTask { (index, try await runtime.embed(model, sentences.map(\.text), tier: .standard)) }
             }
             var results: [Int: [[Float]]] = [:]
             for try await (index, embeddings) in group { results[index] = embeddings }
@@ -89,23 +92,23 @@ struct BertSchedulerTests {
             let embeddings = try #require(results[index])
             #expect(embeddings.count == sentences.count)
             for (embedding, reference) in zip(embeddings, sentences) {
-                #expect(BertModel.cosine(embedding, reference.embedding) > 0.98, "\(reference.text)")
+                #expect(cosineSimilarity(embedding, reference.embedding) > 0.98, "\(reference.text)")
             }
         }
-        #expect(await scheduler.metrics.records.count == 3)
+        #expect(await runtime.scheduler.metrics.records.count == 3)
     }
 }
 
-/// The README's model lines, kept compiling and working.
+/// The README's model lines (models through a runtime, run directly with chosen options), kept compiling and working.
 @Test(.enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")
                && FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
 func readmeModelSnippetWorks() async throws {
-    let scheduler = InferenceScheduler(source: FixedPowerSource(.mains))
     let models = References.root.appendingPathComponent("models")
-    let llama = try LlamaModel(file: GGUFFile(path: try ModelLocator.path(for: "smollm2-135m-instruct", modelsDirectory: models)))
-    let text = try llama.generate(prompt: "The capital of France is", maxTokens: 8, precision: .int4) { _ in }
-    let minilm = try BertModel(directory: try ModelLocator.directory(for: "all-minilm-l6-v2", modelsDirectory: models))
-    let vectors = try await minilm.embed(["a cat", "a kitten"], scheduler: scheduler)
+    let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: models, calibration: .defaults))
+    let llm = try runtime.languageModel(named: "smollm2-135m-instruct")
+    let text = try llm.generate(prompt: "The capital of France is", maxTokens: 8, options: ExecutionOptions(precision: .int4))
+    let minilm = try runtime.embeddingModel(named: "all-minilm-l6-v2")
+    let vectors = try await runtime.embed(minilm, ["a cat", "a kitten"])
     #expect(text.text.hasPrefix(" Paris"))
-    #expect(BertModel.cosine(vectors[0], vectors[1]) > 0.7)
+    #expect(cosineSimilarity(vectors[0], vectors[1]) > 0.7)
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
 import EmberTestSupport
 
 @Suite("GGUF reader")
@@ -46,7 +47,7 @@ struct GGUFReaderTests {
         #expect(embedding.dimensions == [64, 3] && embedding.byteCount == 768 && embedding.type.name == "F32")
         #expect(file.bytes(of: embedding).load(fromByteOffset: 4 * 70, as: Float.self) == 70)
         let q = try file.weightMatrix("blk.0.attn_q.weight")
-        #expect(q.format == .q4_1 && q.rows == 4 && q.columns == 64)
+        #expect(q.type == .q4_1 && q.rows == 4 && q.columns == 64)
         #expect(file.dataOffset % file.alignment == 0)
         #expect(throws: ModelFileError.self) { try file.weightMatrix("output_norm.weight") }
         #expect(throws: ModelFileError.self) { try file.tensor("missing") }

@@ -1,14 +1,15 @@
 import Foundation
 import Testing
-@testable import Ember
+import Ember
+@testable import EmberModels
 import EmberTestSupport
 
 /// The decoder on a tiny synthetic model (random weights: a fake for shapes
 /// and consistency, no real file needed).
 @Suite("Llama forward pass (synthetic model)")
 struct LlamaForwardTests {
-    static func tinyModel(_ gguf: SyntheticGGUF = .tinyLlama()) throws -> LlamaModel {
-        try LlamaModel(file: GGUFFile(path: gguf.write()))
+    static func tinyModel(_ gguf: SyntheticGGUF = .tinyLlama()) throws -> DecoderModel {
+        try #require(try TestCompute.textGenerator(path: gguf.write()) as? DecoderModel)
     }
 
     /// Loading `gguf` must fail with a ModelFileError whose message contains every one of `mentions`.
@@ -68,7 +69,7 @@ struct LlamaForwardTests {
     @Test func halfPrecisionCacheStaysCloseToFP32() throws {
         let model = try Self.tinyModel()
         let tokens = Array(0..<24).map { $0 * 7 % 48 }
-        let half = model.makeSession(contextLength: 32), full = model.makeSession(contextLength: 32, halfPrecisionCache: false)
+        let half = model.makeSession(contextLength: 32, halfPrecisionCache: true), full = model.makeSession(contextLength: 32, halfPrecisionCache: false)
         #expect(half.cacheBytes * 2 == full.cacheBytes)
         let a = try model.forward(tokens, session: half, precision: .fp32, allLogits: true).scalars()
         let b = try model.forward(tokens, session: full, precision: .fp32, allLogits: true).scalars()
@@ -100,12 +101,29 @@ struct LlamaForwardTests {
         Self.expectRefused(gguf, mentioning: ["tokenizer.ggml.tokens", "48"], "40 tokens for a 48-row token table were accepted")
     }
 
-    @Test func aSeparateOutputProjectionIsRefusedNotIgnored() throws {
+    /// A file with its own `output.weight` gets its logits from it, not from the token table.
+    @Test func aSeparateOutputProjectionIsUsed() throws {
+        let tied = try Self.tinyModel()
         var gguf = SyntheticGGUF.tinyLlama()
         var output = try #require(gguf.tensors.first { $0.name == "token_embd.weight" })
         output.name = "output.weight"
         gguf.tensors.append(output)
-        Self.expectRefused(gguf, mentioning: ["output.weight"], "a file with output.weight was accepted")
+        let same = try Self.tinyModel(gguf)
+        #expect(same.output !== same.embedding)
+        let tokens = [3, 14, 15]
+        let expected = try tied.forward(tokens, session: tied.makeSession(contextLength: 8), precision: .fp32).scalars()
+        #expect(try same.forward(tokens, session: same.makeSession(contextLength: 8), precision: .fp32).scalars() == expected,
+                "an output.weight equal to the token table gives the tied model's logits")
+        // Negated output weights (F32 here): the logits flip sign.
+        let index = gguf.tensors.count - 1
+        gguf.tensors[index].data = stride(from: 0, to: output.data.count, by: 4).flatMap { offset -> [UInt8] in
+            let value = -Float(bitPattern: UInt32(output.data[offset]) | UInt32(output.data[offset + 1]) << 8
+                               | UInt32(output.data[offset + 2]) << 16 | UInt32(output.data[offset + 3]) << 24)
+            return withUnsafeBytes(of: value.bitPattern.littleEndian) { Array($0) }
+        }
+        let negated = try Self.tinyModel(gguf)
+        let flipped = try negated.forward(tokens, session: negated.makeSession(contextLength: 8), precision: .fp32).scalars()
+        #expect(zip(flipped, expected).allSatisfy { abs($0 + $1) <= 1e-5 * max(1, abs($1)) })
     }
 
     @Test func widthsOutsideWholeBlocksAreRefused() throws {
@@ -115,14 +133,22 @@ struct LlamaForwardTests {
         #expect(throws: ModelFileError.self) { try Self.tinyModel(gguf) }
     }
 
-    @Test func computePlanPlacesMatmulsByUnits() throws {
+    @Test func planPlacesEveryOpByUnits() throws {
         let model = try Self.tinyModel()
-        let engine = try model.computePlan(units: .cpuAndNeuralEngine, precision: .int4)
-        #expect(engine.placements.filter { $0.op == .matmul }.allSatisfy { $0.unit == .neuralEngine })
-        #expect(engine.placements.contains { $0.op == .attention && $0.unit == .cpu })
-        let gpu = try model.computePlan(units: .cpuAndGPU, precision: .fp32)
-        #expect(gpu.placements.filter { $0.op == .matmul }.allSatisfy { $0.unit == .gpu })
-        let cpu = try model.computePlan(units: .cpuOnly)
-        #expect(cpu.placements.allSatisfy { $0.unit == .cpu })
+        let simd = TestCompute.isa != .scalar
+        let engine = try model.plan(ExecutionOptions(units: .cpuAndNeuralEngine, precision: .int4))
+        #expect(engine.steps.filter { $0.op == .matmul }.allSatisfy { $0.unit == (simd ? .neuralEngine : .cpu) })
+        #expect(engine.steps.contains { $0.op == .attentionScores && $0.unit == .cpu && $0.type == .f16 })
+        #expect(engine.steps.contains { $0.op == .softmax && $0.fallbackReason?.contains("neural-engine has no softmax") == true })
+        // Every op of every block, and the ones around them.
+        let perLayer = engine.steps.filter { $0.layer == 0 }.map(\.op)
+        #expect(Set(perLayer).isSuperset(of: [.rmsNorm, .matmul, .rope, .attentionScores, .softmax, .attentionValues, .swiglu, .add]))
+        #expect(engine.steps.filter { $0.layer == 1 }.count == perLayer.count)
+        #expect(engine.steps.first?.op == .embedding && engine.steps.last?.op == .matmul)
+        let gpu = try model.plan(ExecutionOptions(units: .cpuAndGPU, precision: .fp32))
+        #expect(gpu.steps.filter { $0.op == .matmul }.allSatisfy { $0.unit == .gpu && $0.backend == "openblas" })
+        let cpu = try model.plan(ExecutionOptions(units: .cpuOnly))
+        #expect(cpu.steps.allSatisfy { $0.unit == .cpu })
+        #expect(cpu.route == .cpu && gpu.route == .gpu)
     }
 }

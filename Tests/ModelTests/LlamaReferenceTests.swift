@@ -1,11 +1,13 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
+import EmberTestSupport
 
 /// SmolLM2 against llama.cpp's greedy output on the same file (needs `make models`).
 @Suite("SmolLM2 against llama.cpp", .serialized, .enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
 struct LlamaReferenceTests {
-    static let model: LlamaModel? = try? LlamaModel(file: GGUFFile(path: GGUFReaderTests.smolLM2))
+    static let model: (any TextGenerator)? = try? TestCompute.textGenerator(path: GGUFReaderTests.smolLM2)
 
     /// int4: the file's Q4_1 weights on the neural-engine route, Q8_1 activations as llama.cpp's Q4_1 kernels use.
     /// fp32: the same weights dequantized once, BLAS on the GPU route, against llama.cpp on the F32 file.
@@ -20,7 +22,7 @@ struct LlamaReferenceTests {
             let session = model.makeSession(contextLength: reference.prompt_ids.count + reference.gen_ids.count + 1)
             let logits = try model.forward(reference.prompt_ids + reference.gen_ids, session: session, units: units,
                                            precision: precision, allLogits: true).scalars()
-            let vocabulary = model.config.vocabulary
+            let vocabulary = model.vocabularySize
             var agree = 0
             for (index, expected) in reference.gen_ids.enumerated() {
                 let row = reference.prompt_ids.count - 1 + index

@@ -1,7 +1,8 @@
 import Foundation
 import EmberTestSupport
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
 
 /// The host-facing `Runtime` on the real models (needs `make models`).
 @Suite("Runtime API", .serialized, .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")
@@ -18,7 +19,7 @@ struct RuntimeTests {
         let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
         let vectors = try await runtime.embed(minilm, ["a cat", "a kitten", "stock prices fell"], tier: .standard)
         #expect(vectors.count == 3 && vectors.allSatisfy { $0.count == 384 })
-        #expect(BertModel.cosine(vectors[0], vectors[1]) > BertModel.cosine(vectors[0], vectors[2]))
+        #expect(cosineSimilarity(vectors[0], vectors[1]) > cosineSimilarity(vectors[0], vectors[2]))
         let records = await runtime.scheduler.metrics.records
         #expect(records.count == 2)
         #expect(records.allSatisfy { $0.outcome == "completed" })
@@ -74,7 +75,7 @@ struct ReadmeHostSnippetTests {
         let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
         let vectors = try await runtime.embed(minilm, ["A man is playing a guitar.", "Someone plays music on a guitar."],
                                               tier: .background)
-        let cosine = BertModel.cosine(vectors[0], vectors[1])
+        let cosine = cosineSimilarity(vectors[0], vectors[1])
         #expect(abs(cosine - 0.81) < 0.03, "\(cosine)")
 
         let done = try await runtime.generateText(llm, prompt: "Hello", maxTokens: 8, tier: .standard)

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
+import EmberTestSupport
 
 @Suite("safetensors reader")
 struct SafetensorsTests {

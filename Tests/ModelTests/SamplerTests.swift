@@ -1,5 +1,7 @@
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
+import EmberTestSupport
 
 @Suite("Sampler")
 struct SamplerTests {

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberModels
+import Ember
+import EmberTestSupport
 
 /// The reference prompts and generations (llama.cpp on the same GGUF; see shared/reference/README.md).
 struct ReferenceGeneration: Decodable {

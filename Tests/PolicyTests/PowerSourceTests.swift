@@ -115,7 +115,7 @@ struct PowerSourceTests {
         }
         #expect(throws: PowerOverride.ParseError.self) { try PowerOverride.parse("thermal=melting") }
         #expect(throws: PowerOverride.ParseError.self) { try PowerOverride.parse("volume=11") }
-        let source = try SystemPower.source(environment: ["EMBER_POWER": "battery=0.3"])
+        let source = try SystemPower.source(override: "battery=0.3")
         #expect(source.current().batteryLevel == 0.3)
     }
 }

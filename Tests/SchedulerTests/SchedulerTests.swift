@@ -427,16 +427,16 @@ struct SchedulerExtrasTests {
         let values = try Tensor(shape: [48, 64], values: (0..<(48 * 64)).map { _ in generator.nextUnitFloat() - 0.5 })
         let weights = try WeightMatrix(values, as: .q4_1)
         let int8 = try weights.variant(for: .int8)
-        #expect(int8.format == .q8_0)
+        #expect(int8.type == .q8_0)
         #expect(try weights.variant(for: .int8) === int8, "derived once, then cached")
         #expect(try weights.variant(for: .int4) === weights)
-        #expect(try weights.variant(for: .fp32).format == .f32)
+        #expect(try weights.variant(for: .fp32).type == .f32)
         let x = try Tensor(shape: [2, 64], values: (0..<128).map { _ in generator.nextUnitFloat() })
         let battery = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: battery50)
-        let result = try ComputeEngine.shared.matmul(x, weights, decision: battery)
-        #expect(result.placement.format == .q8_0, "the decision's int8 picks the int8 variant")
+        let result = try TestCompute.context.matmul(x, weights, units: battery.computeUnits, precision: battery.precision, qos: battery.qos)
+        #expect(result.placement.type == .q8_0, "the decision's int8 picks the int8 variant")
         let charged = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: charging)
-        #expect(try ComputeEngine.shared.matmul(x, weights, decision: charged).placement.unit == .gpu)
+        #expect(try TestCompute.context.matmul(x, weights, units: charged.computeUnits, precision: charged.precision).placement.unit == .gpu)
     }
 }
 

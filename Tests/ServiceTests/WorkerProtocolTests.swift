@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import EmberServer
 @testable import Ember
 
 /// The worker protocol's pieces, without a model: parsing, errors, chunking.

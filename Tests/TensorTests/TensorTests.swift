@@ -1,5 +1,5 @@
 import Testing
-@testable import Ember
+@testable import EmberCore
 
 @Suite("Tensor")
 struct TensorTests {

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 import _CEmberThreads
-@testable import Ember
+@testable import EmberCore
+import Ember
 
 /// Starts a thread at `qos` (Ember's mapping applied), runs `body`, and returns a semaphore signalled when it ends.
 @discardableResult

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 import _CEmberThreads
-@testable import Ember
+@testable import EmberCore
+import Ember
 
 /// Reads a thread's nice value and scheduling policy the way `ps` does:
 /// from `/proc/self/task/<tid>/stat` (fields 19 and 41), independent of Ember's own calls.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import Ember
+@testable import EmberCore
+import Ember
 
 @Suite("Parallel regions")
 struct RegionTests {

@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 /// Turns a request's tier and needs and the device's power state into a
 /// ``Decision``: run now, defer, or drop — and if it runs, at which
 /// precision, on which units, at which QoS, with how many threads. A pure

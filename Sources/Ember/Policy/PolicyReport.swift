@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 /// The policy as text: its table and its decision for representative states.
 /// `ember policy` prints it and `docs/POLICY.md` quotes it (a test keeps the two equal).
 public enum PolicyReport {

@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 /// The policy's table — the one place its numbers live (`docs/POLICY.md`
 /// describes it; `ember policy` prints it). Hosts change it through
 /// ``PolicyConfiguration``.

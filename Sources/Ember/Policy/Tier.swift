@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 /// How much a request matters to the user right now.
 public enum Tier: String, Sendable, CaseIterable, Codable, Comparable, CustomStringConvertible {
     /// Not user-visible (indexing, prefetching embeddings).

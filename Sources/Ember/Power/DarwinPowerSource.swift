@@ -1,4 +1,6 @@
 #if canImport(Darwin)
+import EmberCore
+import EmberModels
 import Foundation
 
 /// The power state Apple platforms report: `ProcessInfo.thermalState` and

@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// The power state Linux exposes in sysfs, polled at a modest interval.

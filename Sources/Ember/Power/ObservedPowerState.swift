@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// A power state kept behind a lock, with the changes of its conditions fanned

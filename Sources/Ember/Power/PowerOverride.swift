@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// `EMBER_POWER` for quick experiments: comma-separated `key=value` pairs,

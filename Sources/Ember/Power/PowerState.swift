@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// The device's energy situation at one moment: what the policy decides from.
@@ -49,6 +51,35 @@ public struct PowerState: Sendable, Equatable, Codable, CustomStringConvertible 
     /// Whether the device runs on external power (charging or full counts).
     public var onExternalPower: Bool {
         externalPower == true || charging == .charging || charging == .full
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case charging, thermal, timestamp
+        case batteryLevel = "battery_level"
+        case externalPower = "external_power"
+        case lowPowerMode = "low_power_mode"
+    }
+
+    /// Decodes the snake_case form ``encode(to:)`` writes (the timestamp in seconds since 1970).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(batteryLevel: try container.decodeIfPresent(Double.self, forKey: .batteryLevel),
+                  charging: try container.decode(Charging.self, forKey: .charging),
+                  externalPower: try container.decodeIfPresent(Bool.self, forKey: .externalPower),
+                  lowPowerMode: try container.decode(Bool.self, forKey: .lowPowerMode),
+                  thermal: try container.decode(Thermal.self, forKey: .thermal),
+                  timestamp: Date(timeIntervalSince1970: try container.decode(Double.self, forKey: .timestamp)))
+    }
+
+    /// Encodes snake_case keys, the timestamp as seconds since 1970 (whatever the encoder's date strategy).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(batteryLevel, forKey: .batteryLevel)
+        try container.encode(charging, forKey: .charging)
+        try container.encodeIfPresent(externalPower, forKey: .externalPower)
+        try container.encode(lowPowerMode, forKey: .lowPowerMode)
+        try container.encode(thermal, forKey: .thermal)
+        try container.encode(timestamp.timeIntervalSince1970, forKey: .timestamp)
     }
 
     /// Equal in everything but the timestamp.

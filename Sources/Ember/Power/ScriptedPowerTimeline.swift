@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// A clock a timeline runs on: the real one, or a virtual one in tests.
@@ -149,9 +151,10 @@ public final class ScriptedPowerTimeline: PowerSource, @unchecked Sendable {
 
 /// The power source for this process.
 public enum SystemPower {
-    /// `EMBER_POWER` when set, else the OS's (sysfs on Linux).
-    public static func source(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> any PowerSource {
-        if let text = environment[PowerOverride.environmentVariable], !text.isEmpty {
+    /// The fixed state `override` describes (`EMBER_POWER`'s syntax, which the CLI passes) when given, else the
+    /// OS's (sysfs on Linux, `ProcessInfo` on Darwin).
+    public static func source(override: String? = nil) throws -> any PowerSource {
+        if let text = override, !text.isEmpty {
             return FixedPowerSource(try PowerOverride.parse(text))
         }
         #if canImport(Darwin)

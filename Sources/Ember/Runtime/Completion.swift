@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// A finished request as a host sees it: what it produced, the decision the

@@ -1,9 +1,13 @@
+import EmberCore
+import EmberModels
 import Foundation
 
-/// Ember's one entry point for host applications: loads models, and runs
-/// every request through the ``InferenceScheduler`` so the power policy picks
-/// precision, compute units, QoS and threads — or defers or refuses the
-/// request — from its tier and the device's state.
+/// Ember's one entry point for host applications: owns the ``ComputeContext``
+/// (backends, threads, calibrated costs), loads models by name as
+/// ``TextGenerator``s and ``Embedder``s, and runs every request through the
+/// ``InferenceScheduler`` so the power policy picks precision, compute units,
+/// QoS and threads — or defers or refuses the request — from its tier and the
+/// device's state.
 ///
 /// ```swift
 /// let runtime = try Runtime(configuration: .init(computeUnits: .all, power: .system))
@@ -13,55 +17,51 @@ import Foundation
 /// let vectors = try await runtime.embed(minilm, ["a cat", "a kitten"], tier: .background)
 /// ```
 public final class Runtime: Sendable {
-    /// How a runtime is set up.
-    public struct Configuration: Sendable {
-        /// Where the power state comes from.
-        public enum Power: Sendable {
-            /// The operating system (Linux sysfs, `ProcessInfo` on Darwin), or `EMBER_POWER` when set.
-            case system
-            /// A state the host sets with ``Runtime/setPowerState(_:)`` (starting from this one).
-            case injected(PowerState)
-            /// Any other source (a scripted timeline, say).
-            case source(any PowerSource)
-        }
-
-        /// The units Ember may use at most (Core ML's `MLComputeUnits`): the policy's ceiling.
-        public var computeUnits: ComputeUnits {
-            get { policy.computeUnits }
-            set { policy.computeUnits = newValue }
-        }
-        /// Where the power state comes from; default `.system`.
-        public var power: Power
-        /// Where ``Runtime/loadLanguageModel(named:)`` looks for models by name (`models/` unless `EMBER_MODELS_DIR`).
-        public var modelsDirectory: URL
-        /// The policy's thresholds and budgets.
-        public var policy: PolicyConfiguration
-
-        /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
-        /// when given, sets the ceiling (else the policy's own, `.all` by default).
-        public init(computeUnits: ComputeUnits? = nil, power: Power = .system,
-                    modelsDirectory: URL = ModelLocator.modelsDirectory, policy: PolicyConfiguration? = nil) {
-            self.power = power
-            self.modelsDirectory = modelsDirectory
-            self.policy = policy ?? PolicyConfiguration(computeUnits: computeUnits ?? .all)
-            if let computeUnits { self.policy.computeUnits = computeUnits }
-        }
-    }
-
     /// The configuration the runtime was made with.
     public let configuration: Configuration
+    /// What every model of this runtime computes with: backends, threads, costs, energy counter.
+    public let context: ComputeContext
     /// The scheduler every request goes through (its metrics are the runtime's telemetry).
     public let scheduler: InferenceScheduler
     /// The power source in use.
     public let powerSource: any PowerSource
+    /// Why each plugin of ``Configuration/pluginPaths`` that could not be loaded was refused (the runtime works without it).
+    public let pluginFailures: [String]
+    /// Where the costs in force come from: "measured now", "cached (PATH)", or "defaults".
+    public let calibrationSource: String
     private let injected: InjectedPowerSource?
 
-    /// A runtime reading power from `configuration.power`; throws when `.system` finds an `EMBER_POWER` value it cannot parse.
-    public init(configuration: Configuration = Configuration()) throws {
+    /// A runtime as `configuration` says: a compute context (or `context`, to share one between runtimes), its
+    /// plugins loaded (a bad one is refused with a reason in ``pluginFailures``, not fatal), calibration run or read
+    /// from its cache now — never inside a request — and power read from its source. Throws when `.system` power is
+    /// given an override it cannot parse.
+    public init(configuration: Configuration = Configuration(), context: ComputeContext? = nil) throws {
         self.configuration = configuration
+        let context = context ?? ComputeContext(configuration: configuration.compute)
+        self.context = context
+        var failures: [String] = []
+        for path in configuration.pluginPaths {
+            do { try context.loadPlugin(at: path) } catch { failures.append("\(error)") }
+        }
+        pluginFailures = failures
+        switch configuration.calibration {
+        case .defaults:
+            calibrationSource = "defaults"
+        case .measure:
+            context.calibrate()
+            calibrationSource = "measured now"
+        case let .cached(url):
+            if let cached = Calibration.read(from: url), context.adopt(cached) {
+                calibrationSource = "cached (\(url.path))"
+            } else {
+                context.calibrate()
+                try? context.cacheableCalibration.write(to: url)
+                calibrationSource = "measured now, cached in \(url.path)"
+            }
+        }
         switch configuration.power {
-        case .system:
-            powerSource = try SystemPower.source()
+        case let .system(override):
+            powerSource = try SystemPower.source(override: override)
             injected = nil
         case let .injected(state):
             let source = InjectedPowerSource(state)
@@ -71,8 +71,9 @@ public final class Runtime: Sendable {
             powerSource = source
             injected = nil
         }
-        scheduler = InferenceScheduler(source: powerSource, configuration: configuration.policy)
-        _ = WorkerPool.shared // OpenBLAS to one thread, its idle pool stopped, before any model loads
+        var policy = configuration.policy
+        policy.threads = min(policy.threads, context.maximumThreads)
+        scheduler = InferenceScheduler(source: powerSource, configuration: policy)
     }
 
     /// Sets the power state; only for a runtime configured with `.injected`.
@@ -84,26 +85,44 @@ public final class Runtime: Sendable {
         injected.set(state)
     }
 
-    /// Loads a GGUF text model by manifest name or path (off the cooperative pool), ready for ``generate(_:prompt:maxTokens:tier:sampler:)``.
-    public func loadLanguageModel(named name: String) async throws -> LlamaModel {
-        let directory = configuration.modelsDirectory
-        return try await QoSThread.value(qos: .current) {
-            try LlamaModel(file: GGUFFile(path: try ModelLocator.path(for: name, modelsDirectory: directory)))
-        }
+    // MARK: Models
+
+    /// Loads a GGUF text model by manifest name or path (off the cooperative pool) as the family its file names,
+    /// ready for ``generate(_:prompt:maxTokens:tier:sampler:)``.
+    public func loadLanguageModel(named name: String) async throws -> any TextGenerator {
+        try await QoSThread.value(qos: .current) { try self.languageModel(named: name) }
     }
 
-    /// Loads a sentence-transformers model by manifest name or folder, ready for ``embed(_:_:tier:)``.
-    public func loadEmbeddingModel(named name: String) async throws -> BertModel {
-        let directory = configuration.modelsDirectory
-        return try await QoSThread.value(qos: .current) {
-            try BertModel(directory: try ModelLocator.directory(for: name, modelsDirectory: directory))
-        }
+    /// Loads a sentence-embedding model by manifest name or folder, ready for ``embed(_:_:tier:)``.
+    public func loadEmbeddingModel(named name: String) async throws -> any Embedder {
+        try await QoSThread.value(qos: .current) { try self.embeddingModel(named: name) }
     }
+
+    /// ``loadLanguageModel(named:)`` on the calling thread (for hosts that are not async).
+    public func languageModel(named name: String) throws -> any TextGenerator {
+        try configuration.architectures.loadTextGenerator(path: try ModelLocator.path(for: name, modelsDirectory: configuration.modelsDirectory),
+                                                          context: context)
+    }
+
+    /// ``loadEmbeddingModel(named:)`` on the calling thread (for hosts that are not async).
+    public func embeddingModel(named name: String) throws -> any Embedder {
+        try configuration.architectures.loadEmbedder(directory: try ModelLocator.directory(for: name, modelsDirectory: configuration.modelsDirectory),
+                                                     context: context)
+    }
+
+    /// Loads a backend plugin (a shared library exporting `ember_plugin_entry`, see
+    /// `CKernels/include/ember_plugin.h`) into this runtime's context: its backends are checked against the scalar
+    /// reference, measured, and take ops from the next plan a model binds. A bad library throws a ``PluginError``
+    /// naming the field and nothing is registered.
+    @discardableResult
+    public func loadPlugin(at path: String) throws -> LoadedPlugin { try context.loadPlugin(at: path) }
+
+    // MARK: Requests
 
     /// Generates from `prompt` as a request of `tier`; text pieces stream as
     /// they are decoded. Ending the iteration early cancels the request. Below
     /// the critical tier each token is a checkpoint where critical work passes.
-    public func generate(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
+    public func generate(_ model: any TextGenerator, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                          sampler: SamplerSettings = SamplerSettings()) -> AsyncThrowingStream<String, Error> {
         AsyncThrowingStream { continuation in
             let task = Task {
@@ -126,13 +145,16 @@ public final class Runtime: Sendable {
     /// request has to wait for a better power state. Cancelling the calling
     /// task stops the generation within a token. Bad arguments (`maxTokens` below 1, sampler settings out of
     /// range, see ``SamplerSettings/validate()``) throw before the request reaches the scheduler.
-    public func generateText(_ model: LlamaModel, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
-                             sampler: SamplerSettings = SamplerSettings(),
+    /// `requirements` carries a request's own needs (a precision, units within the ceiling); its tier is `tier`.
+    public func generateText(_ model: any TextGenerator, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
+                             sampler: SamplerSettings = SamplerSettings(), requirements: RequestRequirements? = nil,
                              onPiece: @escaping @Sendable (String) -> Void = { _ in },
                              onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
         guard maxTokens >= 1 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "at least 1") }
         try sampler.validate()
-        let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, tier: tier, sampler: sampler)
+        var needs = requirements ?? RequestRequirements(tier: tier)
+        needs.tier = tier
+        let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, requirements: needs, sampler: sampler)
         await synchronizePowerState()
         let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece, onDeferred: onDeferred)
         guard let generation = result.output as? Generation else {
@@ -141,47 +163,20 @@ public final class Runtime: Sendable {
         return Completion(result, output: generation)
     }
 
-    private func generationRequest(_ model: LlamaModel, prompt: String, maxTokens: Int, tier: Tier,
-                                   sampler: SamplerSettings) -> InferenceRequest {
-        InferenceRequest(requirements: RequestRequirements(tier: tier)) { decision, context in
-            await context.checkpoint()
-            let cancelled = CancellationFlag()
-            let result = try await withTaskCancellationHandler {
-                try await QoSThread.value(qos: context.qos) {
-                    // Every token: stop if the caller went away; below critical, a checkpoint
-                    // where critical work on the route goes first.
-                    let checkpoint: () throws -> Void = {
-                        if cancelled.isSet { throw CancellationError() }
-                        guard tier != .critical else { return }
-                        let done = DispatchSemaphore(value: 0)
-                        Task { await context.checkpoint(); done.signal() }
-                        done.wait()
-                    }
-                    return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, units: decision.computeUnits,
-                                              precision: decision.precision, threads: decision.threads, qos: context.qos,
-                                              onPiece: { context.emit($0) }, betweenTokens: checkpoint)
-                }
-            } onCancel: {
-                cancelled.set()
-            }
-            context.report(energy: result.energy)
-            return result
-        }
-    }
-
     /// Embeddings of `texts` as a request of `tier` (batched with concurrent calls); one L2-normalised vector per text.
-    public func embed(_ model: BertModel, _ texts: [String], tier: Tier = .standard) async throws -> [[Float]] {
+    public func embed(_ model: any Embedder, _ texts: [String], tier: Tier = .standard) async throws -> [[Float]] {
         guard !texts.isEmpty else { return [] }
         return try await embedding(model, texts, tier: tier).output
     }
 
     /// Like ``embed(_:_:tier:)``, with the decision the request ran under and what it cost;
     /// `onDeferred` hears the policy's reason if the request has to wait for a better power state.
-    public func embedding(_ model: BertModel, _ texts: [String], tier: Tier = .standard,
+    public func embedding(_ model: any Embedder, _ texts: [String], tier: Tier = .standard, requirements: RequestRequirements? = nil,
                           onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<[[Float]]> {
         await synchronizePowerState()
-        let result = try await scheduler.submit(model.embeddingRequest(texts, tier: tier), tier: tier, onPiece: nil, onDeferred: onDeferred)
-        return Completion(result, output: try BertModel.embeddings(in: result))
+        let request = embeddingRequest(model, texts, tier: tier, requirements: requirements)
+        let result = try await scheduler.submit(request, tier: tier, onPiece: nil, onDeferred: onDeferred)
+        return Completion(result, output: try Self.embeddings(in: result))
     }
 
     /// Hands the scheduler the injected state now, so a request submitted right after
@@ -193,12 +188,4 @@ public final class Runtime: Sendable {
         let now = injected.current()
         if await !scheduler.powerState.sameConditions(as: now) { await scheduler.powerChanged(now) }
     }
-}
-
-/// A flag one thread sets and another polls.
-final class CancellationFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    func set() { lock.withLock { value = true } }
-    var isSet: Bool { lock.withLock { value } }
 }

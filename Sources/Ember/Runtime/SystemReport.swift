@@ -1,11 +1,15 @@
+import EmberCore
+import EmberModels
 import Foundation
 
-/// What Ember sees of the machine it runs on: the CPU and its features, the
-/// kernel family it will use, the BLAS library behind the fp32 route, and
-/// warnings about anything that costs speed. `ember info` prints it.
+/// What a runtime sees of the machine it runs on: the CPU and its features,
+/// the kernel family chosen, the BLAS library, each compute unit and each
+/// backend with what it runs and costs, plugins, the power state, and
+/// warnings about anything that costs speed. `ember info` prints it; its
+/// JSON uses objects for every dictionary and snake_case keys throughout.
 public struct SystemReport: Sendable, Codable {
     /// Ember's version.
-    public static let emberVersion = "0.1.0"
+    public static let emberVersion = "0.2.0"
 
     /// The CPU.
     public struct CPU: Sendable, Codable {
@@ -27,13 +31,13 @@ public struct SystemReport: Sendable, Codable {
 
     /// The kernel family chosen and why.
     public struct Kernels: Sendable, Codable {
-        /// The family the kernels run.
+        /// The family the built-in backends run.
         public var selected: String
         /// The widest family this CPU supports.
         public var best: String
-        /// The `EMBER_ISA` value, if set.
+        /// The forced family asked for (`EMBER_ISA` in the CLI), if any.
         public var override: String?
-        /// Why an override was refused, if it was.
+        /// Why that was refused, if it was.
         public var overrideError: String?
 
         enum CodingKeys: String, CodingKey {
@@ -58,7 +62,7 @@ public struct SystemReport: Sendable, Codable {
         public var parallelism: String
         /// OpenBLAS's build configuration string (`openblas_get_config`).
         public var configuration: String
-        /// The `OPENBLAS_CORETYPE` value, if set.
+        /// The `OPENBLAS_CORETYPE` value the process started with, if any.
         public var coreTypeOverride: String?
 
         enum CodingKeys: String, CodingKey {
@@ -68,93 +72,122 @@ public struct SystemReport: Sendable, Codable {
         }
     }
 
-    /// Ember's version, e.g. "0.1.0".
+    /// One backend: where it runs, what it runs and what that costs.
+    public struct BackendSummary: Sendable, Codable {
+        /// The backend's name.
+        public var name: String
+        /// Its route: "cpu", "gpu" or "neural-engine".
+        public var unit: String
+        /// Whether it came from a plugin.
+        public var plugin: Bool
+        /// "built-in" or "plugin NAME (PATH)".
+        public var source: String
+        /// Its score among the backends of its route.
+        public var score: Int
+        /// Whether its ops run on several threads at once.
+        public var concurrent: Bool
+        /// Op → the types it runs that op on.
+        public var ops: [String: [String]]
+        /// Op → type → cost.
+        public var costs: [String: [String: OpCost]]
+        /// Why it was disabled, if it was (a crash, an error, results that disagree with the reference).
+        public var disabled: String?
+    }
+
+    /// Where the costs in force come from.
+    public struct CalibrationSummary: Sendable, Codable {
+        /// "measured now", "cached (PATH)", "defaults", …
+        public var source: String
+        /// When they were measured, in seconds since 1970 (nil for defaults).
+        public var measuredAt: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case source
+            case measuredAt = "measured_at"
+        }
+    }
+
+    /// Ember's version, e.g. "0.2.0".
     public var emberVersion: String
     /// The CPU and its features.
     public var cpu: CPU
     /// The kernel family chosen and why.
     public var kernels: Kernels
-    /// The BLAS library behind the fp32 route.
+    /// The BLAS library behind the GPU route.
     public var blas: BLAS
     /// How QoS classes become thread priorities in this process.
     public var qos: QoSMapping
-    /// The compute units and their profiles.
+    /// Each compute unit (route), in preference order: resource, backends, ops, matmul cost per precision.
     public var units: [UnitProfile]
-    /// Every registered kernel, with where it came from.
-    public var registeredKernels: [KernelSummary]
-    /// Plugins loaded, and refusals.
-    public var plugins: [String]
-    /// Why each plugin from `EMBER_PLUGIN_PATH` that failed to load was refused, one message each.
+    /// Every backend, built-in and from plugins.
+    public var backends: [BackendSummary]
+    /// Plugins loaded, with the fate of each of their backends.
+    public var plugins: [LoadedPlugin]
+    /// Why each plugin that could not be loaded was refused.
     public var pluginFailures: [String]
+    /// Where the costs come from.
+    public var calibration: CalibrationSummary
     /// Whether energy figures are measured (RAPL) or modelled.
     public var energySource: String
-    /// The power state now, and where it comes from.
+    /// The power state now.
     public var power: PowerState?
-    /// Where ``power`` comes from: "EMBER_POWER=…", "sysfs" (noting when no battery was found), or "unreadable".
+    /// Where ``power`` comes from: "EMBER_POWER=…", "sysfs" (noting when no battery was found), "injected", or "unreadable".
     public var powerSource: String
-
-    /// One registered kernel, for reports.
-    public struct KernelSummary: Sendable, Codable {
-        /// The kernel's registered name.
-        public var name: String
-        /// The op it computes (a ``ComputeOperation`` raw value).
-        public var op: String
-        /// The weight formats it takes (``WeightFormat`` raw values).
-        public var formats: [String]
-        /// The compute unit it runs on (a ``ComputeUnit`` raw value: "cpu", "gpu" or "neural-engine").
-        public var unit: String
-        /// Its score: among the available kernels for an op on a unit, the highest wins.
-        public var score: Int
-        /// Where it came from: "built-in" or "plugin NAME (PATH)".
-        public var source: String
-    }
     /// Things that cost speed or correctness, each with its fix.
     public var warnings: [String]
 
     enum CodingKeys: String, CodingKey {
-        case cpu, kernels, blas, warnings, qos, units, plugins
-        case registeredKernels = "registered_kernels"
+        case cpu, kernels, blas, warnings, qos, units, backends, plugins, calibration, power
         case pluginFailures = "plugin_failures"
         case energySource = "energy_source"
-        case power
         case powerSource = "power_source"
         case emberVersion = "ember_version"
     }
 
-    /// The report for this process, read now.
-    public static func current(environment: [String: String] = ProcessInfo.processInfo.environment) -> SystemReport {
-        let features = CPUFeatures.current
-        let override = environment[KernelISA.environmentVariable].flatMap { $0.isEmpty ? nil : $0 }
+    /// The report for `runtime`, read now; `openBLASCoreType` is the `OPENBLAS_CORETYPE` value the process started
+    /// with (the caller reads its environment).
+    public static func current(runtime: Runtime, openBLASCoreType: String? = nil) -> SystemReport {
+        let context = runtime.context
+        let features = context.features
         var warnings = [String]()
-        var overrideError: String?
-        let selected: KernelISA
-        do {
-            selected = try KernelISA.select(override: override, features: features)
-        } catch {
-            selected = KernelISA.best(for: features)
-            overrideError = "\(error)"
-            warnings.append("\(error); using \(selected) instead.")
-        }
-        let library = BLASLibrary.current
-        if let warning = library.coreWarning(cpu: features, environment: environment) {
-            warnings.append(warning)
-        }
+        if let error = context.isaOverrideError { warnings.append("\(error); using \(context.isa) instead.") }
+        let library = context.blas
+        if let warning = library.coreWarning(cpu: features, forcedCore: openBLASCoreType) { warnings.append(warning) }
         var powerState: PowerState?
-        var powerSource = environment[PowerOverride.environmentVariable].map { "\(PowerOverride.environmentVariable)=\($0)" } ?? "sysfs"
-        do {
-            powerState = try SystemPower.source(environment: environment).current()
-            if powerSource == "sysfs", powerState?.batteryLevel == nil, powerState?.externalPower == true {
-                powerSource += " (no battery found: external power assumed, level unknown)"
-            }
-        } catch {
-            warnings.append("\(error); power state unknown")
-            powerSource = "unreadable"
+        var powerSource: String
+        switch runtime.configuration.power {
+        case let .system(override?) where !override.isEmpty: powerSource = "\(PowerOverride.environmentVariable)=\(override)"
+        case .system: powerSource = "sysfs"
+        case .injected: powerSource = "injected by the host"
+        case .source: powerSource = "a host-supplied source"
         }
-        let mapping = QoSMapping.current
+        powerState = runtime.powerSource.current()
+        if powerSource == "sysfs", powerState?.batteryLevel == nil, powerState?.externalPower == true {
+            powerSource += " (no battery found: external power assumed, level unknown)"
+        }
+        let mapping = context.configuration.qosMapping
         if !mapping.canRaise {
             warnings.append("this process \(mapping.reason); priority promotion is unavailable. "
                 + "Fix: grant CAP_SYS_NICE (setcap cap_sys_nice+ep on the binary) or raise RLIMIT_NICE to 28.")
         }
+        let registry = context.backends
+        let calibration = context.calibration
+        let backends = registry.all.map { backend -> BackendSummary in
+            let descriptor = backend.descriptor
+            var ops: [String: [String]] = [:]
+            var costs: [String: [String: OpCost]] = [:]
+            for (op, types) in descriptor.opsByKind {
+                ops[op.rawValue] = types.map(\.description)
+                for type in types { costs[op.rawValue, default: [:]][type.description] = context.cost(OpSupport(op, type), on: descriptor.name) }
+            }
+            var disabled = registry.health(of: descriptor.name)?.reason
+            if disabled == nil, let isa = descriptor.requiredISA, !isa.isSupported(by: features) { disabled = "this CPU cannot run \(isa)" }
+            return BackendSummary(name: descriptor.name, unit: descriptor.unit.rawValue, plugin: descriptor.source.isPlugin,
+                                  source: descriptor.source.description, score: descriptor.score, concurrent: descriptor.concurrent,
+                                  ops: ops, costs: costs, disabled: disabled)
+        }
+        warnings += (runtime.pluginFailures + registry.pluginFailures.filter { !runtime.pluginFailures.contains($0) }).map { "plugin refused: \($0)" }
+        warnings += registry.plugins.flatMap { plugin in plugin.skipped.map { "plugin \(plugin.name): backend \($0)" } }
         return SystemReport(
             emberVersion: emberVersion,
             cpu: CPU(
@@ -162,24 +195,22 @@ public struct SystemReport: Sendable, Codable {
                 features: Dictionary(uniqueKeysWithValues: features.all.map { ($0.name, $0.present) }),
                 simdLevel: features.simdLevel.description),
             kernels: Kernels(
-                selected: selected.rawValue, best: KernelISA.best(for: features).rawValue,
-                override: override, overrideError: overrideError),
+                selected: context.isa.rawValue, best: KernelISA.best(for: features).rawValue,
+                override: context.configuration.isaOverride, overrideError: context.isaOverrideError.map { "\($0)" }),
             blas: BLAS(
                 library: "OpenBLAS", version: library.version, core: library.coreName,
                 coreLevel: library.coreLevel?.description, threads: library.threads,
                 parallelism: library.parallelism, configuration: library.configuration,
-                coreTypeOverride: environment[BLASLibrary.coreTypeVariable]),
+                coreTypeOverride: openBLASCoreType),
             qos: mapping,
-            units: UnitProfile.current,
-            registeredKernels: KernelRegistry.shared.all.map {
-                KernelSummary(name: $0.name, op: $0.op.rawValue, formats: $0.formats.map(\.rawValue), unit: $0.unit.rawValue,
-                              score: $0.score, source: $0.source.description)
-            },
-            plugins: KernelRegistry.shared.plugins.map { "\($0.name) (\($0.path)): \($0.kernels.joined(separator: ", "))" },
-            pluginFailures: KernelRegistry.shared.pluginFailures,
-            energySource: EnergyCounter.isAvailable ? "measured (RAPL, /sys/class/powercap)" : "modelled (no RAPL counter readable)",
+            units: context.unitProfiles,
+            backends: backends,
+            plugins: registry.plugins,
+            pluginFailures: registry.pluginFailures,
+            calibration: CalibrationSummary(source: runtime.calibrationSource, measuredAt: calibration.measuredAt),
+            energySource: context.energyCounter.isAvailable ? "measured (RAPL, /sys/class/powercap)" : "modelled (no RAPL counter readable)",
             power: powerState, powerSource: powerSource,
-            warnings: warnings + KernelRegistry.shared.pluginFailures.map { "plugin refused: \($0)" })
+            warnings: warnings)
     }
 
     /// The report as aligned, human-readable lines.
@@ -206,21 +237,22 @@ public struct SystemReport: Sendable, Codable {
         result.append("QoS        \(qos.reason)")
         result += qos.lines.map { "           \($0)" }
         for profile in units {
-            let supports = profile.supports.keys.sorted { $0.rawValue < $1.rawValue }.map(\.rawValue)
-            let costs = profile.costs.keys.sorted().map { precision -> String in
-                let cost = profile.costs[precision]!
-                return String(format: "%@ %.0f GOPS (%@) %.1f pJ/op", precision.rawValue, cost.throughputGOPS,
-                              cost.throughputSource, cost.joulesPerOperation * 1e12)
+            let costs = Precision.allCases.compactMap { precision -> String? in
+                guard let cost = profile.cost(at: precision) else { return nil }
+                return String(format: "%@ %.0f GOPS (%@) %.1f pJ/op", precision.rawValue, cost.throughput / 1e9, cost.source,
+                              cost.joulesPerUnit * 1e12)
             }
             result.append("unit       \(profile.unit.rawValue.padding(toLength: 14, withPad: " ", startingAt: 0)) \(profile.resource.rawValue); "
-                + "\(supports.count == ComputeOperation.allCases.count ? "every op" : supports.joined(separator: ", ")); \(costs.joined(separator: ", "))")
+                + "backends \(profile.backends.joined(separator: ", ")); matmul \(costs.isEmpty ? "none" : costs.joined(separator: ", "))")
         }
+        for backend in backends {
+            let ops = backend.ops.keys.sorted().map { op in "\(op)[\(backend.ops[op]!.joined(separator: ","))]" }
+            result.append("backend    \(backend.name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(backend.unit), score \(backend.score), "
+                + "\(backend.source)\(backend.disabled.map { " — DISABLED: \($0)" } ?? ""): \(ops.joined(separator: " "))")
+        }
+        result.append("costs      \(calibration.source)")
         result.append("energy     \(energySource)")
         result.append("power      \(power.map(\.description) ?? "unknown") — \(powerSource)")
-        for kernel in registeredKernels {
-            result.append("kernel     \(kernel.name.padding(toLength: 22, withPad: " ", startingAt: 0)) \(kernel.op) "
-                + "[\(kernel.formats.joined(separator: ","))] on \(kernel.unit), score \(kernel.score), \(kernel.source)")
-        }
         result += warnings.map { "warning: \($0)" }
         return result
     }

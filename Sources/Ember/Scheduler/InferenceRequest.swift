@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// One piece of inference work as the scheduler sees it: what it needs, how

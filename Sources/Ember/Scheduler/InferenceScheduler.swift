@@ -1,3 +1,5 @@
+import EmberCore
+import EmberModels
 import Foundation
 
 /// The one door every request goes through: it asks ``BackendPolicy`` what

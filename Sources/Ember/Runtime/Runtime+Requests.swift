@@ -1,0 +1,91 @@
+import EmberCore
+import EmberModels
+import Foundation
+
+extension Decision {
+    /// The decision as the models take it: units, precision, threads, and the class to run at.
+    public func executionOptions(qos: QoSClass? = nil) -> ExecutionOptions {
+        ExecutionOptions(units: computeUnits, precision: precision, threads: threads, qos: qos ?? self.qos)
+    }
+}
+
+extension Runtime {
+    /// The scheduler request that generates from `prompt` with `model` at `tier`.
+    func generationRequest(_ model: any TextGenerator, prompt: String, maxTokens: Int, requirements: RequestRequirements,
+                           sampler: SamplerSettings) -> InferenceRequest {
+        let tier = requirements.tier
+        return InferenceRequest(requirements: requirements) { decision, context in
+            await context.checkpoint()
+            let cancelled = CancellationFlag()
+            let result = try await withTaskCancellationHandler {
+                try await QoSThread.value(qos: context.qos) {
+                    // Every token: stop if the caller went away; below critical, a checkpoint
+                    // where critical work on the route goes first.
+                    let checkpoint: () throws -> Void = {
+                        if cancelled.isSet { throw CancellationError() }
+                        guard tier != .critical else { return }
+                        let done = DispatchSemaphore(value: 0)
+                        Task { await context.checkpoint(); done.signal() }
+                        done.wait()
+                    }
+                    return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler,
+                                              options: decision.executionOptions(qos: context.qos),
+                                              onPiece: { context.emit($0) }, betweenTokens: checkpoint)
+                }
+            } onCancel: {
+                cancelled.set()
+            }
+            context.report(energy: result.energy)
+            return result
+        }
+    }
+
+    /// The scheduler request that embeds `texts` with `model` (batched with other requests of this model under the
+    /// same decision; identical calls coalesce).
+    public func embeddingRequest(_ model: any Embedder, _ texts: [String], tier: Tier = .standard,
+                                 requirements: RequestRequirements? = nil) -> InferenceRequest {
+        var needs = requirements ?? RequestRequirements(tier: tier)
+        needs.tier = tier
+        let batchKey = "embed-\(ObjectIdentifier(model).hashValue)"
+        return InferenceRequest(
+            requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"),
+            batch: InferenceRequest.Batch(key: batchKey, input: texts) { inputs, decision, context in
+                let groups = inputs.map { $0 as? [String] ?? [] }
+                let embeddings = try await Self.run(model, groups.flatMap { $0 }, decision: decision, context: context)
+                var outputs: [any Sendable] = []
+                var start = 0
+                for group in groups {
+                    outputs.append(Array(embeddings[start..<(start + group.count)]))
+                    start += group.count
+                }
+                return outputs
+            },
+            run: { decision, context in try await Self.run(model, texts, decision: decision, context: context) })
+    }
+
+    /// The vectors in the result of an ``embeddingRequest(_:_:tier:requirements:)``.
+    static func embeddings(in result: InferenceResult) throws -> [[Float]] {
+        guard let embeddings = result.output as? [[Float]] else {
+            throw KernelError.invalidArgument(argument: "result", found: "\(type(of: result.output))", expected: "[[Float]]")
+        }
+        return embeddings
+    }
+
+    private static func run(_ model: any Embedder, _ texts: [String], decision: Decision, context: RunContext) async throws -> [[Float]] {
+        await context.checkpoint() // let critical work on the same route pass first
+        let qos = context.qos
+        let batch = try await QoSThread.value(qos: qos) {
+            try model.embed(texts, options: decision.executionOptions(qos: qos))
+        }
+        context.report(energy: batch.energy)
+        return batch.embeddings
+    }
+}
+
+/// A flag one thread sets and another polls.
+final class CancellationFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
+}

@@ -1,0 +1,92 @@
+import EmberCore
+import EmberModels
+import Foundation
+
+/// Text-generation speed the way llama-bench measures it: prompt
+/// processing of `promptTokens` tokens in one batch (pp128) and generation
+/// of `generatedTokens` tokens one at a time from an empty context (tg64),
+/// each from a fresh session, after one untimed warm-up, median of `runs`.
+/// Token ids are a fixed pseudo-random sequence, so every run does the same
+/// work; only the forward passes are timed (no sampling).
+/// Time to first token is separate: open the file, load, bind, prefill a
+/// 20-token prompt and pick the first token, all timed.
+public struct GenerationBenchmark: Sendable {
+    /// Median prefill and decode rates, and every run's.
+    public struct Result: Sendable, Codable {
+        /// Median prompt-processing rate (pp), tokens per second.
+        public var prefillTokensPerSecond: Double
+        /// Median generation rate (tg), tokens per second.
+        public var decodeTokensPerSecond: Double
+        /// Every timed run, in order.
+        public var prefillRuns: [Double]
+        /// Every timed decode run, tokens per second, in order.
+        public var decodeRuns: [Double]
+    }
+
+    /// Tokens prefilled in one batch; default 128 (pp128).
+    public var promptTokens = 128
+    /// Tokens decoded one at a time; default 64 (tg64).
+    public var generatedTokens = 64
+    /// Timed runs of each after the warm-up (default 5; fewer than 1 counts as 1).
+    public var runs = 5
+    /// The units, precision, threads and QoS class the passes run with (`.userInitiated` by default).
+    public var options: ExecutionOptions
+
+    /// A pp128/tg64 benchmark of 5 runs with these options.
+    public init(options: ExecutionOptions) {
+        self.options = options
+    }
+
+    /// Measures prefill and decode on `model`: one untimed warm-up of each, then `runs` timed runs of each, alternating.
+    public func run(_ model: any TextGenerator) throws -> Result {
+        var generator = SplitMix64(seed: 42)
+        let tokens = (0..<max(promptTokens, generatedTokens)).map { _ in Int(generator.next() % UInt64(model.vocabularySize)) }
+        let options = self.options
+        func prefill() throws -> Double {
+            let session = model.makeSession(contextLength: promptTokens)
+            let seconds = try Measurement.seconds {
+                _ = try model.forward(Array(tokens.prefix(promptTokens)), session: session, options: options)
+            }
+            return Double(promptTokens) / seconds
+        }
+        func decode() throws -> Double {
+            let session = model.makeSession(contextLength: generatedTokens)
+            let seconds = try Measurement.seconds {
+                for token in tokens.prefix(generatedTokens) {
+                    _ = try model.forward([token], session: session, options: options)
+                }
+            }
+            return Double(generatedTokens) / seconds
+        }
+        _ = try prefill()
+        _ = try decode()
+        var prefillRuns: [Double] = [], decodeRuns: [Double] = []
+        for _ in 0..<max(1, runs) { // alternating, so slow spells of a shared machine hit both
+            prefillRuns.append(try prefill())
+            decodeRuns.append(try decode())
+        }
+        return Result(prefillTokensPerSecond: Measurement.median(prefillRuns), decodeTokensPerSecond: Measurement.median(decodeRuns),
+                      prefillRuns: prefillRuns, decodeRuns: decodeRuns)
+    }
+
+    /// Milliseconds from opening the file (`load` opens and reads it) to the first token of a `promptTokens`-token
+    /// prompt, median of `runs`.
+    public func timeToFirstToken(load: () throws -> any TextGenerator, promptTokens: Int = 20, runs: Int = 5) throws -> (median: Double, runs: [Double]) {
+        var times: [Double] = []
+        for _ in 0..<max(1, runs) {
+            var first = -1
+            let seconds = try Measurement.seconds {
+                let model = try load()
+                try model.prepare(options)
+                var generator = SplitMix64(seed: 7)
+                let prompt = (0..<promptTokens).map { _ in Int(generator.next() % UInt64(model.vocabularySize)) }
+                let logits = try model.forward(prompt, session: model.makeSession(contextLength: promptTokens + 1), options: options)
+                var sampler = Sampler(SamplerSettings())
+                first = sampler.next(logits: try logits.scalars(), history: prompt)
+            }
+            precondition(first >= 0)
+            times.append(seconds * 1000)
+        }
+        return (Measurement.median(times), times)
+    }
+}

@@ -1,0 +1,165 @@
+import _CEmberKernels
+import EmberCore
+import EmberModels
+import Foundation
+
+/// The quantized kernels measured against the machine in one run: the read
+/// bandwidth of a streaming loop (what a GEMV can at best reach) and fp32
+/// BLAS on the same shape (what the quantized kernels must beat).
+///
+/// Times are medians over rounds; each round repeats the call until it has
+/// run ``minimumRoundSeconds``. A quantized call is timed end to end: the
+/// activations are quantized and the rows split over threads inside it.
+/// GEMV calls rotate over copies of the weights that together span at least
+/// ``rotationBytes``, so no call finds its weights in the caches — as when a
+/// model larger than the last-level cache decodes a token. (Timing one matrix
+/// over and over lets the L3 keep part of it and overstates bandwidth.)
+public struct KernelBenchmark: Sendable {
+    /// What one format × kind × shape measured.
+    public struct Result: Sendable, Codable {
+        /// The quantized format's raw value: "q8_0", "q4_0" or "q4_1".
+        public var format: String
+        /// "gemv" (M = 1) or "gemm".
+        public var kind: String
+        /// The shape: M activation rows (1 for gemv), N weight rows, K columns.
+        public var m: Int, n: Int, k: Int
+        /// Median seconds per call, activation quantization included.
+        public var seconds: Double
+        /// GGUF weight bytes read per second, GB/s.
+        public var weightGBs: Double
+        /// 2·M·N·K per second, in billions.
+        public var gops: Double
+        /// ``weightGBs`` ÷ the measured read bandwidth.
+        public var bandwidthRatio: Double
+        /// fp32 BLAS (sgemv for M = 1, sgemm otherwise) on the same shape.
+        public var sgemmGflops: Double
+        /// ``gops`` ÷ ``sgemmGflops``.
+        public var sgemmRatio: Double
+
+        enum CodingKeys: String, CodingKey {
+            case format, kind, m, n, k, seconds, gops
+            case weightGBs = "weight_gbs"
+            case bandwidthRatio = "bandwidth_ratio"
+            case sgemmGflops = "sgemm_gflops"
+            case sgemmRatio = "sgemm_ratio"
+        }
+    }
+
+    /// Weight shapes N×K: SmolLM2-135M's projections and output layer, and one
+    /// bandwidth-bound matrix far larger than any cache.
+    public static let standardShapes: [(n: Int, k: Int)] = [
+        (576, 576), (1536, 576), (576, 1536), (49152, 576), (16384, 8192),
+    ]
+
+    /// The kernel family measured.
+    public var isa: KernelISA
+    /// Threads per call, for the quantized kernels, the BLAS baseline and the streaming read.
+    public var threads: Int
+    /// Rounds per measurement; the median is reported.
+    public var rounds: Int
+    /// Each round repeats the call until it has run at least this many seconds.
+    public var minimumRoundSeconds: Double
+    /// Bytes of weight copies a GEMV rotates over (at least 8× a 32 MiB L3).
+    public var rotationBytes = 256 << 20
+    /// The workers every call splits its rows over.
+    public let pool: WorkerPool
+
+    /// A benchmark of `isa` on `threads` threads of `pool`, `rounds` rounds of at least `minimumRoundSeconds` each;
+    /// counts below 1 become 1.
+    public init(isa: KernelISA, pool: WorkerPool, threads: Int = KernelThreads.default, rounds: Int = 5,
+                minimumRoundSeconds: Double = 0.05) {
+        self.isa = isa
+        self.pool = pool
+        self.threads = max(1, threads)
+        self.rounds = max(1, rounds)
+        self.minimumRoundSeconds = minimumRoundSeconds
+    }
+
+    /// A buffer of `bytes` distinct random bytes for the streaming-read loop.
+    /// (Zero pages would not do: the host may share identical pages, and then
+    /// "reading 512 MiB" reads a few cached pages.)
+    public final class ReadBuffer: @unchecked Sendable {
+        let storage: TensorStorage
+        /// Size of the buffer in bytes.
+        public var byteCount: Int { storage.byteCount }
+
+        /// Allocates `bytes` bytes (512 MiB by default) and fills them with seeded pseudo-random words.
+        public init(bytes: Int = 512 << 20) {
+            storage = TensorStorage(zeroedByteCount: bytes)
+            let words = storage.baseAddress.bindMemory(to: UInt64.self, capacity: bytes / 8)
+            var generator = SplitMix64(seed: 0xba5e)
+            for index in 0..<(bytes / 8) { words[index] = generator.next() }
+        }
+    }
+
+    /// One streaming read of `buffer` on ``threads`` threads, GB/s.
+    public func readBandwidthSample(_ buffer: ReadBuffer) -> Double {
+        let base = UnsafeRawPointer(buffer.storage.baseAddress), bytes = buffer.byteCount
+        let isaValue = isa.cValue
+        let sink = StatusCollector()
+        let seconds = Measurement.seconds {
+            RowSplit.run(rows: bytes / 4096, threads: threads, alignment: 1, workPerRow: 1 << 20, pool: pool) { pages in
+                let checksum = ek_read_stream(isaValue, base + pages.lowerBound * 4096, pages.count * 4096)
+                if checksum == 1 { sink.record(EK_ERR_RANGE) } // keeps the reads from being optimised away
+            }
+        }
+        return Double(bytes) / seconds / 1e9
+    }
+
+    /// Median streaming-read bandwidth over `rounds` reads of `buffer` (after one warm-up), GB/s.
+    public func readBandwidth(_ buffer: ReadBuffer) -> Double {
+        _ = readBandwidthSample(buffer)
+        return Measurement.median((0..<rounds).map { _ in readBandwidthSample(buffer) })
+    }
+
+    /// Median seconds per call of `body`; with `reference`, also the median
+    /// over rounds of (bytes ÷ seconds per call) ÷ a reference sample taken
+    /// just before each round, so a noisy neighbour hits both alike.
+    func time(bytesPerCall: Double = 0, reference: (() -> Double)? = nil,
+              _ body: () throws -> Void) rethrows -> (seconds: Double, ratio: Double?) {
+        let calls = try Measurement.callsPerRound(lasting: minimumRoundSeconds, body)
+        var perCall = [Double](), ratios = [Double]()
+        for _ in 0..<rounds {
+            let referenceRate = reference?()
+            let seconds = try Measurement.seconds { for _ in 0..<calls { try body() } } / Double(calls)
+            perCall.append(seconds)
+            if let referenceRate { ratios.append(bytesPerCall / seconds / 1e9 / referenceRate) }
+        }
+        return (Measurement.median(perCall), ratios.isEmpty ? nil : Measurement.median(ratios))
+    }
+
+    /// Measures every format and both kinds on one weight shape. GEMV rounds
+    /// alternate with streaming reads of `buffer`; the GEMM's bandwidth ratio
+    /// uses `readBandwidth`.
+    public func measure(n: Int, k: Int, formats: [TensorType] = [.q4_0, .q4_1, .q8_0], gemmRows: Int = 128,
+                        buffer: ReadBuffer, readBandwidth: Double) throws -> [Result] {
+        var generator = SplitMix64(seed: UInt64(n * 31 + k))
+        let weights = try Tensor(shape: [n, k], values: (0..<(n * k)).map { _ in generator.nextUnitFloat() - 0.5 })
+        var results = [Result]()
+        for (kind, m) in [("gemv", 1), ("gemm", gemmRows)] {
+            let x = try Tensor(shape: [m, k], values: (0..<(m * k)).map { _ in generator.nextUnitFloat() * 2 - 1 })
+            var y = try Tensor(zeros: [m, n])
+            let flops = 2 * Double(m) * Double(n) * Double(k)
+            let sgemmSeconds = try time { try matmul(x, weights, transposeB: true, into: &y, threads: threads, pool: pool) }.seconds
+            for format in formats {
+                let w = try QuantizedMatrix(quantizing: weights, to: format, isa: isa)
+                let copies = m == 1 ? min(4096, max(1, (rotationBytes + w.byteCount - 1) / w.byteCount)) : 1
+                let rotation = [w] + (1..<copies).map { _ in w.copy() }
+                var next = 0
+                let (seconds, pairedRatio) = try time(
+                    bytesPerCall: Double(w.byteCount), reference: m == 1 ? { readBandwidthSample(buffer) } : nil
+                ) {
+                    try matmul(x, rotation[next], into: &y, isa: isa, threads: threads, pool: pool)
+                    next = (next + 1) % copies
+                }
+                let weightGBs = Double(w.byteCount) / seconds / 1e9
+                let gops = flops / seconds / 1e9, sgemmGflops = flops / sgemmSeconds / 1e9
+                results.append(Result(
+                    format: format.description, kind: kind, m: m, n: n, k: k, seconds: seconds, weightGBs: weightGBs,
+                    gops: gops, bandwidthRatio: pairedRatio ?? weightGBs / readBandwidth, sgemmGflops: sgemmGflops,
+                    sgemmRatio: gops / sgemmGflops))
+            }
+        }
+        return results
+    }
+}

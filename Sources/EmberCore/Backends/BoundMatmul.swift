@@ -1,0 +1,197 @@
+import CBLAS
+import _CEmberKernels
+
+/// How a matmul wants its activations prepared (quantized to the blocks its
+/// kernel reads) — Ember's SIMD kernels' Q8 blocks, or a plugin's own. Equal
+/// preparations make equal bytes, so one preparation serves every matmul of a
+/// stage that shares it. Bytes are laid out row after row (a row range can be
+/// prepared on its own, at the offset of its first row).
+public struct ActivationPreparation: Hashable, Sendable {
+    /// Equal keys: equal bytes.
+    let key: String
+    private let bytes: @Sendable (_ rows: Int, _ columns: Int) -> Int
+    private let quantize: @Sendable (_ x: UnsafePointer<Float>, _ rows: Int, _ columns: Int, _ out: UnsafeMutableRawPointer,
+                                     _ capacity: Int) -> Int32
+
+    /// Ember's Q8 activation blocks for weights of `type` (Q8_1-style for Q4_1, Q8_0 otherwise), made by `isa`'s code.
+    static func ember(type: TensorType, isa: KernelISA) -> ActivationPreparation {
+        let (format, isaValue) = (type.blockFormat ?? EK_FORMAT_Q8_0, isa.cValue)
+        return ActivationPreparation(
+            key: "ember:\(isa):\(type == .q4_1 ? "q8_1" : "q8_0")",
+            bytes: { rows, columns in ek_activation_size(Int64(rows), Int64(columns)) },
+            quantize: { x, rows, columns, out, capacity in
+                Int32(bitPattern: ek_quantize_activations(isaValue, format, x, Int64(rows), Int64(columns),
+                                                          out.assumingMemoryBound(to: ek_block_q8_act.self), max(0, capacity)).rawValue)
+            })
+    }
+
+    /// A plugin backend's own preparation for weights of `type`.
+    static func plugin(backend: String, type: TensorType, table: ember_backend) -> ActivationPreparation? {
+        guard let size = table.activation_bytes, let quantize = table.quantize_activations else { return nil }
+        let context = UncheckedSendable(table.context)
+        return ActivationPreparation(
+            key: "plugin:\(backend):\(type.id)",
+            bytes: { rows, columns in ek_guarded_activation_bytes(size, context.value, type.id, Int64(rows), Int64(columns)) },
+            quantize: { x, rows, columns, out, capacity in
+                ek_guarded_quantize_activations(quantize, context.value, type.id, x, Int64(rows), Int64(columns), out, capacity)
+            })
+    }
+
+    /// Bytes of prepared activations for `rows` rows of `columns`.
+    public func byteCount(rows: Int, columns: Int) -> Int { bytes(rows, columns) }
+
+    /// Prepares `rows` fp32 rows of `columns` at `x` into `out`, which holds `capacity` bytes; 0 is success.
+    package func prepare(_ x: UnsafePointer<Float>, rows: Int, columns: Int, into out: UnsafeMutableRawPointer, capacity: Int) -> Int32 {
+        quantize(x, rows, columns, out, capacity)
+    }
+
+    /// Equal when the keys are.
+    public static func == (lhs: ActivationPreparation, rhs: ActivationPreparation) -> Bool { lhs.key == rhs.key }
+    /// Hashes the key.
+    public func hash(into hasher: inout Hasher) { hasher.combine(key) }
+}
+
+/// A matmul kernel bound to one weight matrix, for callers that split the
+/// work themselves: activations are prepared once per input, then any
+/// thread computes any range of weight rows, Y[m × rows] = X·Wᵀ (row stride
+/// `rows`). A model's forward pass calls these from inside a
+/// ``WorkerPool/region(threads:qos:barrierSpinNanoseconds:_:)``. Binding does the per-weight work
+/// once (packing, dequantizing, a plugin's `bind_weights`), so a call costs only the kernel.
+public struct BoundMatmul: @unchecked Sendable {
+    /// The kernel call: x (and its preparation), m rows, into y, over a range of weight rows; 0 is success.
+    public typealias Body = (_ x: UnsafePointer<Float>, _ prepared: UnsafeRawPointer?, _ m: Int,
+                             _ y: UnsafeMutablePointer<Float>, _ rows: Range<Int>) -> Int32
+
+    /// Where the registry placed this matmul: unit, backend and why.
+    public let placement: Placement
+    /// Weight rows N: the columns of Y and the bound of the row ranges ``run(_:prepared:m:into:rows:)`` takes.
+    public let rows: Int
+    /// Weight columns K: the length of each activation row.
+    public let columns: Int
+    /// What the kernel reads besides fp32 x; nil: fp32 x only.
+    public let preparation: ActivationPreparation?
+    /// Whether threads may split the rows; when false one thread runs all of them.
+    public let splittable: Bool
+    let body: Body
+    /// Keeps the bound variant (packed or fp32 weights, a plugin's binding) alive.
+    let owner: AnyObject
+
+    /// Wraps `body`, a kernel bound to one `rows` × `columns` weight matrix; `owner` keeps what `body` reads alive.
+    public init(placement: Placement, rows: Int, columns: Int, preparation: ActivationPreparation?, splittable: Bool,
+                owner: AnyObject, body: @escaping Body) {
+        self.placement = placement
+        self.rows = rows
+        self.columns = columns
+        self.preparation = preparation
+        self.splittable = splittable
+        self.owner = owner
+        self.body = body
+    }
+
+    /// Rows `range` of Y[m × rows] from x (and its preparation, when the kernel has one).
+    @inline(__always)
+    public func run(_ x: UnsafePointer<Float>, prepared: UnsafeRawPointer?, m: Int, into y: UnsafeMutablePointer<Float>,
+                    rows range: Range<Int>) -> Int32 {
+        range.isEmpty ? 0 : body(x, prepared, m, y, range)
+    }
+
+    /// The error for a non-zero status from ``run(_:prepared:m:into:rows:)``.
+    public func failure(_ status: Int32) -> KernelError {
+        .rejected(kernel: placement.backend, argument: "matmul \(rows)×\(columns)", status: "status \(status)")
+    }
+
+    /// Y[M×N] = X·Wᵀ for a whole `x` [M, K] into `y` [M, N], the rows split over `threads` workers of `pool`
+    /// at `qos` (one thread without a pool): the bound kernel outside a forward pass.
+    public func multiply(_ x: Tensor, into y: inout Tensor, threads: Int = 1, pool: WorkerPool? = nil, qos: QoSClass = .current) throws {
+        guard x.dtype == .float32, x.rank == 2, x.shape[1] == columns else {
+            throw TensorError.shapeMismatch(argument: "x", expected: "fp32 [M, \(columns)]", found: x.shape)
+        }
+        let m = x.shape[0]
+        guard y.dtype == .float32, y.shape == [m, rows] else {
+            throw TensorError.shapeMismatch(argument: "y", expected: "fp32 [\(m), \(rows)]", found: y.shape)
+        }
+        try y.makeWritable(argument: "y")
+        guard m > 0, rows > 0 else { return }
+        let xBase = x.baseAddress.assumingMemoryBound(to: Float.self), yBase = y.baseAddress.assumingMemoryBound(to: Float.self)
+        var prepared: UnsafeMutableRawPointer?
+        defer { prepared?.deallocate() }
+        if let preparation {
+            let bytes = preparation.byteCount(rows: m, columns: columns)
+            guard bytes > 0 else { throw failure(-1) }
+            prepared = UnsafeMutableRawPointer.allocate(byteCount: bytes, alignment: 64)
+            let status = preparation.prepare(xBase, rows: m, columns: columns, into: prepared!, capacity: bytes)
+            guard status == 0 else { throw failure(status) }
+        }
+        let status = StatusCollector()
+        let input = UnsafeRawPointer(prepared)
+        let parts = splittable ? max(1, threads) : 1
+        RowSplit.run(rows: rows, threads: parts, alignment: 16, workPerRow: m * columns, qos: qos, pool: pool) { range in
+            let code = run(xBase, prepared: input, m: m, into: yBase, rows: range)
+            if code != 0 { status.record(code) }
+        }
+        if status.firstCode != 0 { throw failure(status.firstCode) }
+    }
+}
+
+/// The weights a binding keeps alive, and the C struct the SIMD kernels read.
+final class PackedBinding: @unchecked Sendable {
+    let matrix: QuantizedMatrix
+    let cMatrix: UnsafeMutablePointer<ek_packed_matrix>
+
+    init(_ matrix: QuantizedMatrix) {
+        self.matrix = matrix
+        cMatrix = .allocate(capacity: 1)
+        cMatrix.initialize(to: matrix.cMatrix)
+    }
+
+    deinit { cMatrix.deallocate() }
+}
+
+extension BoundMatmul {
+    /// The SIMD (or scalar reference) kernels of `isa` on the packed weights.
+    static func packed(_ w: WeightMatrix, isa: KernelISA, placement: Placement) throws -> BoundMatmul {
+        let binding = PackedBinding(try w.packed())
+        let (isaValue, matrix, n) = (isa.cValue, binding.cMatrix, Int64(w.rows))
+        return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns,
+                           preparation: .ember(type: w.type, isa: isa),
+                           splittable: true, owner: binding) { _, prepared, m, y, range in
+            Int32(bitPattern: ek_gemm_packed(isaValue, matrix, prepared?.assumingMemoryBound(to: ek_block_q8_act.self),
+                                             Int64(m), y, n, Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
+        }
+    }
+
+    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call.
+    static func blas(_ w: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
+            let slice = base + range.lowerBound * k
+            if m == 1 {
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, Int32(range.count), Int32(k), 1, slice, Int32(k), x, 1, 0, y + range.lowerBound, 1)
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int32(m), Int32(range.count), Int32(k), 1, x, Int32(k),
+                            slice, Int32(k), 0, y + range.lowerBound, Int32(n))
+            }
+            return 0
+        }
+    }
+
+    /// The CPU route's portable C loop on the fp32 weights.
+    static func portable(_ w: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
+            Int32(bitPattern: ek_sgemm_portable(x, base, y, Int64(m), Int64(n), Int64(k),
+                                                Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
+        }
+    }
+
+    /// A kernel on the fp32 variant of `w` (converted once, cached by `w`).
+    private static func fp32(
+        _ w: WeightMatrix, placement: Placement, pool: WorkerPool?,
+        _ kernel: @escaping (_ weights: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ m: Int, _ y: UnsafeMutablePointer<Float>,
+                             _ n: Int, _ k: Int, _ rows: Range<Int>) -> Int32
+    ) throws -> BoundMatmul {
+        let weights = try w.fp32()
+        let base = UnsafePointer(weights.baseAddress.assumingMemoryBound(to: Float.self))
+        let (n, k) = (w.rows, w.columns)
+        return BoundMatmul(placement: placement, rows: n, columns: k, preparation: nil, splittable: true,
+                           owner: weights.storage) { x, _, m, y, range in kernel(base, x, m, y, n, k, range) }
+    }
+}

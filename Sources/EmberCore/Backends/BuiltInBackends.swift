@@ -1,0 +1,105 @@
+import _CEmberKernels
+
+/// The types Ember's block kernels pack and multiply.
+private let blockTypes: [TensorType] = TensorType.table.filter { $0.blockFormat != nil }
+/// Every type Ember can turn into fp32 (what BLAS and the portable loop run on, converted once).
+private let convertibleTypes: [TensorType] = TensorType.table.filter(\.canDequantize)
+/// The element-wise and attention ops the CPU backends run, each on its type.
+private let vectorOps: [OpSupport] =
+    [Op.rmsNorm, .layerNorm, .rope, .softmax, .silu, .gelu, .swiglu, .add, .mul].map { OpSupport($0, .f32) }
+    + [Op.attentionScores, .attentionValues].flatMap { op in [TensorType.f32, .f16].map { OpSupport(op, $0) } }
+    + convertibleTypes.map { OpSupport(.embedding, $0) }
+
+/// The neural-engine route's backend: Ember's hand-tuned SIMD int8/int4
+/// kernels (`CKernels/x86_*.c`, `arm_neon.c`) on weights packed once at load.
+/// It runs matmul-class ops only; the others fall back to the CPU route.
+final class SIMDBackend: Backend, @unchecked Sendable {
+    let descriptor: BackendDescriptor
+    let opTable = OpTable()
+    let isa: KernelISA
+
+    init(isa: KernelISA) {
+        self.isa = isa
+        descriptor = BackendDescriptor(
+            name: "simd-\(isa)", unit: .neuralEngine, score: 100,
+            supports: Set(blockTypes.flatMap { [OpSupport(.matmul, $0), OpSupport(.quantizeActivations, $0)] }), requiredISA: isa)
+    }
+
+    func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        try .packed(weights, isa: isa, placement: placement)
+    }
+}
+
+/// The GPU route's backend: OpenBLAS sgemm/sgemv on fp32 weights (other types
+/// converted to fp32 once and cached on the weights), one thread per call,
+/// rows split over Ember's workers.
+final class BLASBackend: Backend, @unchecked Sendable {
+    let descriptor = BackendDescriptor(
+        name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),
+        conversion: "weights dequantized to fp32 once and cached", convertedTypes: Set(convertibleTypes.filter { $0 != .f32 }))
+    let opTable = OpTable()
+
+    func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        try .blas(weights, placement: placement, pool: pool)
+    }
+}
+
+/// The CPU route's fast backend: the element-wise and attention ops with
+/// their AVX2 + FMA + F16C code (`CKernels/ops.c`). Registered where the CPU
+/// has it and the kernel ISA chosen is not the scalar one.
+final class CPUSIMDBackend: Backend, @unchecked Sendable {
+    let descriptor: BackendDescriptor
+    let opTable: OpTable
+    private let context = BuiltInOpContext(isa: .scalar)
+
+    init(isa: KernelISA) {
+        descriptor = BackendDescriptor(name: "cpu-\(isa)", unit: .cpu, score: 50, supports: Set(vectorOps), requiredISA: isa)
+        context.pointer.pointee.isa = isa.cValue
+        opTable = .builtIn(context: context.pointer)
+    }
+
+    func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        throw KernelError.invalidArgument(argument: "backend", found: descriptor.name, expected: "a backend that runs matmul")
+    }
+}
+
+/// The scalar reference: portable C for every op Ember knows, on the CPU
+/// route — the oracle every other backend's kernels are tested against, and
+/// the last resort that makes any model complete. Block formats run the
+/// scalar packed kernels; the float types run the portable fp32 loop.
+final class ScalarReferenceBackend: Backend, @unchecked Sendable {
+    let descriptor = BackendDescriptor(
+        name: "scalar-reference", unit: .cpu, score: 10,
+        supports: Set(vectorOps + convertibleTypes.map { OpSupport(.matmul, $0) } + blockTypes.map { OpSupport(.quantizeActivations, $0) }),
+        conversion: "weights converted to fp32 once and cached",
+        convertedTypes: Set(convertibleTypes.filter { $0 != .f32 && $0.blockFormat == nil }))
+    private let context = BuiltInOpContext(isa: .scalar)
+    var opTable: OpTable { .builtIn(context: context.pointer) }
+
+    func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        weights.type.blockFormat != nil ? try .packed(weights, isa: .scalar, placement: placement)
+            : try .portable(weights, placement: placement, pool: pool)
+    }
+}
+
+/// The context a built-in backend's C ops take (which ISA they run), owned by the backend.
+final class BuiltInOpContext: @unchecked Sendable {
+    let pointer = UnsafeMutablePointer<ek_backend_context>.allocate(capacity: 1)
+
+    init(isa: KernelISA) { pointer.initialize(to: ek_backend_context(isa: isa.cValue)) }
+
+    deinit { pointer.deallocate() }
+}
+
+extension BackendRegistry {
+    /// A registry with Ember's own backends for kernel family `isa`: the SIMD block kernels (neural-engine route)
+    /// unless `isa` is the scalar one, OpenBLAS (GPU route), the CPU SIMD ops where the CPU has them, and the
+    /// scalar reference (CPU route, every op).
+    public static func builtIn(isa: KernelISA) -> BackendRegistry {
+        let registry = BackendRegistry(reference: ScalarReferenceBackend())
+        if isa != .scalar { try? registry.register(SIMDBackend(isa: isa)) }
+        try? registry.register(BLASBackend())
+        if isa != .scalar, ek_ops_simd_available() { try? registry.register(CPUSIMDBackend(isa: isa)) }
+        return registry
+    }
+}

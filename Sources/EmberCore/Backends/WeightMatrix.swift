@@ -1,0 +1,159 @@
+import _CEmberKernels
+import Foundation
+
+/// A weight matrix W[rows × columns] as a model file holds it (GGUF blocks,
+/// fp32, fp16 or bf16 rows), with the variants the backends need built on
+/// first use and cached: the packed copy the SIMD kernels read, an fp32 copy
+/// for BLAS and the portable loop (converted once), and the matrix at another
+/// precision (requantized once).
+public final class WeightMatrix: @unchecked Sendable {
+    /// How the weights are stored (a row of ``TensorType/table``).
+    public let type: TensorType
+    /// N: output features, one per row.
+    public let rows: Int
+    /// K: input features per row; a whole number of the type's blocks.
+    public let columns: Int
+    /// The file's bytes, owned or borrowed from `owner` (e.g. a memory-mapped file).
+    public let bytes: UnsafeRawBufferPointer
+    private let owner: AnyObject?
+    private let lock = NSLock()
+    private var packedVariant: QuantizedMatrix?
+    private var fp32Variant: Tensor?
+    private var precisionVariants: [Precision: WeightMatrix] = [:]
+    private var bindings: [String: AnyObject] = [:]
+
+    /// Copies `blocks` (rows × columns of `type`).
+    public convenience init(type: TensorType, rows: Int, columns: Int, copying blocks: UnsafeRawBufferPointer) throws {
+        let storage = Self.copy(blocks)
+        try self.init(type: type, rows: rows, columns: columns,
+                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: blocks.count), owner: storage)
+    }
+
+    private static func copy(_ blocks: UnsafeRawBufferPointer) -> TensorStorage {
+        let storage = TensorStorage(zeroedByteCount: blocks.count)
+        if let base = blocks.baseAddress { storage.baseAddress.copyMemory(from: base, byteCount: blocks.count) }
+        return storage
+    }
+
+    /// Uses `blocks` in place; `owner` keeps them alive.
+    public init(type: TensorType, rows: Int, columns: Int, borrowing blocks: UnsafeRawBufferPointer, owner: AnyObject?) throws {
+        guard let expected = type.byteCount(rows: rows, columns: columns) else {
+            throw KernelError.invalidArgument(argument: "columns", found: "\(rows)×\(columns) of \(type)",
+                                              expected: "non-negative dimensions, columns a multiple of \(type.blockSize)")
+        }
+        guard blocks.count == expected else {
+            throw KernelError.invalidArgument(argument: "blocks", found: "\(blocks.count) bytes", expected: "\(expected) bytes")
+        }
+        self.type = type
+        self.rows = rows
+        self.columns = columns
+        bytes = blocks
+        self.owner = owner
+    }
+
+    /// fp32 weights [rows, columns] as a matrix of `type` (quantized here when not f32).
+    ///
+    /// With `refinedScales`, 4-bit blocks get least-squares scales (lower
+    /// error than min/max; see `ScaleRefinement`).
+    public convenience init(_ weights: Tensor, as type: TensorType, refinedScales: Bool = false) throws {
+        guard weights.rank == 2, weights.dtype == .float32 else {
+            throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
+        }
+        guard type.canQuantize else {
+            throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "f32, q8_0, q4_0 or q4_1 to quantize into")
+        }
+        let (rows, columns) = (weights.shape[0], weights.shape[1])
+        guard let byteCount = type.byteCount(rows: rows, columns: columns) else {
+            throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of \(type.blockSize)")
+        }
+        var data = [UInt8](repeating: 0, count: byteCount)
+        try weights.withUnsafeBufferPointer { values in
+            try data.withUnsafeMutableBytes { out in
+                let rowBytes = byteCount / max(rows, 1)
+                for row in 0..<rows {
+                    try type.quantizeRow(values.baseAddress! + row * columns, columns: columns, into: out.baseAddress! + row * rowBytes)
+                }
+                if refinedScales, let format = type.blockFormat {
+                    ScaleRefinement.refine(format, values: values.baseAddress!, count: rows * columns, blocks: out.baseAddress!)
+                }
+            }
+        }
+        let storage = data.withUnsafeBytes { Self.copy($0) }
+        try self.init(type: type, rows: rows, columns: columns,
+                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: data.count), owner: storage)
+    }
+
+    /// Bytes of one row.
+    public var rowBytes: Int { type.byteCount(rows: 1, columns: columns) ?? 0 }
+
+    /// The packed copy for the SIMD and scalar block kernels (built once).
+    public func packed() throws -> QuantizedMatrix {
+        try lock.withLock {
+            if let packedVariant { return packedVariant }
+            guard type.blockFormat != nil else {
+                throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a block format the packed kernels take (q8_0, q4_0, q4_1)")
+            }
+            let made = try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: bytes)
+            packedVariant = made
+            return made
+        }
+    }
+
+    /// The weights as fp32 [rows, columns] (converted once, then cached; f32 weights are borrowed).
+    public func fp32() throws -> Tensor {
+        try lock.withLock {
+            if let fp32Variant { return fp32Variant }
+            let made: Tensor
+            if type == .f32 {
+                made = try Tensor(borrowing: bytes.baseAddress!, shape: [rows, columns], owner: owner)
+            } else {
+                var values = Tensor(shape: [rows, columns], dtype: .float32, // every row is written below
+                                    storage: TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
+                let rowBytes = rowBytes
+                try values.withUnsafeMutableBufferPointer { out in
+                    for row in 0..<rows {
+                        try type.dequantizeRow(bytes.baseAddress! + row * rowBytes, columns: columns, into: out.baseAddress! + row * columns)
+                    }
+                }
+                made = values
+            }
+            fp32Variant = made
+            return made
+        }
+    }
+
+    /// The same weights at `precision`, derived on first use and cached: itself
+    /// when already there; fp32 by converting; int8 as Q8_0 and int4 as
+    /// Q4_1, requantized from the fp32 values. One model file thus serves
+    /// every precision the policy picks.
+    public func variant(for precision: Precision) throws -> WeightMatrix {
+        if type.precision == precision { return self }
+        if let cached = lock.withLock({ precisionVariants[precision] }) { return cached }
+        let target = TensorType.derived(for: precision)
+        let values = try fp32()
+        let made = target == .f32 // share the cached fp32 copy rather than copy it again
+            ? try WeightMatrix(type: .f32, rows: rows, columns: columns,
+                               borrowing: UnsafeRawBufferPointer(start: values.baseAddress, count: values.byteCount),
+                               owner: values.storage)
+            : try WeightMatrix(values, as: target)
+        return lock.withLock {
+            if let raced = precisionVariants[precision] { return raced }
+            precisionVariants[precision] = made
+            return made
+        }
+    }
+
+    /// A backend's binding of these weights, made by `make` the first time `key` is asked for and kept as long as the
+    /// weights (a plugin's `bind_weights` result, say).
+    public func binding<Binding: AnyObject>(_ key: String, make: () throws -> Binding) rethrows -> Binding {
+        try lock.withLock {
+            if let existing = bindings[key] as? Binding { return existing }
+            let made = try make()
+            bindings[key] = made
+            return made
+        }
+    }
+
+    /// Whether the fp32 copy exists yet (for tests of the caching).
+    public var hasFP32Copy: Bool { lock.withLock { fp32Variant != nil } }
+}

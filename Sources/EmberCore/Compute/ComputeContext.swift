@@ -1,0 +1,260 @@
+import Foundation
+
+/// Everything Ember computes with, in one object a `Runtime` owns and passes
+/// down: the CPU's features and the kernel ISA chosen, the BLAS library, the
+/// worker threads, the routes' queues, the backends (built-in and plugins)
+/// with their placement, the calibrated costs, and the energy counter.
+/// Nothing below it reads the environment or a process-wide singleton; two
+/// contexts in one process are independent.
+public final class ComputeContext: @unchecked Sendable {
+    /// How a context is set up; the CLI fills it from the environment, a host from its own settings.
+    public struct Configuration: Sendable {
+        /// A kernel family to force ("scalar", "avx2", "avx512", "neon", "avx2-novnni"); nil or "auto" picks the best.
+        public var isaOverride: String?
+        /// Worker threads per QoS class; default one per active core.
+        public var threadsPerClass: Int
+        /// How QoS classes become OS priorities.
+        public var qosMapping: QoSMapping
+        /// The package energy counter's file (RAPL); measured energy where it is readable.
+        public var energyCounterPath: String
+        /// Hears what happens to backends while they run: one line when one is disabled, with the reason
+        /// (the CLI prints these to standard error). Also kept in ``BackendRegistry/events``.
+        public var log: @Sendable (String) -> Void
+
+        /// A configuration; every argument has the default a host usually wants.
+        public init(isaOverride: String? = nil, threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount,
+                    qosMapping: QoSMapping = .current, energyCounterPath: String = EnergyCounter.defaultPath,
+                    log: @escaping @Sendable (String) -> Void = { _ in }) {
+            self.isaOverride = isaOverride
+            self.threadsPerClass = threadsPerClass
+            self.qosMapping = qosMapping
+            self.energyCounterPath = energyCounterPath
+            self.log = log
+        }
+    }
+
+    /// The configuration the context was made with.
+    public let configuration: Configuration
+    /// The CPU's SIMD features.
+    public let features: CPUFeatures
+    /// The kernel family the built-in backends run.
+    public let isa: KernelISA
+    /// Why ``Configuration/isaOverride`` was refused (the best family runs instead), if it was.
+    public let isaOverrideError: KernelError?
+    /// The compute threads, per QoS class.
+    public let pool: WorkerPool
+    /// The neural-engine and GPU routes' queues.
+    public let routes: ComputeRoutes
+    /// The backends ops are placed on.
+    public let backends: BackendRegistry
+    /// The package energy counter, if the machine exposes one.
+    public let energyCounter: EnergyCounter
+    private let lock = NSLock()
+    private var calibrationValue: Calibration
+
+    /// A context with the built-in backends and default costs (no calibration yet: see ``calibrate()``).
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        features = .current
+        let override = configuration.isaOverride.flatMap { $0.isEmpty || $0 == "auto" ? nil : $0 }
+        do {
+            isa = try KernelISA.select(override: override, features: features)
+            isaOverrideError = nil
+        } catch let error as KernelError {
+            isa = .best(for: features)
+            isaOverrideError = error
+        } catch {
+            isa = .best(for: features)
+            isaOverrideError = nil
+        }
+        pool = WorkerPool(threadsPerClass: configuration.threadsPerClass, mapping: configuration.qosMapping)
+        routes = ComputeRoutes()
+        backends = .builtIn(isa: isa)
+        backends.log = configuration.log
+        energyCounter = EnergyCounter(path: configuration.energyCounterPath)
+        calibrationValue = Calibration(key: "", costs: [:])
+        calibrationValue = defaultCalibration()
+    }
+
+    /// The BLAS library as loaded in this process.
+    public var blas: BLASLibrary { .current }
+
+    /// Threads a request may use at most: the pool's per class.
+    public var maximumThreads: Int { pool.threadsPerClass }
+
+    // MARK: Costs
+
+    /// The costs in force: measured by ``calibrate()`` or adopted from a cache, else the documented defaults.
+    public var calibration: Calibration { lock.withLock { calibrationValue } }
+
+    /// What a calibration must hold for to be used here: CPU, kernel ISA, BLAS core, cores and built-in backends.
+    public var calibrationKey: String {
+        let builtIns = backends.all.filter { !$0.descriptor.source.isPlugin }.map(\.descriptor.name).joined(separator: ",")
+        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v2"
+    }
+
+    /// Uses `calibration`'s costs of the built-in backends if its key is this context's (a cache from an earlier run;
+    /// plugins are measured when they load, never taken from a cache); whether it did.
+    @discardableResult
+    public func adopt(_ calibration: Calibration) -> Bool {
+        guard calibration.key == calibrationKey else { return false }
+        let builtIns = Set(backends.all.filter { !$0.descriptor.source.isPlugin }.map(\.descriptor.name))
+        lock.withLock {
+            var merged = calibrationValue
+            for (name, costs) in calibration.costs where builtIns.contains(name) { merged.costs[name] = costs }
+            merged.key = calibration.key
+            merged.measuredAt = calibration.measuredAt
+            calibrationValue = merged
+        }
+        return true
+    }
+
+    /// The costs of the built-in backends only: what may be cached for the next run on this machine.
+    public var cacheableCalibration: Calibration {
+        var value = calibration
+        let builtIns = Set(backends.all.filter { !$0.descriptor.source.isPlugin }.map(\.descriptor.name))
+        value.costs = value.costs.filter { builtIns.contains($0.key) }
+        return value
+    }
+
+    /// Measures every available backend's ops now (each op on a representative shape, median of three rounds)
+    /// and uses the result; takes well under a second. Call it when the host asks, or at start — never inside a request.
+    @discardableResult
+    public func calibrate() -> Calibration {
+        var costs = calibration.costs
+        for backend in backends.available {
+            costs[backend.descriptor.name] = measure(backend)
+        }
+        let measured = Calibration(key: calibrationKey, measuredAt: Date().timeIntervalSince1970, costs: costs)
+        lock.withLock { calibrationValue = measured }
+        return measured
+    }
+
+    /// The cost of `support` on the backend called `backend`: measured if calibrated, else the default.
+    public func cost(_ support: OpSupport, on backend: String) -> OpCost {
+        if let known = calibration.cost(backend: backend, support) { return known }
+        guard let descriptor = backends.backend(named: backend)?.descriptor else {
+            return OpCost(throughput: 1e9, dispatchMicroseconds: 2, cores: pool.threadsPerClass, source: "default")
+        }
+        return defaultCost(support, on: descriptor)
+    }
+
+    private func measure(_ backend: any Backend) -> [String: OpCost] {
+        var result: [String: OpCost] = [:]
+        let threads = pool.threadsPerClass
+        for support in backend.descriptor.supports where support.op != .quantizeActivations {
+            let probe = support.op == .matmul ? OpProbe(support: support, rows: 16, matmulShape: (576, 1536)) : OpProbe(support: support, rows: 16)
+            let dispatch = defaultCost(support, on: backend.descriptor).dispatchMicroseconds
+            guard case let .success(first) = probe.run(on: backend, pool: pool, threads: threads) else { continue }
+            let repetitions = max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))
+            var seconds: [Double] = []
+            for _ in 0..<3 {
+                guard case let .success(round) = probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads) else { break }
+                seconds.append(round.secondsPerCall)
+            }
+            guard !seconds.isEmpty else { continue }
+            // Matmul runs on every core; the other ops were timed on one thread and a pass splits them over all.
+            let parallel = support.op == .matmul ? 1.0 : Double(threads)
+            result[support.description] = OpCost(throughput: probe.work / Measurement.median(seconds) * parallel,
+                                                 dispatchMicroseconds: dispatch, cores: threads, source: "measured")
+        }
+        return result
+    }
+
+    private func defaultCalibration() -> Calibration {
+        var costs: [String: [String: OpCost]] = [:]
+        for backend in backends.all {
+            costs[backend.descriptor.name] = Dictionary(uniqueKeysWithValues: backend.descriptor.supports.map {
+                ($0.description, defaultCost($0, on: backend.descriptor))
+            })
+        }
+        return Calibration(key: calibrationKey, costs: costs)
+    }
+
+    /// Documented defaults (this project's machine kind, 2 cores, medians of `ember bench kernels` / `bench blas`),
+    /// scaled to the cores here: used until calibration measures.
+    private func defaultCost(_ support: OpSupport, on backend: BackendDescriptor) -> OpCost {
+        let cores = pool.threadsPerClass
+        let perCore = Double(cores) / 2
+        let dispatch = backend.unit == .cpu ? 2.0 : 20.0
+        func cost(_ throughput: Double) -> OpCost { OpCost(throughput: throughput * perCore, dispatchMicroseconds: dispatch, cores: cores, source: "default") }
+        guard support.op == .matmul else {
+            return cost(backend.source.isPlugin || backend.name == "scalar-reference" ? 1e9 : 4e9)
+        }
+        let precision = support.type.precision ?? .fp32
+        switch (backend.unit, precision) {
+        case (.neuralEngine, .int4): return cost(800e9)
+        case (.neuralEngine, _): return cost(700e9)
+        case (.gpu, _): return cost(190e9)
+        case (.cpu, .fp32): return cost(16e9)
+        case (.cpu, .int8): return cost(10e9)
+        case (.cpu, .int4): return cost(6e9)
+        }
+    }
+
+    /// Each route as its backends make it: resource, backends, ops, and the matmul cost per precision of its best
+    /// backend (for F32, Q8_0 and Q4_1 weights).
+    public var unitProfiles: [UnitProfile] {
+        let available = backends.available
+        return ComputeUnit.preference.map { unit in
+            let onUnit = available.filter { $0.descriptor.unit == unit }.sorted { $0.descriptor.score > $1.descriptor.score }
+            let ops = Set(onUnit.flatMap { $0.descriptor.supports.map(\.op.rawValue) }).sorted()
+            var costs: [String: OpCost] = [:]
+            for precision in Precision.allCases {
+                let support = OpSupport(.matmul, TensorType.derived(for: precision))
+                if let best = onUnit.first(where: { $0.descriptor.supports.contains(support) }) {
+                    costs[precision.rawValue] = cost(support, on: best.descriptor.name)
+                }
+            }
+            return UnitProfile(unit: unit, resource: UnitProfile.resource(of: unit), backends: onUnit.map(\.descriptor.name),
+                               ops: ops, costs: costs)
+        }
+    }
+
+    // MARK: Plugins and running
+
+    /// Loads the plugin library at `path` (ABI 2, `ember_plugin.h`), checks every field of its table, runs each
+    /// declared op of each backend against the scalar reference, registers the backends that pass (one that fails
+    /// is registered disabled, with its reason) and measures their ops. Throws a ``PluginError`` naming the field
+    /// at fault when the table itself is wrong; nothing is registered then.
+    @discardableResult
+    public func loadPlugin(at path: String) throws -> LoadedPlugin {
+        do {
+            let plugin = try PluginLoader(registry: backends, features: features).load(at: path)
+            for name in plugin.backends {
+                guard let backend = backends.backend(named: name) else { continue }
+                let measured = measure(backend)
+                lock.withLock { calibrationValue.costs[name] = measured }
+            }
+            return plugin
+        } catch {
+            backends.recordFailure("\(error)")
+            throw error
+        }
+    }
+
+    /// A meter for one piece of work, on this context's energy counter.
+    public func energyMeter() -> EnergyMeter { EnergyMeter(counter: energyCounter) }
+
+    /// Y[M×N] = X[M×K]·Wᵀ placed under `units` (the weights' variant at `precision` when given), on the placed
+    /// backend's route at `qos`, its rows split over the pool's workers; with the time and energy it took.
+    public func matmul(_ x: Tensor, _ w: WeightMatrix, units: ComputeUnits = .all, precision: Precision? = nil,
+                       qos: QoSClass = .current) throws -> ComputeResult {
+        let weights = try precision.map { try w.variant(for: $0) } ?? w
+        guard x.rank == 2, x.shape[1] == weights.columns, x.dtype == .float32 else {
+            throw TensorError.shapeMismatch(argument: "x", expected: "fp32 [M, \(weights.columns)] (K from w)", found: x.shape)
+        }
+        let bound = try backends.bindMatmul(weights, units: units, pool: pool)
+        var y = try Tensor(zeros: [x.shape[0], weights.rows])
+        let meter = energyMeter()
+        let qos = qos.resolved
+        let seconds = try Measurement.seconds {
+            try routes.run(on: bound.placement.unit, qos: qos) {
+                try bound.multiply(x, into: &y, threads: pool.threadsPerClass, pool: pool, qos: qos)
+            }
+        }
+        let work = 2 * Double(x.shape[0]) * Double(weights.rows) * Double(weights.columns)
+        let joules = cost(OpSupport(.matmul, weights.type), on: bound.placement.backend).estimate(work: work).joules
+        return ComputeResult(output: y, placement: bound.placement, seconds: seconds, energy: meter.finish(modelledJoules: joules))
+    }
+}

@@ -1,0 +1,70 @@
+import _CEmberKernels
+
+/// The family of hand-written kernels Ember runs: the scalar reference
+/// (the oracle every SIMD kernel is tested against) or one SIMD variant.
+///
+/// Chosen per ``ComputeContext`` from ``CPUFeatures``; a host (the CLI from
+/// `EMBER_ISA=scalar|avx2|avx512|neon|avx2-novnni`) may force a path so tests
+/// and benchmarks can exercise each one. `avx2` uses AVX-VNNI where the CPU
+/// has it; `avx2-novnni` runs the AVX2 code that older CPUs get, even here.
+public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// The portable C reference, AVX2+FMA+F16C (with AVX-VNNI where present), AVX-512 F/BW/VL+VNNI, or arm64 NEON with dot product.
+    case scalar, avx2, avx512, neon
+    /// The AVX2 kernels without AVX-VNNI even where the CPU has it ("avx2-novnni"), to test that code.
+    case avx2NoVNNI = "avx2-novnni"
+
+    /// The environment variable the CLI reads to force a path.
+    public static let environmentVariable = "EMBER_ISA"
+
+    init(_ c: ek_isa) {
+        switch c {
+        case EK_ISA_AVX2: self = .avx2
+        case EK_ISA_AVX512: self = .avx512
+        case EK_ISA_NEON: self = .neon
+        case EK_ISA_AVX2_PLAIN: self = .avx2NoVNNI
+        default: self = .scalar
+        }
+    }
+
+    package var cValue: ek_isa {
+        switch self {
+        case .scalar: EK_ISA_SCALAR
+        case .avx2: EK_ISA_AVX2
+        case .avx512: EK_ISA_AVX512
+        case .neon: EK_ISA_NEON
+        case .avx2NoVNNI: EK_ISA_AVX2_PLAIN
+        }
+    }
+
+    /// The name `EMBER_ISA` uses, e.g. "avx2-novnni".
+    public var description: String { rawValue }
+
+    /// Whether `features` (and this build) can run this family.
+    public func isSupported(by features: CPUFeatures = .current) -> Bool {
+        var c = features.cValue
+        return ek_isa_supported(cValue, &c)
+    }
+
+    /// The widest family `features` support.
+    public static func best(for features: CPUFeatures = .current) -> KernelISA {
+        var c = features.cValue
+        return KernelISA(ek_isa_best(&c))
+    }
+
+    /// The family to run: `override` (the CLI passes `EMBER_ISA`) when set, else the best.
+    /// Throws ``KernelError/unknownISA(value:expected:)`` or
+    /// ``KernelError/unsupportedISA(_:features:)`` for a bad override.
+    public static func select(override: String?, features: CPUFeatures = .current) throws -> KernelISA {
+        var c = features.cValue
+        var chosen = EK_ISA_SCALAR
+        let status = (override ?? "").withCString { ek_isa_select($0, &c, &chosen) }
+        switch status {
+        case EK_OK:
+            return KernelISA(chosen)
+        case EK_ERR_UNKNOWN_ISA:
+            throw KernelError.unknownISA(value: override ?? "", expected: allCases.map(\.rawValue) + ["auto"])
+        default:
+            throw KernelError.unsupportedISA(KernelISA(rawValue: override ?? "") ?? .scalar, features: features.names)
+        }
+    }
+}

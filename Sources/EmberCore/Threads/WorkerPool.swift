@@ -1,0 +1,178 @@
+import CBLAS
+import Foundation
+import _CEmberThreads
+
+/// Ember's compute threads: for each QoS class, its own set of workers that
+/// carry that class's OS priority from start to end.
+///
+/// Per-class workers rather than re-prioritising threads per job: a job
+/// costs no priority system calls, and without `CAP_SYS_NICE` a thread
+/// lowered once could never be raised again. Workers are started the first
+/// time their class is used. A ``parallelFor(_:qos:_:)`` publishes its parts
+/// and the class's workers claim them; workers spin briefly between jobs
+/// (a decode step issues hundreds of small ones) and then park on a futex.
+/// A caller that Ember runs at the job's class (``QoSClass/current``, or an
+/// unspecified host thread asking for `.default`) claims parts too, which
+/// saves a wake-up per job; any other caller only waits, so every part runs
+/// at a known QoS.
+/// OpenBLAS is set to one thread: Ember splits BLAS work across these
+/// workers too. A ``ComputeContext`` owns one pool; everything that runs
+/// under that context uses it.
+public final class WorkerPool: @unchecked Sendable {
+    /// Workers per class.
+    public let threadsPerClass: Int
+    /// How long workers spin for the next job before parking, in nanoseconds.
+    public let workerSpinNanoseconds: Int64
+    /// How long a caller spins for its job to finish before parking.
+    public let callerSpinNanoseconds: Int64
+    /// The QoS-to-priority table each class's workers are started with.
+    public let mapping: QoSMapping
+
+    private let lock = NSLock()
+    private var groups: [QoSClass: WorkerGroup] = [:]
+
+    /// A pool of `threadsPerClass` workers per class (at least 1; default one per active core), started on first use.
+    /// Spins are in nanoseconds; the caller spin defaults to 20 000.
+    public init(threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount, mapping: QoSMapping = .current,
+                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil) {
+        self.threadsPerClass = max(1, threadsPerClass)
+        self.mapping = mapping
+        self.workerSpinNanoseconds = workerSpinNanoseconds
+        self.callerSpinNanoseconds = callerSpinNanoseconds ?? 20_000
+        Self.singleThreadedBLAS
+    }
+
+    /// OpenBLAS on one thread per call, its own pool stopped (once per process).
+    private static let singleThreadedBLAS: Void = {
+        openblas_set_num_threads(1)
+        _ = blas_thread_shutdown_()
+    }()
+
+    /// Runs `body(0) … body(count − 1)` on the workers of `qos` and returns when all are done.
+    /// Called from inside a part (nested parallel work) it runs every part
+    /// inline on the calling thread, which already has its place in the pool.
+    public func parallelFor(_ count: Int, qos: QoSClass, _ body: (Int) -> Void) {
+        guard count > 0 else { return }
+        if et_pool_nesting() > 0 {
+            for index in 0..<count { body(index) }
+            return
+        }
+        group(for: qos.resolved).run(count: count, body: body)
+    }
+
+    /// Kernel thread ids of the workers of `qos` (starting them if needed).
+    public func threadIDs(for qos: QoSClass) -> [Int32] { group(for: qos.resolved).threadIDs }
+
+    private func group(for qos: QoSClass) -> WorkerGroup {
+        lock.lock()
+        defer { lock.unlock() }
+        if let group = groups[qos] { return group }
+        let group = WorkerGroup(qos: qos, count: threadsPerClass, mapping: mapping,
+                                workerSpin: workerSpinNanoseconds, callerSpin: callerSpinNanoseconds)
+        groups[qos] = group
+        return group
+    }
+
+    deinit {
+        for group in groups.values { group.stop() }
+    }
+}
+
+/// The workers of one QoS class and the slot they take jobs from.
+final class WorkerGroup: @unchecked Sendable {
+    let qos: QoSClass
+    private let slot: OpaquePointer
+    private let callers = NSLock() // one job at a time per class
+    private let job = UnsafeMutablePointer<UnsafeRawPointer?>.allocate(capacity: 1)
+    private let workerSpin: Int64, callerSpin: Int64
+    private let started = DispatchSemaphore(value: 0)
+    private let idLock = NSLock()
+    private var ids: [Int32] = []
+
+    private final class Job {
+        let body: (Int) -> Void
+        init(_ body: @escaping (Int) -> Void) { self.body = body }
+    }
+
+    init(qos: QoSClass, count: Int, mapping: QoSMapping, workerSpin: Int64, callerSpin: Int64) {
+        self.qos = qos
+        self.workerSpin = workerSpin
+        self.callerSpin = callerSpin
+        // A participating caller computes too: with one spare core fewer spinning
+        // workers than cores never oversubscribe the machine.
+        slot = et_work_slot_create(Int32(max(1, min(count, ProcessInfo.processInfo.activeProcessorCount - 1))))
+        job.initialize(to: nil)
+        for index in 0..<count {
+            let thread = Thread { [self] in
+                mapping.applyToCurrentThread(qos)
+                idLock.lock()
+                ids.append(et_thread_id())
+                idLock.unlock()
+                started.signal()
+                work()
+            }
+            thread.name = "ember-\(qos)-\(index)"
+            thread.start()
+        }
+        for _ in 0..<count { started.wait() }
+    }
+
+    var threadIDs: [Int32] {
+        idLock.lock()
+        defer { idLock.unlock() }
+        return ids
+    }
+
+    func run(count: Int, body: (Int) -> Void) {
+        callers.lock()
+        defer { callers.unlock() }
+        let participate = QoSClass.current.resolved == qos
+        withoutActuallyEscaping(body) { body in
+            let box = Unmanaged.passRetained(Job(body))
+            job.pointee = UnsafeRawPointer(box.toOpaque())
+            let generation = et_work_slot_publish(slot, Int32(count), Int32(participate ? count - 1 : count))
+            if participate { et_work_slot_complete(slot, runParts(of: generation)) }
+            et_work_slot_wait_done(slot, callerSpin)
+            job.pointee = nil
+            box.release()
+        }
+    }
+
+    private func work() {
+        var seen: UInt64 = 0
+        while true {
+            let generation = et_work_slot_wait(slot, seen, workerSpin)
+            if et_work_slot_stopping(slot) { return }
+            seen = generation
+            let done = runParts(of: generation)
+            et_work_slot_complete(slot, done)
+        }
+    }
+
+    /// Claims and runs parts of job `generation` until none is left; returns how many.
+    /// Its own function so the reference to the job's body ends before the
+    /// parts are reported complete (the caller's closure must not outlive its call).
+    @inline(never)
+    func runParts(of generation: UInt64) -> Int32 {
+        var done: Int32 = 0
+        var index = et_work_slot_claim(slot, generation)
+        guard index >= 0, let pointer = job.pointee else {
+            while index >= 0 { // cannot happen (the job is published first); never leave a part unaccounted
+                done += 1
+                index = et_work_slot_claim(slot, generation)
+            }
+            return done
+        }
+        let body = Unmanaged<Job>.fromOpaque(pointer).takeUnretainedValue().body
+        et_pool_nesting_add(1)
+        defer { et_pool_nesting_add(-1) }
+        while index >= 0 {
+            body(Int(index))
+            done += 1
+            index = et_work_slot_claim(slot, generation)
+        }
+        return done
+    }
+
+    func stop() { et_work_slot_stop(slot) }
+}

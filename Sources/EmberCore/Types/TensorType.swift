@@ -1,0 +1,213 @@
+import _CEmberKernels
+
+/// A tensor's element or block type, numbered as GGUF's tensor types: the one
+/// table (``TensorType/table``) every layer reads — the GGUF reader for sizes,
+/// the weights for dequantizing and packing, the backends for what they run.
+///
+/// Adding a format is one row here (its id, name, block size and bytes, the
+/// precision class, and how Ember's kernels hold it), plus its kernels in
+/// `CKernels/` and their oracle tests; see `docs/ARCHITECTURE.md`.
+///
+/// | type | block | bytes | value |
+/// |---|---|---|---|
+/// | `f32` | 1 | 4 | the float |
+/// | `f16` / `bf16` | 1 | 2 | the half / bfloat16 |
+/// | `q8_0` | 32 | 34: d, 32 × int8 | d·q |
+/// | `q4_0` | 32 | 18: d, 16 bytes of nibbles | (q − 8)·d |
+/// | `q4_1` | 32 | 20: d, m, 16 bytes of nibbles | q·d + m |
+public struct TensorType: Sendable, Hashable, CustomStringConvertible {
+    /// How Ember's own kernels hold values of a type.
+    package enum Storage: Sendable, Hashable {
+        /// Plain fp32 values.
+        case float32
+        /// IEEE binary16 values (converted to fp32 where a kernel needs fp32).
+        case float16
+        /// bfloat16 values (the top half of an fp32).
+        case bfloat16
+        /// GGUF blocks the C kernels quantize, dequantize, pack and multiply (`ek_format`).
+        case blocks(ek_format)
+        /// Known for its size only: files holding it can be read, not computed with yet.
+        case sizeOnly
+    }
+
+    /// GGUF's tensor type id (0 F32, 1 F16, 2 Q4_0, …; `ember_type` in the plugin ABI).
+    public let id: UInt32
+    /// GGUF's name, e.g. "Q4_0".
+    public let name: String
+    /// Elements per block: 1 for plain types, 32 or 256 for block-quantized ones.
+    public let blockSize: Int
+    /// Bytes per block.
+    public let blockBytes: Int
+    /// The precision class the policy speaks of (fp32 for the float types); nil for types Ember does not compute with.
+    public let precision: Precision?
+    /// How Ember's kernels hold it.
+    package let storage: Storage
+
+    package init(id: UInt32, name: String, blockSize: Int, blockBytes: Int, precision: Precision?, storage: Storage) {
+        self.id = id
+        self.name = name
+        self.blockSize = blockSize
+        self.blockBytes = blockBytes
+        self.precision = precision
+        self.storage = storage
+    }
+
+    /// Types are equal when their ids are.
+    public static func == (lhs: TensorType, rhs: TensorType) -> Bool { lhs.id == rhs.id }
+    /// Hashes the id.
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
+    /// The lower-case name reports and the CLI use, e.g. "q4_0", "f32".
+    public var description: String { name.lowercased() }
+
+    // MARK: The table
+
+    /// fp32 (GGUF type 0).
+    public static let f32 = TensorType(id: 0, name: "F32", blockSize: 1, blockBytes: 4, precision: .fp32, storage: .float32)
+    /// IEEE half precision (GGUF type 1).
+    public static let f16 = TensorType(id: 1, name: "F16", blockSize: 1, blockBytes: 2, precision: .fp32, storage: .float16)
+    /// Q4_0: 32 four-bit values and one fp16 scale (GGUF type 2).
+    public static let q4_0 = TensorType(id: 2, name: "Q4_0", blockSize: 32, blockBytes: 18, precision: .int4, storage: .blocks(EK_FORMAT_Q4_0))
+    /// Q4_1: 32 four-bit values, an fp16 scale and minimum (GGUF type 3).
+    public static let q4_1 = TensorType(id: 3, name: "Q4_1", blockSize: 32, blockBytes: 20, precision: .int4, storage: .blocks(EK_FORMAT_Q4_1))
+    /// Q8_0: 32 eight-bit values and one fp16 scale (GGUF type 8).
+    public static let q8_0 = TensorType(id: 8, name: "Q8_0", blockSize: 32, blockBytes: 34, precision: .int8, storage: .blocks(EK_FORMAT_Q8_0))
+    /// bfloat16 (GGUF type 30).
+    public static let bf16 = TensorType(id: 30, name: "BF16", blockSize: 1, blockBytes: 2, precision: .fp32, storage: .bfloat16)
+
+    /// Every GGUF type Ember knows, by id: those it computes with, and those it can only size (so files
+    /// holding them are read and refused with a clear message rather than misread).
+    public static let table: [TensorType] = [
+        f32, f16, q4_0, q4_1,
+        sized(6, "Q5_0", 32, 22), sized(7, "Q5_1", 32, 24), q8_0, sized(9, "Q8_1", 32, 36),
+        sized(10, "Q2_K", 256, 84), sized(11, "Q3_K", 256, 110), sized(12, "Q4_K", 256, 144), sized(13, "Q5_K", 256, 176),
+        sized(14, "Q6_K", 256, 210), sized(15, "Q8_K", 256, 292), sized(16, "IQ2_XXS", 256, 66), sized(17, "IQ2_XS", 256, 74),
+        sized(18, "IQ3_XXS", 256, 98), sized(19, "IQ1_S", 256, 50), sized(20, "IQ4_NL", 32, 18), sized(21, "IQ3_S", 256, 110),
+        sized(22, "IQ2_S", 256, 82), sized(23, "IQ4_XS", 256, 136), sized(24, "I8", 1, 1), sized(25, "I16", 1, 2),
+        sized(26, "I32", 1, 4), sized(27, "I64", 1, 8), sized(28, "F64", 1, 8), sized(29, "IQ1_M", 256, 56), bf16,
+    ]
+
+    private static func sized(_ id: UInt32, _ name: String, _ blockSize: Int, _ blockBytes: Int) -> TensorType {
+        TensorType(id: id, name: name, blockSize: blockSize, blockBytes: blockBytes, precision: nil, storage: .sizeOnly)
+    }
+
+    /// The type with GGUF id `id`, nil for an id Ember does not know.
+    public init?(ggufID id: UInt32) {
+        guard let found = Self.table.first(where: { $0.id == id }) else { return nil }
+        self = found
+    }
+
+    /// The type called `name` ("q4_0" or "Q4_0"), nil for an unknown name.
+    public init?(name: String) {
+        guard let found = Self.table.first(where: { $0.name.lowercased() == name.lowercased() }) else { return nil }
+        self = found
+    }
+
+    // MARK: What Ember does with it
+
+    /// Whether values are stored in blocks of more than one element.
+    public var isBlockQuantized: Bool { blockSize > 1 }
+
+    /// Whether Ember can turn rows of this type into fp32 (the scalar reference every backend is checked against).
+    public var canDequantize: Bool { storage != .sizeOnly }
+
+    /// Whether Ember can make weights of this type from fp32 values (f32 and its block formats).
+    public var canQuantize: Bool {
+        switch storage {
+        case .float32, .blocks: true
+        case .float16, .bfloat16, .sizeOnly: false
+        }
+    }
+
+    /// The C kernels' block format, for the types they pack and multiply.
+    package var blockFormat: ek_format? {
+        if case let .blocks(format) = storage { return format }
+        return nil
+    }
+
+    /// Bytes of a rows × columns matrix; nil when `columns` is not a whole number of blocks or the size overflows.
+    public func byteCount(rows: Int, columns: Int) -> Int? {
+        guard rows >= 0, columns >= 0, columns % blockSize == 0 else { return nil }
+        let (perRow, overflowRow) = (columns / blockSize).multipliedReportingOverflow(by: blockBytes)
+        let (total, overflow) = perRow.multipliedReportingOverflow(by: rows)
+        return overflowRow || overflow ? nil : total
+    }
+
+    /// Dequantizes one row of `columns` values from its bytes at `row` into `out`, with `isa`'s kernels
+    /// (bit for bit the scalar reference's result, which every backend is checked against).
+    public func dequantizeRow(_ row: UnsafeRawPointer, columns: Int, into out: UnsafeMutablePointer<Float>,
+                              isa: KernelISA = .best()) throws {
+        switch storage {
+        case .float32:
+            out.update(from: row.assumingMemoryBound(to: Float.self), count: columns)
+        case .float16:
+            ek_fp16_to_fp32_row(row.assumingMemoryBound(to: UInt16.self), out, Int64(columns))
+        case .bfloat16:
+            let halves = row.assumingMemoryBound(to: UInt16.self)
+            for index in 0..<columns { out[index] = Float(bitPattern: UInt32(halves[index]) << 16) }
+        case let .blocks(format):
+            try KernelError.check(ek_dequantize_row(isa.cValue, format, row, out, Int64(columns)),
+                                  kernel: "ek_dequantize_row", argument: { _ in "\(self) row" })
+        case .sizeOnly:
+            throw KernelError.invalidArgument(argument: "type", found: name, expected: "a type Ember computes with (\(Self.computable))")
+        }
+    }
+
+    /// Quantizes one row of `columns` fp32 values into `out` (this type's bytes), with `isa`'s kernels
+    /// (bit for bit the scalar reference's result).
+    public func quantizeRow(_ values: UnsafePointer<Float>, columns: Int, into out: UnsafeMutableRawPointer, isa: KernelISA = .best()) throws {
+        switch storage {
+        case .float32:
+            out.copyMemory(from: values, byteCount: columns * 4)
+        case let .blocks(format):
+            try KernelError.check(ek_quantize_row(isa.cValue, format, values, out, Int64(columns)),
+                                  kernel: "ek_quantize_row", argument: { _ in "\(self) row" })
+        case .float16, .bfloat16, .sizeOnly:
+            throw KernelError.invalidArgument(argument: "type", found: name, expected: "f32, q8_0, q4_0 or q4_1 to quantize into")
+        }
+    }
+
+    /// The names of the types Ember computes with, for messages.
+    public static var computable: String { table.filter(\.canDequantize).map(\.description).joined(separator: ", ") }
+
+    /// The type weights of `precision` are made in when a model's file holds another: int8 as Q8_0, int4 as
+    /// Q4_1, fp32 as F32.
+    public static func derived(for precision: Precision) -> TensorType {
+        switch precision {
+        case .fp32: .f32
+        case .int8: .q8_0
+        case .int4: .q4_1
+        }
+    }
+}
+
+extension TensorType: Codable {
+    /// Decodes the lower-case name ("q4_0").
+    public init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let type = TensorType(name: name) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "unknown tensor type \(name)"))
+        }
+        self = type
+    }
+
+    /// Encodes the lower-case name ("q4_0").
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// The numeric precision a request runs at.
+public enum Precision: String, Sendable, CaseIterable, Codable, Comparable, CustomStringConvertible {
+    /// 4-bit (Q4_0, Q4_1), 8-bit (Q8_0) or float (F32, F16, BF16) weights, narrowest first.
+    case int4, int8, fp32
+
+    /// Orders by width: int4 < int8 < fp32.
+    public static func < (lhs: Precision, rhs: Precision) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+
+    /// The raw value: "int4", "int8" or "fp32".
+    public var description: String { rawValue }
+}

@@ -1,0 +1,146 @@
+import EmberCore
+import Foundation
+
+/// The ops of a decoder's forward pass other than its matmuls, each bound to
+/// the backend the registry placed it on (with the scalar reference as the
+/// fallback).
+struct DecoderOps {
+    let embedding, norm, rope, scores, softmax, values, swiglu, add: BoundOp
+    /// Only when the description has attention biases or a query/key norm.
+    let queryKeyNorm: BoundOp?
+
+    init(model: DecoderModel, units: ComputeUnits, cacheType: TensorType) throws {
+        let registry = model.context.backends
+        embedding = try registry.bind(.embedding, type: model.embedding.type, units: units)
+        norm = try registry.bind(.rmsNorm, type: .f32, units: units)
+        rope = try registry.bind(.rope, type: .f32, units: units)
+        scores = try registry.bind(.attentionScores, type: cacheType, units: units)
+        softmax = try registry.bind(.softmax, type: .f32, units: units)
+        values = try registry.bind(.attentionValues, type: cacheType, units: units)
+        swiglu = try registry.bind(.swiglu, type: .f32, units: units)
+        add = try registry.bind(.add, type: .f32, units: units)
+        queryKeyNorm = model.description.queryKeyNorm ? norm : nil
+    }
+}
+
+/// Which bound plan a forward pass uses: the units, the precision asked for, the KV cache's type.
+struct DecoderPlanKey: Hashable {
+    let units: ComputeUnits
+    let precision: Precision?
+    let cacheType: TensorType
+}
+
+/// Every op of the model bound to the backend the registry picks for the
+/// units and precision asked for (weight variants derived once and cached by
+/// the weights), and the route the forward pass holds while it runs.
+final class DecoderPlan: @unchecked Sendable {
+    struct LayerMatmuls {
+        let q, k, v, o, gate, up, down: BoundMatmul
+    }
+
+    let layers: [LayerMatmuls]
+    let output: BoundMatmul
+    let ops: DecoderOps
+    /// The unit that runs most of the arithmetic; the pass runs on its execution resource.
+    let route: ComputeUnit
+    /// The precision of the weights the matmuls read (the file's own when none was asked for).
+    let precision: Precision
+    /// Multiply-adds ×2 of the matmuls, per token.
+    let operationsPerToken: Double
+    /// The most bytes a matmul's activation preparation needs for (rows, width).
+    let preparedBytes: @Sendable (Int, Int) -> Int
+    /// Where every op of one pass runs (for `ember plan`).
+    let report: ExecutionPlan
+
+    init(model: DecoderModel, key: DecoderPlanKey) throws {
+        let context = model.context
+        func bind(_ w: WeightMatrix, keepingFinerFormat: Bool) throws -> BoundMatmul {
+            guard let precision = key.precision,
+                  !(keepingFinerFormat && w.type != .f32 && precision != .fp32 && (w.type.precision ?? .fp32) > precision) else {
+                return try context.backends.bindMatmul(w, units: key.units, pool: context.pool)
+            }
+            return try context.backends.bindMatmul(try w.variant(for: precision), units: key.units, pool: context.pool)
+        }
+        // The output projection (the token table when tied) keeps a finer quantized format (Q8_0 in SmolLM2's
+        // file) unless fp32 is asked for, as llama.cpp runs its Q4_1 file.
+        let matrices = model.layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] } + [model.output]
+        let bound = try BoundMatmuls(matrices, pool: context.pool) { index, w in
+            try bind(w, keepingFinerFormat: index == matrices.count - 1)
+        }
+        layers = stride(from: 0, to: bound.all.count - 1, by: 7).map { i in
+            LayerMatmuls(q: bound.all[i], k: bound.all[i + 1], v: bound.all[i + 2], o: bound.all[i + 3],
+                         gate: bound.all[i + 4], up: bound.all[i + 5], down: bound.all[i + 6])
+        }
+        output = bound.all[bound.all.count - 1]
+        ops = try DecoderOps(model: model, units: key.units, cacheType: key.cacheType)
+        route = bound.route
+        operationsPerToken = bound.operationsPerToken
+        preparedBytes = bound.preparedBytes
+        precision = key.precision ?? model.filePrecision
+        report = Self.report(model: model, key: key, layers: layers, output: output, ops: ops, route: route,
+                             joulesPerToken: bound.joulesPerToken(context) + Self.vectorJoulesPerToken(model: model, ops: ops))
+    }
+
+    /// Every op of one pass in order, as placed.
+    private static func report(model: DecoderModel, key: DecoderPlanKey, layers: [LayerMatmuls], output: BoundMatmul, ops: DecoderOps,
+                               route: ComputeUnit, joulesPerToken: Double) -> ExecutionPlan {
+        var steps: [ExecutionPlan.Step] = [ExecutionPlan.Step(ops.embedding.placement, layer: nil, role: "token_embd")]
+        func matmuls(_ group: [(BoundMatmul, String)], layer: Int?) {
+            if let first = group.first?.0, first.preparation != nil {
+                var placement = first.placement
+                placement.op = .quantizeActivations
+                steps.append(ExecutionPlan.Step(placement, layer: layer, role: group.map(\.1).joined(separator: "+") + " input"))
+            }
+            steps += group.map { ExecutionPlan.Step($0.0.placement, layer: layer, role: $0.1) }
+        }
+        let description = model.description
+        for (index, layer) in layers.enumerated() {
+            steps.append(ExecutionPlan.Step(ops.norm.placement, layer: index, role: "attn_norm"))
+            matmuls([(layer.q, "attn_q"), (layer.k, "attn_k"), (layer.v, "attn_v")], layer: index)
+            if model.layers[index].qBias != nil {
+                steps += ["attn_q.bias", "attn_k.bias", "attn_v.bias"].map { ExecutionPlan.Step(ops.add.placement, layer: index, role: $0) }
+            }
+            if let norm = ops.queryKeyNorm {
+                steps += ["attn_q_norm", "attn_k_norm"].map { ExecutionPlan.Step(norm.placement, layer: index, role: $0) }
+            }
+            steps.append(ExecutionPlan.Step(ops.rope.placement, layer: index, role: "rope_\(description.rotaryLayout.rawValue)"))
+            steps.append(ExecutionPlan.Step(ops.scores.placement, layer: index, role: "attn_scores"))
+            steps.append(ExecutionPlan.Step(ops.softmax.placement, layer: index, role: "attn_softmax"))
+            steps.append(ExecutionPlan.Step(ops.values.placement, layer: index, role: "attn_values"))
+            matmuls([(layer.o, "attn_output")], layer: index)
+            steps.append(ExecutionPlan.Step(ops.add.placement, layer: index, role: "attn_residual"))
+            steps.append(ExecutionPlan.Step(ops.norm.placement, layer: index, role: "ffn_norm"))
+            matmuls([(layer.gate, "ffn_gate"), (layer.up, "ffn_up")], layer: index)
+            steps.append(ExecutionPlan.Step(ops.swiglu.placement, layer: index, role: "ffn_swiglu"))
+            matmuls([(layer.down, "ffn_down")], layer: index)
+            steps.append(ExecutionPlan.Step(ops.add.placement, layer: index, role: "ffn_residual"))
+        }
+        steps.append(ExecutionPlan.Step(ops.norm.placement, layer: nil, role: "output_norm"))
+        matmuls([(output, model.output === model.embedding ? "output (tied to token_embd)" : "output")], layer: nil)
+        return ExecutionPlan(units: key.units, precision: key.precision, route: route, steps: steps, joulesPerToken: joulesPerToken)
+    }
+
+    /// Modelled joules of the non-matmul ops for one token, from the context's costs (a small share of a pass).
+    private static func vectorJoulesPerToken(model: DecoderModel, ops: DecoderOps) -> Double {
+        let c = model.config
+        func joules(_ op: BoundOp, _ elements: Double) -> Double {
+            model.context.cost(OpSupport(op.placement.op, op.placement.type), on: op.placement.backend).estimate(work: elements).joules
+        }
+        let perLayer = 2 * joules(ops.norm, Double(c.hidden)) + joules(ops.rope, Double((c.heads + c.kvHeads) * c.headDim))
+            + joules(ops.swiglu, Double(c.feedForward)) + 2 * joules(ops.add, Double(c.hidden))
+        return Double(c.layers) * perLayer + joules(ops.norm, Double(c.hidden)) + joules(ops.embedding, Double(c.hidden))
+    }
+}
+
+extension DecoderModel {
+    /// The bound plan for `options` and the cache type, built on first use and cached.
+    func boundPlan(_ options: ExecutionOptions, cacheType: TensorType) throws -> DecoderPlan {
+        let key = DecoderPlanKey(units: options.units, precision: options.precision, cacheType: cacheType)
+        return try plans.plan(for: key) { try DecoderPlan(model: self, key: key) }
+    }
+
+    func plan(_ options: ExecutionOptions) throws -> ExecutionPlan { try boundPlan(options, cacheType: .f16).report }
+
+    @discardableResult
+    func prepare(_ options: ExecutionOptions) throws -> ExecutionPlan { try plan(options) }
+}

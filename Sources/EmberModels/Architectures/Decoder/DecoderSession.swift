@@ -1,0 +1,87 @@
+import _CEmberKernels
+import EmberCore
+import Foundation
+
+/// One conversation's state with a ``DecoderModel``: the KV cache, sized
+/// from the context asked for, and the buffers a forward pass reuses.
+///
+/// With `halfPrecision` (the default, as llama.cpp's) keys and values are
+/// stored as fp16 — half the memory — and the attention products round
+/// their other operand to fp16, as llama.cpp's f16 dot products do.
+/// Without it they are kept in fp32.
+final class DecoderSession: GenerationSession, @unchecked Sendable {
+    let capacity: Int
+    /// Whether keys and values are stored as fp16 (true) or fp32.
+    let halfPrecision: Bool
+    private(set) var position = 0
+    var energy: EnergyEstimate { energyTotal ?? EnergyEstimate(joules: 0, source: .modelled) }
+    var energyTotal: EnergyEstimate?
+    let kvWidth: Int
+    /// Per layer: keys then values, each [capacity × kvWidth] of fp16 or fp32.
+    let cache: [UnsafeMutableRawPointer]
+    var workspace: DecoderWorkspace?
+
+    init(config: DecoderModel.Config, capacity: Int, halfPrecision: Bool) {
+        self.capacity = capacity
+        self.halfPrecision = halfPrecision
+        kvWidth = config.kvHeads * config.headDim
+        let bytes = 2 * capacity * kvWidth * (halfPrecision ? 2 : 4)
+        cache = (0..<config.layers).map { _ in
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
+            buffer.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytes, 1))
+            return buffer
+        }
+    }
+
+    deinit { for buffer in cache { buffer.deallocate() } }
+
+    /// The type keys and values are cached in.
+    var cacheType: TensorType { halfPrecision ? .f16 : .f32 }
+
+    var cacheBytes: Int { cache.count * 2 * capacity * kvWidth * (halfPrecision ? 2 : 4) }
+
+    /// Layer `layer`'s keys; its values follow.
+    func keys(_ layer: Int) -> UnsafeMutableRawPointer { cache[layer] }
+    func values(_ layer: Int) -> UnsafeMutableRawPointer { cache[layer] + capacity * kvWidth * (halfPrecision ? 2 : 4) }
+
+    func advance(by count: Int) { position += count }
+
+    func rewind(to position: Int) {
+        self.position = max(0, min(position, self.position))
+    }
+}
+
+/// Buffers for a forward pass of up to `rows` tokens, reused from step to step.
+final class DecoderWorkspace {
+    let rows: Int
+    let threads: Int
+    let preparedBytes: Int
+    private let arena: BufferArena
+
+    // Shared [rows × width] fp32 activations.
+    let x, normed, q, k, v, attention, projected, gate, up, hidden: UnsafeMutablePointer<Float>
+    /// RoPE (cos, sin) per row.
+    let rope: UnsafeMutablePointer<Float>
+    /// Prepared activations and per-thread inputs of the stages.
+    let stages: StageBuffers
+    /// Per thread: attention scores.
+    let scores: [UnsafeMutablePointer<Float>]
+
+    init(config: DecoderModel.Config, rows: Int, threads: Int, capacity: Int, preparedBytes: (Int, Int) -> Int) {
+        self.rows = rows
+        self.threads = threads
+        let arena = BufferArena()
+        let floats = arena.floats
+        let (d, ff, kvWidth) = (config.hidden, config.feedForward, config.kvHeads * config.headDim)
+        let width = max(d, ff)
+        x = floats(rows * d); normed = floats(rows * d); q = floats(rows * d)
+        k = floats(rows * kvWidth); v = floats(rows * kvWidth)
+        attention = floats(rows * d); projected = floats(rows * d)
+        gate = floats(rows * ff); up = floats(rows * ff); hidden = floats(rows * ff)
+        rope = floats(rows * config.headDim)
+        stages = StageBuffers(rows: rows, width: width, threads: threads, preparedBytes: preparedBytes)
+        self.preparedBytes = stages.preparedBytes
+        scores = (0..<threads).map { _ in floats(capacity) }
+        self.arena = arena
+    }
+}

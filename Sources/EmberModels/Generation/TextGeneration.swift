@@ -1,0 +1,110 @@
+import EmberCore
+import Foundation
+
+/// The outcome of one generation.
+public struct Generation: Sendable {
+    /// The token ids fed before sampling (in a chat, only those the KV cache did not already hold).
+    public var promptTokenIDs: [Int]
+    /// The sampled token ids, in order, including the end-of-generation token when that stopped it.
+    public var tokenIDs: [Int]
+    /// The decoded text of the sampled tokens, without the end-of-generation token.
+    public var text: String
+    /// "eos" (an end-of-generation token), "max_tokens", or "context_full".
+    public var stopReason: String
+    /// Seconds spent on the forward pass over the prompt tokens.
+    public var prefillSeconds: Double
+    /// Seconds from the end of prefill to the end of generation (sampling and the per-token forward passes).
+    public var decodeSeconds: Double
+    /// Energy of the forward passes, measured (RAPL) or modelled (the backends' calibrated costs).
+    public var energy: EnergyEstimate
+}
+
+/// Generation written once for every ``TextGenerator``: prompt in, tokens
+/// sampled one at a time and fed back, text streamed as it decodes, stopped
+/// at an end-of-generation token, `maxTokens`, or a full context.
+extension TextGenerator {
+    /// A new session with an fp16 KV cache of `contextLength` tokens (capped at the model's context).
+    public func makeSession(contextLength: Int) -> any GenerationSession { makeSession(contextLength: contextLength, halfPrecisionCache: true) }
+
+    /// The logits of the last of `tokens` run from the session's position.
+    public func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions) throws -> Tensor {
+        try forward(tokens, session: session, options: options, allLogits: false)
+    }
+
+    /// Greedy generation: up to `maxTokens` new ids, stopping at end-of-generation.
+    public func generateGreedy(prompt: [Int], maxTokens: Int, options: ExecutionOptions = ExecutionOptions()) throws -> [Int] {
+        let session = makeSession(contextLength: prompt.count + maxTokens + 1)
+        var logits = try forward(prompt, session: session, options: options)
+        var generated: [Int] = []
+        for _ in 0..<maxTokens {
+            let values = try logits.scalars()
+            let next = values.indices.max { values[$0] < values[$1] }!
+            generated.append(next)
+            if tokenizer.endsGeneration(next) { break }
+            logits = try forward([next], session: session, options: options)
+        }
+        return generated
+    }
+
+    /// Generates from `prompt` (special tokens parsed), streaming each text piece to `onPiece`;
+    /// `betweenTokens` runs before each decode step (a scheduler's checkpoint) and may throw to stop.
+    public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
+                         options: ExecutionOptions = ExecutionOptions(), onPiece: (String) -> Void = { _ in },
+                         betweenTokens: () throws -> Void = {}) throws -> Generation {
+        let promptIDs = tokenizer.encode(prompt)
+        guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
+        // Capped before adding: a huge maxTokens must not overflow (the session is capped at the context anyway).
+        let session = makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1)
+        var sampler = Sampler(settings)
+        return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
+                                      sampler: &sampler, options: options, onPiece: onPiece, betweenTokens: betweenTokens)
+    }
+
+    /// Feeds `tokens` after what `session` holds, then samples up to
+    /// `maxTokens` new ones (each fed back), stopping at end-of-generation or
+    /// when the context is full. `history` is what the repetition penalty sees.
+    /// The session keeps everything fed, so a conversation continues from it.
+    public func continueGeneration(session: any GenerationSession, feeding tokens: [Int], history: [Int], maxTokens: Int,
+                                   sampler: inout Sampler, options: ExecutionOptions = ExecutionOptions(),
+                                   onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
+        guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
+        guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
+        try sampler.settings.validate()
+        let energyBefore = session.energy.joules
+        var decoder = StreamingDecoder()
+        let prefillStart = DispatchTime.now().uptimeNanoseconds
+        var logits = try forward(tokens, session: session, options: options)
+        let prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
+        var generated: [Int] = []
+        var stop = "max_tokens"
+        let decodeStart = DispatchTime.now().uptimeNanoseconds
+        var text = ""
+        var seen = history // what the repetition penalty sees: the history, then each new token
+        while generated.count < maxTokens {
+            let next = sampler.next(logits: try logits.scalars(), history: seen)
+            generated.append(next)
+            seen.append(next)
+            if tokenizer.endsGeneration(next) {
+                stop = "eos"
+                break
+            }
+            let piece = decoder.append(tokenizer.bytes(of: next))
+            text += piece
+            if !piece.isEmpty { onPiece(piece) }
+            if generated.count == maxTokens { break }
+            if session.position >= session.capacity {
+                stop = "context_full"
+                break
+            }
+            try betweenTokens()
+            logits = try forward([next], session: session, options: options)
+        }
+        let tail = decoder.finish()
+        text += tail
+        if !tail.isEmpty { onPiece(tail) }
+        let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
+        return Generation(promptTokenIDs: tokens, tokenIDs: generated, text: text, stopReason: stop,
+                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
+                          energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source))
+    }
+}

@@ -1,0 +1,193 @@
+import _CEmberKernels
+import EmberCore
+import Foundation
+
+/// Buffers a model's forward pass reuses: prepared (quantized) activations
+/// shared by the threads of a region, and for stages of only a few rows a
+/// private input and preparation per thread.
+final class StageBuffers {
+    /// Shared prepared activations, one area per distinct preparation of a stage.
+    let prepared: [UnsafeMutableRawPointer]
+    /// Per thread: a private input of `privateRows` rows and its preparations.
+    let privateInput: [UnsafeMutablePointer<Float>]
+    let privatePrepared: [[UnsafeMutableRawPointer]]
+    /// Bytes of each shared and each private preparation area.
+    let preparedBytes: Int
+    let privatePreparedBytes: Int
+    private let arena = BufferArena()
+
+    /// Stages of at most this many rows are made by every thread for itself (no barrier).
+    static let privateRows = 4
+    static let maxPreparations = 3
+
+    /// Buffers for stages of up to `rows` rows of up to `width` values, on `threads` threads; `preparedBytes(rows, width)`
+    /// is the most any of the plan's preparations needs (Ember's Q8 blocks at least).
+    init(rows: Int, width: Int, threads: Int, preparedBytes bytesNeeded: (Int, Int) -> Int) {
+        let raw = arena.raw
+        // Activation blocks cover whole 32-column blocks: sized from the width rounded up, never 0.
+        let blockWidth = (width + 31) / 32 * 32
+        let sharedBytes = max(bytesNeeded(max(1, rows), blockWidth), ek_activation_size(Int64(max(1, rows)), Int64(blockWidth)))
+        let privateBytes = max(bytesNeeded(Self.privateRows, blockWidth), ek_activation_size(Int64(Self.privateRows), Int64(blockWidth)))
+        precondition(sharedBytes > 0 && privateBytes > 0, "stage buffers of \(rows) rows × \(width)")
+        preparedBytes = sharedBytes
+        privatePreparedBytes = privateBytes
+        prepared = (0..<Self.maxPreparations).map { _ in raw(sharedBytes) }
+        privateInput = (0..<threads).map { _ in raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width) }
+        privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
+    }
+}
+
+/// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations.
+struct StageInput {
+    var x: UnsafePointer<Float>
+    var prepared: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?)
+
+    subscript(index: Int) -> UnsafeRawPointer? {
+        switch index {
+        case 0: prepared.0
+        case 1: prepared.1
+        default: prepared.2
+        }
+    }
+}
+
+/// The first failure of any thread of a pass.
+final class PassFailure: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var error: KernelError?
+
+    func record(_ failure: KernelError) {
+        lock.withLock { if error == nil { error = failure } }
+    }
+}
+
+/// What every forward pass does from inside its region: make a stage's
+/// input once per preparation, run a thread's share of a bound matmul, add
+/// a bias to the columns it wrote.
+struct PassStages {
+    let buffers: StageBuffers
+    let failure: PassFailure
+
+    /// Makes a stage's input, from `source` or by `produce` writing rows into `shared`, and prepares
+    /// it once per distinct preparation. A few rows: every thread makes its own private copy (no
+    /// barrier). More: the threads split the rows into shared buffers, then meet at a barrier.
+    func stage(_ thread: RegionThread, width: Int, rows: Int, group: [BoundMatmul], source: UnsafeMutablePointer<Float>? = nil,
+               into shared: UnsafeMutablePointer<Float>? = nil,
+               produce: ((Range<Int>, UnsafeMutablePointer<Float>) -> Void)? = nil) -> StageInput {
+        let isPrivate = rows <= StageBuffers.privateRows
+        let part = isPrivate ? 0..<rows : thread.share(of: rows)
+        var x = source
+        if x == nil, let produce {
+            let out = isPrivate ? buffers.privateInput[thread.index] : shared!
+            produce(part, out)
+            x = out
+        }
+        let input = UnsafePointer(x!)
+        var prepared: [UnsafeRawPointer?] = [nil, nil, nil]
+        var kinds: [(ActivationPreparation, UnsafeRawPointer)] = []
+        for (index, matmul) in group.enumerated() {
+            guard let preparation = matmul.preparation else { continue }
+            if let known = kinds.first(where: { $0.0 == preparation }) {
+                prepared[index] = known.1
+                continue
+            }
+            let area = isPrivate ? buffers.privatePrepared[thread.index][kinds.count] : buffers.prepared[kinds.count]
+            let offset = preparation.byteCount(rows: part.lowerBound, columns: width)
+            if !part.isEmpty {
+                let capacity = (isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes) - offset
+                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
+                                                 into: area + offset, capacity: capacity)
+                if status != 0 { failure.record(matmul.failure(status)) }
+            }
+            kinds.append((preparation, UnsafeRawPointer(area)))
+            prepared[index] = UnsafeRawPointer(area)
+        }
+        if !isPrivate && (source == nil || !kinds.isEmpty) { thread.barrier() }
+        return StageInput(x: input, prepared: (prepared[0], prepared[1], prepared[2]))
+    }
+
+    /// This thread's share of the weight rows of `matmul`; returns the rows (output columns) it wrote.
+    @discardableResult
+    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int,
+                into y: UnsafeMutablePointer<Float>) -> Range<Int> {
+        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
+        let status = matmul.run(input.x, prepared: input[slot], m: rows, into: y, rows: range)
+        if status != 0 { failure.record(matmul.failure(status)) }
+        return range
+    }
+
+    /// x[:, columns] += addend[:, columns] (both row stride `width`) for `rows` rows, with `op` (an `add`): a
+    /// residual added over the output columns this thread just computed.
+    func addRows(_ op: BoundOp, _ addend: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
+        guard !columns.isEmpty else { return }
+        for row in 0..<rows {
+            let offset = row * width + columns.lowerBound
+            check(op.add(x + offset, addend + offset, count: columns.count), op)
+        }
+    }
+
+    /// x[:, columns] += bias[columns] for `rows` rows (row stride `width`), with `op` (an `add`).
+    func addBias(_ op: BoundOp, _ bias: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
+        guard !columns.isEmpty else { return }
+        for row in 0..<rows {
+            check(op.add(x + row * width + columns.lowerBound, bias + columns.lowerBound, count: columns.count), op)
+        }
+    }
+
+    /// Records a failure when `status` (of `op`, after its fallback) is not 0.
+    @inline(__always)
+    func check(_ status: Int32, _ op: BoundOp) {
+        if status != 0 { failure.record(.rejected(kernel: op.placement.backend, argument: "\(op.placement.op)", status: "status \(status)")) }
+    }
+}
+
+/// A model's weight matrices bound at once: binding packs, requantizes or
+/// dequantizes, so the matrices are bound on every core, largest first.
+/// Also where the pass runs (the unit with most of the arithmetic) and how
+/// much arithmetic a token takes.
+struct BoundMatmuls {
+    let all: [BoundMatmul]
+    /// The unit that runs most of the arithmetic; a pass runs on its execution resource.
+    let route: ComputeUnit
+    /// Multiply-adds ×2 of the matmuls, per token.
+    let operationsPerToken: Double
+    /// The most bytes any of the matmuls' preparations needs for `rows` rows of `width`.
+    let preparedBytes: @Sendable (Int, Int) -> Int
+
+    init(_ sources: [WeightMatrix], pool: WorkerPool, bind: (Int, WeightMatrix) throws -> BoundMatmul) throws {
+        let order = sources.indices.sorted { sources[$0].bytes.count > sources[$1].bytes.count }
+        let results = ResultSlots<BoundMatmul>(count: sources.count)
+        pool.parallelFor(order.count, qos: .current) { part in
+            let index = order[part]
+            results.set(index, Result { try bind(index, sources[index]) })
+        }
+        all = try results.values()
+        var work: [ComputeUnit: Double] = [:]
+        for matmul in all { work[matmul.placement.unit, default: 0] += 2 * Double(matmul.rows) * Double(matmul.columns) }
+        route = work.max { $0.value < $1.value }?.key ?? .cpu
+        operationsPerToken = work.values.reduce(0, +)
+        let preparations = Array(Set(all.compactMap(\.preparation)))
+        preparedBytes = { rows, width in preparations.map { $0.byteCount(rows: rows, columns: width) }.max() ?? 0 }
+    }
+
+    /// Modelled joules of the matmuls for one row (token) of input, from `context`'s costs.
+    func joulesPerToken(_ context: ComputeContext) -> Double {
+        all.reduce(0) { total, matmul in
+            total + context.cost(OpSupport(.matmul, matmul.placement.type), on: matmul.placement.backend)
+                .estimate(work: 2 * Double(matmul.rows) * Double(matmul.columns)).joules
+        }
+    }
+}
+
+/// One result per index, filled from several threads.
+final class ResultSlots<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var slots: [Result<Value, Error>?]
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ index: Int, _ result: Result<Value, Error>) { lock.withLock { slots[index] = result } }
+
+    /// Every value in order, or the first error by index.
+    func values() throws -> [Value] { try lock.withLock { slots }.map { try $0!.get() } }
+}

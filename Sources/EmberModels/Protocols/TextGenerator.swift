@@ -1,0 +1,139 @@
+import EmberCore
+
+/// A model that continues text: what the runtime, the scheduler, the C API,
+/// the CLI and the server hold — never a concrete architecture. An
+/// ``ArchitectureRegistry`` makes one from a file (`general.architecture`
+/// picks the family); sampling, streaming and stop handling are written once,
+/// over ``forward(_:session:options:allLogits:)`` (`TextGeneration.swift`).
+public protocol TextGenerator: AnyObject, Sendable {
+    /// The family, as the file names it (`general.architecture`, e.g. "llama").
+    var architecture: String { get }
+    /// The file the model was read from.
+    var path: String { get }
+    /// Tokens the model was trained to attend over; sessions are capped at it.
+    var contextLength: Int { get }
+    /// Number of token ids: the logits' width.
+    var vocabularySize: Int { get }
+    /// The precision class of most of the file's weights (what runs when no precision is asked for).
+    var filePrecision: Precision { get }
+    /// The tokenizer from the file.
+    var tokenizer: any TextTokenizer { get }
+    /// The file's chat format, nil when it has none Ember can apply.
+    var chatTemplate: ChatTemplate? { get }
+
+    /// Binds every weight for `options` now (packing, requantizing, converting) instead of on the first pass;
+    /// returns where each op runs.
+    @discardableResult
+    func prepare(_ options: ExecutionOptions) throws -> ExecutionPlan
+
+    /// Where each op of one forward pass runs under `options` (binding the weights if needed).
+    func plan(_ options: ExecutionOptions) throws -> ExecutionPlan
+
+    /// A new, empty conversation state whose KV cache holds `contextLength` tokens (capped at ``contextLength``);
+    /// fp16 keys and values unless `halfPrecisionCache` is false.
+    func makeSession(contextLength: Int, halfPrecisionCache: Bool) -> any GenerationSession
+
+    /// Runs `tokens` from the session's position and returns the logits [tokens.count, vocabulary] with `allLogits`,
+    /// else [1, vocabulary] for the last token; the session then holds them.
+    func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions, allLogits: Bool) throws -> Tensor
+}
+
+/// One conversation's state with a ``TextGenerator``: the KV cache and what the passes cost.
+public protocol GenerationSession: AnyObject, Sendable {
+    /// Tokens the KV cache holds at most.
+    var capacity: Int { get }
+    /// Tokens the KV cache holds now; the next token fed goes at this position.
+    var position: Int { get }
+    /// Energy of every forward pass of this session so far.
+    var energy: EnergyEstimate { get }
+    /// Bytes the KV cache takes.
+    var cacheBytes: Int { get }
+    /// Forgets everything after `position` (for example to re-run from a shared prefix).
+    func rewind(to position: Int)
+}
+
+/// A tokenizer of a ``TextGenerator``: text to ids and back, and its special tokens.
+public protocol TextTokenizer: AnyObject, Sendable {
+    /// Number of tokens.
+    var count: Int { get }
+    /// Beginning-of-sequence id, if the vocabulary has one.
+    var bosID: Int? { get }
+    /// End-of-sequence id, if the vocabulary has one.
+    var eosID: Int? { get }
+    /// Whether encoding puts the BOS token first.
+    var addBOS: Bool { get }
+    /// Ids of `text`; with `parseSpecial`, special tokens written in the text become their ids; `withBOS` nil: the file's rule.
+    func encode(_ text: String, parseSpecial: Bool, withBOS: Bool?) -> [Int]
+    /// The bytes token `id` stands for (a piece of UTF-8, possibly partial).
+    func bytes(of id: Int) -> [UInt8]
+    /// The id of the token spelled `token` exactly (special tokens included), if any.
+    func id(of token: String) -> Int?
+    /// Whether `id` ends a generation (the end-of-sequence token, or an end-of-turn token of the chat format).
+    func endsGeneration(_ id: Int) -> Bool
+}
+
+extension TextTokenizer {
+    /// Ids of `text` with special tokens parsed and the file's BOS rule.
+    public func encode(_ text: String) -> [Int] { encode(text, parseSpecial: true, withBOS: nil) }
+
+    /// The text of `ids` (invalid UTF-8 replaced).
+    public func decode(_ ids: [Int]) -> String { String(decoding: ids.flatMap { bytes(of: $0) }, as: UTF8.self) }
+}
+
+/// A model that turns sentences into vectors: what the runtime, the C API,
+/// the CLI and the server hold. An ``ArchitectureRegistry`` makes one from a
+/// model folder (`config.json`'s `model_type` picks the family).
+public protocol Embedder: AnyObject, Sendable {
+    /// The family, as its configuration names it (`model_type`, e.g. "bert").
+    var architecture: String { get }
+    /// The folder the model was read from.
+    var path: String { get }
+    /// Values per embedding.
+    var dimension: Int { get }
+    /// Tokens per sentence at most (longer sentences are truncated).
+    var maxSequenceLength: Int { get }
+
+    /// Binds every weight for `options` now; returns where each op runs.
+    @discardableResult
+    func prepare(_ options: ExecutionOptions) throws -> ExecutionPlan
+    /// Where each op of one pass runs under `options`.
+    func plan(_ options: ExecutionOptions) throws -> ExecutionPlan
+    /// One embedding per text, in order, with what producing them took.
+    func embed(_ texts: [String], options: ExecutionOptions) throws -> EmbeddingBatch
+    /// The token ids `text` becomes (truncated to ``maxSequenceLength``).
+    func tokenize(_ text: String) -> [Int]
+}
+
+/// Sentence embeddings and what producing them took.
+public struct EmbeddingBatch: Sendable {
+    /// One embedding per input text, in input order.
+    public var embeddings: [[Float]]
+    /// The token ids each text was encoded to (truncated to the model's maximum).
+    public var tokenIDs: [[Int]]
+    /// Seconds spent tokenizing all texts.
+    public var tokenizeSeconds: Double
+    /// Seconds spent encoding and pooling the batch (tokenization excluded).
+    public var encodeSeconds: Double
+    /// Energy the encoding took, measured or modelled.
+    public var energy: EnergyEstimate
+
+    /// A batch; see each property.
+    public init(embeddings: [[Float]], tokenIDs: [[Int]], tokenizeSeconds: Double, encodeSeconds: Double, energy: EnergyEstimate) {
+        self.embeddings = embeddings
+        self.tokenIDs = tokenIDs
+        self.tokenizeSeconds = tokenizeSeconds
+        self.encodeSeconds = encodeSeconds
+        self.energy = energy
+    }
+}
+
+/// The cosine of the angle between two vectors (1 for equal directions, 0 when either is zero).
+public func cosineSimilarity(_ a: [Float], _ b: [Float]) -> Double {
+    var (dot, na, nb) = (0.0, 0.0, 0.0)
+    for (x, y) in zip(a, b) {
+        dot += Double(x) * Double(y)
+        na += Double(x) * Double(x)
+        nb += Double(y) * Double(y)
+    }
+    return na > 0 && nb > 0 ? dot / (na.squareRoot() * nb.squareRoot()) : 0
+}

@@ -1,0 +1,254 @@
+import EmberCore
+import Foundation
+
+/// Byte-level BPE as GPT-2 defined it, read from a GGUF's tokenizer metadata
+/// (`tokenizer.ggml.model = gpt2`): special tokens are found in the text
+/// first; the rest is pre-tokenized (digits one by one, then GPT-2's split
+/// into contractions, letter runs, number runs, symbol runs and whitespace),
+/// each piece's UTF-8 bytes are mapped to printable characters, and merges
+/// are applied by rank.
+public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
+    /// The vocabulary, indexed by token id, in GPT-2's byte-to-character form (special tokens as their text).
+    public let tokens: [String]
+    let ids: [String: Int]
+    private let ranks: [String: Int]         // "left right" → rank
+    /// Control and user-defined tokens matched in raw text, longest first.
+    private let specials: [(text: String, id: Int)]
+    /// The beginning-of-sequence token id, nil when the file names none.
+    public let bosID: Int?
+    /// The end-of-sequence token id, nil when the file names none.
+    public let eosID: Int?
+    /// Whether `encode` puts `bosID` first by default (`tokenizer.ggml.add_bos_token`, false when absent).
+    public let addBOS: Bool
+    /// Ids that end a turn besides `eosID`: the file's `tokenizer.ggml.eot_token_id`, and ChatML's `<|im_end|>`.
+    public let endOfTurnIDs: Set<Int>
+
+    /// GPT-2's byte ⇄ character table: printable bytes stand for themselves, the rest map to U+0100…
+    static let byteToCharacter: [Character] = {
+        var table = [Character](repeating: " ", count: 256)
+        var next = 256
+        for byte in 0..<256 {
+            let printable = (33...126).contains(byte) || (161...172).contains(byte) || (174...255).contains(byte)
+            if printable {
+                table[byte] = Character(Unicode.Scalar(UInt8(byte)))
+            } else {
+                table[byte] = Character(Unicode.Scalar(UInt32(next))!)
+                next += 1
+            }
+        }
+        return table
+    }()
+
+    static let characterToByte: [Character: UInt8] = Dictionary(
+        uniqueKeysWithValues: byteToCharacter.enumerated().map { ($0.element, UInt8($0.offset)) })
+
+    /// A tokenizer from its parts: `merges` as "left right" pairs by rank, `tokenTypes` as GGUF's (3 control and 4 user-defined tokens are matched whole in text).
+    public init(tokens: [String], merges: [String], tokenTypes: [Int], bosID: Int?, eosID: Int?, addBOS: Bool, endOfTurnID: Int? = nil) {
+        self.tokens = tokens
+        var ids: [String: Int] = [:]
+        ids.reserveCapacity(tokens.count)
+        for (id, token) in tokens.enumerated() where ids[token] == nil { ids[token] = id }
+        self.ids = ids
+        var ranks: [String: Int] = [:]
+        ranks.reserveCapacity(merges.count)
+        for (rank, merge) in merges.enumerated() where ranks[merge] == nil { ranks[merge] = rank }
+        self.ranks = ranks
+        // GGUF token types: 3 = control, 4 = user-defined: both are matched whole in text.
+        specials = tokenTypes.enumerated()
+            .filter { ($0.element == 3 || $0.element == 4) && $0.offset < tokens.count && !tokens[$0.offset].isEmpty }
+            .map { (tokens[$0.offset], $0.offset) }
+            .sorted { $0.text.count > $1.text.count }
+        self.bosID = bosID
+        self.eosID = eosID
+        self.addBOS = addBOS
+        endOfTurnIDs = Set([endOfTurnID, ids["<|im_end|>"]].compactMap { $0 })
+    }
+
+    /// Reads the tokenizer from GGUF metadata; a missing or malformed field is a ``ModelFileError``.
+    public convenience init(gguf: GGUFFile) throws {
+        func strings(_ key: String) throws -> [String] {
+            guard let values = try gguf.require(key).array, let strings = Optional(values.compactMap(\.string)),
+                  strings.count == values.count else {
+                throw ModelFileError.invalidField(file: gguf.path, field: key, found: "not an array of strings", expected: "an array of strings")
+            }
+            return strings
+        }
+        let model = try gguf.require("tokenizer.ggml.model").string
+        guard model == "gpt2" else {
+            throw ModelFileError.invalidField(file: gguf.path, field: "tokenizer.ggml.model", found: model ?? "?", expected: "gpt2")
+        }
+        let tokens = try strings("tokenizer.ggml.tokens")
+        let merges = try strings("tokenizer.ggml.merges")
+        let types = gguf.metadata["tokenizer.ggml.token_type"]?.array?.compactMap(\.integer) ?? []
+        self.init(tokens: tokens, merges: merges, tokenTypes: types,
+                  bosID: gguf.metadata["tokenizer.ggml.bos_token_id"]?.integer,
+                  eosID: gguf.metadata["tokenizer.ggml.eos_token_id"]?.integer,
+                  addBOS: gguf.metadata["tokenizer.ggml.add_bos_token"]?.bool ?? false,
+                  endOfTurnID: gguf.metadata["tokenizer.ggml.eot_token_id"]?.integer)
+    }
+
+    // MARK: Encoding
+
+    /// Token ids for `text`; special tokens written in the text become their ids.
+    /// With `parseSpecial: false` special-token text is ordinary text (for user content);
+    /// `withBOS` overrides the file's `add_bos_token`.
+    public func encode(_ text: String, parseSpecial: Bool = true, withBOS: Bool? = nil) -> [Int] {
+        var result: [Int] = (withBOS ?? addBOS) ? bosID.map { [$0] } ?? [] : []
+        var rest = Substring(text)
+        while !rest.isEmpty {
+            var earliest: (range: Range<Substring.Index>, id: Int)?
+            if parseSpecial {
+                for special in specials {
+                    if let range = rest.range(of: special.text),
+                       earliest == nil || range.lowerBound < earliest!.range.lowerBound {
+                        earliest = (range, special.id)
+                    }
+                }
+            }
+            let plainEnd = earliest?.range.lowerBound ?? rest.endIndex
+            for piece in Self.pretokenize(rest[rest.startIndex..<plainEnd]) { result += bpe(piece) }
+            guard let special = earliest else { break }
+            result.append(special.id)
+            rest = rest[special.range.upperBound...]
+        }
+        return result
+    }
+
+    /// Splits text as GPT-2's pattern does, after isolating every digit
+    /// (`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`).
+    static func pretokenize(_ text: Substring) -> [String] {
+        let scalars = Array(text.unicodeScalars)
+        var pieces: [String] = []
+        func isLetter(_ s: Unicode.Scalar) -> Bool {
+            switch s.properties.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter: true
+            default: false
+            }
+        }
+        func isNumber(_ s: Unicode.Scalar) -> Bool {
+            switch s.properties.generalCategory {
+            case .decimalNumber, .letterNumber, .otherNumber: true
+            default: false
+            }
+        }
+        func isSpace(_ s: Unicode.Scalar) -> Bool { s.properties.isWhitespace }
+        func emit(_ range: Range<Int>) {
+            var piece = String.UnicodeScalarView()
+            piece.append(contentsOf: scalars[range])
+            pieces.append(String(piece))
+        }
+        var i = 0
+        let n = scalars.count
+        while i < n {
+            let c = scalars[i]
+            if isNumber(c) { emit(i..<(i + 1)); i += 1; continue } // digits one by one
+            // Contractions.
+            if c == "'" && i + 1 < n {
+                let next = scalars[i + 1]
+                if ["s", "t", "m", "d"].contains(next) { emit(i..<(i + 2)); i += 2; continue }
+                if i + 2 < n, ["re", "ve", "ll"].contains(String(String.UnicodeScalarView([next, scalars[i + 2]]))) {
+                    emit(i..<(i + 3)); i += 3; continue
+                }
+            }
+            // ` ?X+` for letters, then symbols (numbers were isolated above).
+            let start = i
+            var j = i
+            if scalars[j] == " " && j + 1 < n && !isSpace(scalars[j + 1]) && !isNumber(scalars[j + 1]) { j += 1 }
+            if j < n && isLetter(scalars[j]) {
+                while j < n && isLetter(scalars[j]) { j += 1 }
+                emit(start..<j); i = j; continue
+            }
+            if j < n && !isSpace(scalars[j]) && !isLetter(scalars[j]) && !isNumber(scalars[j]) {
+                while j < n && !isSpace(scalars[j]) && !isLetter(scalars[j]) && !isNumber(scalars[j]) { j += 1 }
+                emit(start..<j); i = j; continue
+            }
+            // Whitespace: a run, leaving its last character to the next piece when one follows
+            // (a digit ends the piece, as the digit split came first: then the run stays whole).
+            var k = i
+            while k < n && isSpace(scalars[k]) { k += 1 }
+            if k > i {
+                if k < n && k - i >= 2 && !isNumber(scalars[k]) { emit(i..<(k - 1)); i = k - 1; continue }
+                emit(i..<k); i = k; continue
+            }
+            emit(i..<(i + 1)); i += 1 // not reached for valid scalars; never loop forever
+        }
+        return pieces
+    }
+
+    /// Merges one pre-token's byte characters by rank and maps them to ids.
+    private func bpe(_ piece: String) -> [Int] {
+        var symbols = piece.utf8.map { String(Self.byteToCharacter[Int($0)]) }
+        guard !symbols.isEmpty else { return [] }
+        while symbols.count > 1 {
+            var best: (rank: Int, index: Int)?
+            for index in 0..<(symbols.count - 1) {
+                if let rank = ranks[symbols[index] + " " + symbols[index + 1]], best == nil || rank < best!.rank {
+                    best = (rank, index)
+                }
+            }
+            guard let merge = best else { break }
+            symbols[merge.index] += symbols[merge.index + 1]
+            symbols.remove(at: merge.index + 1)
+        }
+        return symbols.flatMap { symbol -> [Int] in
+            if let id = ids[symbol] { return [id] }
+            // Not in the vocabulary as a whole: its single byte characters are.
+            return symbol.map { ids[String($0)] }.compactMap { $0 }
+        }
+    }
+
+    // MARK: Decoding
+
+    /// The bytes a token stands for (special tokens: their text).
+    public func bytes(of id: Int) -> [UInt8] {
+        guard tokens.indices.contains(id) else { return [] }
+        let token = tokens[id]
+        if specials.contains(where: { $0.id == id }) { return Array(token.utf8) }
+        return token.compactMap { Self.characterToByte[$0] }
+    }
+
+    /// Number of tokens in the vocabulary.
+    public var count: Int { tokens.count }
+
+    /// The id of the token spelled `token`, if any.
+    public func id(of token: String) -> Int? { ids[token] }
+
+    /// Whether `id` is the end-of-sequence token or an end-of-turn token.
+    public func endsGeneration(_ id: Int) -> Bool { id == eosID || endOfTurnIDs.contains(id) }
+
+    /// The text of `ids` (invalid UTF-8 replaced).
+    public func decode(_ ids: [Int]) -> String {
+        String(decoding: ids.flatMap { bytes(of: $0) }, as: UTF8.self)
+    }
+}
+
+/// Turns a stream of tokens into text pieces without splitting a UTF-8
+/// character: bytes of an incomplete character wait for the next token.
+public struct StreamingDecoder {
+    private var pending: [UInt8] = []
+    /// A decoder with nothing pending.
+    public init() {}
+
+    /// The complete text the bytes so far make, keeping an unfinished character back.
+    public mutating func append(_ bytes: [UInt8]) -> String {
+        pending += bytes
+        var end = pending.count
+        // Find where the last (possibly unfinished) character starts.
+        var back = 0
+        while back < 4 && back < pending.count && (pending[pending.count - 1 - back] & 0xC0) == 0x80 { back += 1 }
+        if back < pending.count {
+            let lead = pending[pending.count - 1 - back]
+            let length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1
+            if length > back + 1 { end = pending.count - 1 - back }
+        }
+        let text = String(decoding: pending[0..<end], as: UTF8.self)
+        pending.removeFirst(end)
+        return text
+    }
+
+    /// Whatever is left (an unfinished character becomes U+FFFD).
+    public mutating func finish() -> String {
+        defer { pending.removeAll() }
+        return String(decoding: pending, as: UTF8.self)
+    }
+}

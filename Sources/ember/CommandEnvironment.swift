@@ -1,0 +1,41 @@
+import Ember
+import Foundation
+
+/// The one place the `ember` tool reads its environment: the variables become
+/// a ``Runtime/Configuration`` (`EMBER_ISA`, `EMBER_PLUGIN_PATH`, `EMBER_POWER`,
+/// `EMBER_MODELS_DIR`, the calibration cache under `XDG_CACHE_HOME`), and the
+/// few the tool itself uses (`OPENBLAS_CORETYPE` for `ember info`'s warning,
+/// `EMBER_PYTHON` for `ember fetch`). The library reads none of them.
+enum CommandEnvironment {
+    /// The process's environment, read once.
+    static let variables = ProcessInfo.processInfo.environment
+
+    /// A runtime configuration from the environment, with the tool's own ceiling of units and threads.
+    static func configuration(units: ComputeUnits? = nil, threads: Int? = nil) -> Runtime.Configuration {
+        var configuration = Runtime.Configuration(environment: variables, computeUnits: units)
+        if let threads { configuration.policy.threads = threads }
+        configuration.compute.log = { printError("warning: \($0); its ops fall back") }
+        return configuration
+    }
+
+    /// The `OPENBLAS_CORETYPE` value the process started with (OpenBLAS has read it already).
+    static var openBLASCoreType: String? { variables[BLASLibrary.coreTypeVariable].flatMap { $0.isEmpty ? nil : $0 } }
+
+    /// The Python interpreter `ember fetch` runs pip with: `EMBER_PYTHON`, else `python3`.
+    static var python: String { variables["EMBER_PYTHON"].flatMap { $0.isEmpty ? nil : $0 } ?? "python3" }
+
+    /// Where models are fetched to by default: `EMBER_MODELS_DIR`, else `models`.
+    static var modelsDirectory: String { variables[Runtime.Configuration.Variable.modelsDirectory].flatMap { $0.isEmpty ? nil : $0 } ?? "models" }
+
+    /// A runtime as the environment configures it; plugin refusals are printed to standard error (not fatal).
+    static func runtime(units: ComputeUnits? = nil, threads: Int? = nil, power: Runtime.Configuration.Power? = nil) throws -> Runtime {
+        var configuration = configuration(units: units, threads: threads)
+        if let power { configuration.power = power }
+        let runtime = try Runtime(configuration: configuration)
+        for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
+        for plugin in runtime.context.backends.plugins {
+            for skipped in plugin.skipped { printError("warning: plugin \(plugin.name): backend \(skipped)") }
+        }
+        return runtime
+    }
+}
