@@ -57,7 +57,7 @@ public struct EmbeddingBenchmark: Sendable {
     }
 
     /// Embeds the sentences with `model`: one untimed warm-up pass, then `runs` timed passes.
-    /// Throws ``KernelError/invalidArgument(argument:found:expected:)`` for a batch or a sentence count below 1.
+    /// Throws `KernelError.invalidArgument` for a batch or a sentence count below 1.
     public func run(_ model: any Embedder) throws -> Result {
         guard batch >= 1 else {
             throw KernelError.invalidArgument(argument: "batch", found: "\(batch)", expected: "at least 1 sentence per call")

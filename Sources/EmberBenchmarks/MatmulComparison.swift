@@ -3,7 +3,7 @@ import EmberCore
 import EmberModels
 import Foundation
 
-/// Ember's fp32 ``matmul(_:_:transposeB:into:accumulate:threads:pool:)`` against a raw
+/// Ember's fp32 `matmul(_:_:transposeB:into:accumulate:threads:pool:)` against a raw
 /// `cblas_sgemm` call on the same buffers, measured in one run.
 ///
 /// For every shape the two sides are timed in alternating rounds (the order
@@ -13,7 +13,7 @@ import Foundation
 /// ratios Ember / raw (≥ 1 means Ember is at least as fast).
 ///
 /// Both sides get the same number of threads: Ember splits the product over
-/// its ``WorkerPool`` with OpenBLAS at one thread; the raw call runs with
+/// its `WorkerPool` with OpenBLAS at one thread; the raw call runs with
 /// OpenBLAS's own threading set to that many threads for its rounds.
 public struct MatmulComparison: Sendable {
     /// One product to measure.

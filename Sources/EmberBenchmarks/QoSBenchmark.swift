@@ -54,7 +54,7 @@ public struct QoSBenchmark: Sendable {
     public var repetitions: Int
     /// Threads the job splits over and the load runs on; default one per active core, at least 1.
     public var threads: Int
-    /// How QoS classes become thread priorities; default this process's (``QoSMapping/current``).
+    /// How QoS classes become thread priorities; default this process's (`QoSMapping.current`).
     public var mapping: QoSMapping
     /// Seconds the inversion scenario's `.default` load runs at most (it bounds the unpromoted wait); default 2.
     public var loadCapSeconds: Double

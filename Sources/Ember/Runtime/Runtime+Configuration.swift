@@ -4,7 +4,7 @@ import Foundation
 
 extension Runtime {
     /// How a runtime is set up. A host fills it in code; the CLI makes one from its environment with
-    /// ``init(environment:)`` — the one place Ember's environment variables are interpreted.
+    /// ``init(environment:computeUnits:)`` — the one place Ember's environment variables are interpreted.
     public struct Configuration: Sendable {
         /// Where the power state comes from.
         public enum Power: Sendable {
@@ -66,7 +66,7 @@ extension Runtime {
             self.architectures = architectures
         }
 
-        /// The variables ``init(environment:)`` reads.
+        /// The variables ``Runtime/Configuration/init(environment:computeUnits:)`` reads.
         public enum Variable {
             /// Forces a kernel ISA: scalar, avx2, avx512, neon, avx2-novnni (or auto).
             public static let isa = KernelISA.environmentVariable

@@ -8,7 +8,7 @@ import Foundation
 /// element-wise and attention ops (``opTable``, the ABI's signatures), binds a
 /// weight matrix for its matmul once, at load (``bindMatmul(_:placement:pool:)``:
 /// packing, converting, or handing the bytes to a plugin's `bind_weights`), and
-/// is measured by calibration (``BackendRegistry/costs``). The
+/// is measured by calibration (``ComputeContext/calibrate()``). The
 /// ``BackendRegistry`` places each op of a forward pass on one backend, with
 /// fallback to the next.
 public protocol Backend: AnyObject, Sendable {

@@ -18,7 +18,7 @@ public struct SamplerSettings: Sendable, Equatable {
     /// Seed of the random draws; the same seed and inputs give the same tokens.
     public var seed: UInt64 = 0
 
-    /// Throws ``KernelError/invalidArgument(argument:found:expected:)`` naming the first setting out of range:
+    /// Throws `KernelError.invalidArgument` naming the first setting out of range:
     /// temperature finite and ≥ 0, top-k ≥ 0, top-p in (0, 1], min-p in [0, 1], repetition penalty finite and > 0,
     /// repetition window ≥ 0.
     public func validate() throws {

@@ -169,7 +169,7 @@ public final class GGUFFile: @unchecked Sendable {
         UnsafeRawBufferPointer(rebasing: file.bytes[(dataOffset + tensor.offset)..<(dataOffset + tensor.offset + tensor.byteCount)])
     }
 
-    /// A weight tensor as a ``WeightMatrix`` borrowing the mapped bytes: rows = dims[1], columns = dims[0].
+    /// A weight tensor as a `WeightMatrix` borrowing the mapped bytes: rows = dims[1], columns = dims[0].
     public func weightMatrix(_ name: String) throws -> WeightMatrix {
         let info = try tensor(name)
         guard info.type.canDequantize, info.dimensions.count == 2 else {
