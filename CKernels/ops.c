@@ -34,10 +34,14 @@ static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
 static void silu_avx2(float *x, int64_t n);
 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n);
 static float softmax_avx2(float *scores, int64_t visible, float maximum);
-static void attention_scores_avx2(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
-                                  float scale, float *scores, bool half);
-static void attention_values_avx2(const float *weights, const void *values, int64_t stride, int64_t visible,
-                                  int64_t head_dim, float *out, bool half);
+static void attention_scores_avx2_f32(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
+                                      float scale, float *scores);
+static void attention_scores_avx2_f16(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
+                                      float scale, float *scores);
+static void attention_values_avx2_f32(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                      int64_t head_dim, float *out);
+static void attention_values_avx2_f16(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                      int64_t head_dim, float *out);
 #define EK_SIMD(simd) ((simd) && ek_ops_simd_available())
 #else
 #define EK_SIMD(simd) false
@@ -253,10 +257,11 @@ static bool attention_simd(bool simd, int64_t head_dim) { return EK_SIMD(simd) &
 
 bool ek_attention_scores_with(bool simd, bool half, const float *q, const void *keys, int64_t stride, int64_t visible,
                               int64_t head_dim, float scale, float *scores) {
-    if (head_dim <= 0 || head_dim > 512 || visible < 0) return false;
+    if (head_dim <= 0 || (half && head_dim > 512) || visible < 0) return false;
 #if defined(__x86_64__)
     if (attention_simd(simd, head_dim)) {
-        attention_scores_avx2(q, keys, stride, visible, head_dim, scale, scores, half);
+        if (half) attention_scores_avx2_f16(q, keys, stride, visible, head_dim, scale, scores);
+        else attention_scores_avx2_f32(q, keys, stride, visible, head_dim, scale, scores);
         return true;
     }
 #endif
@@ -284,10 +289,11 @@ void ek_softmax_with(bool simd, float *x, int64_t rows, int64_t n) {
 
 bool ek_attention_values_with(bool simd, bool half, const float *weights, const void *values, int64_t stride,
                               int64_t visible, int64_t head_dim, float *out) {
-    if (head_dim <= 0 || head_dim > 512 || visible < 0) return false;
+    if (head_dim <= 0 || (half && head_dim > 512) || visible < 0) return false;
 #if defined(__x86_64__)
     if (attention_simd(simd, head_dim)) {
-        attention_values_avx2(weights, values, stride, visible, head_dim, out, half);
+        if (half) attention_values_avx2_f16(weights, values, stride, visible, head_dim, out);
+        else attention_values_avx2_f32(weights, values, stride, visible, head_dim, out);
         return true;
     }
 #endif
@@ -295,18 +301,22 @@ bool ek_attention_values_with(bool simd, bool half, const float *weights, const 
     return true;
 }
 
+/* The fused forms take the SIMD code only where all three parts have it (head_dim a multiple of 16), as before the
+   split: then their results equal the parts', bit for bit. */
 void ek_attention_head_f32(const float *q, const float *keys, const float *values, int64_t stride, int64_t visible,
                            int64_t head_dim, float scale, float *scores, float *out) {
-    if (!ek_attention_scores_with(true, false, q, keys, stride, visible, head_dim, scale, scores)) return;
-    ek_softmax_with(true, scores, 1, visible);
-    ek_attention_values_with(true, false, scores, values, stride, visible, head_dim, out);
+    bool simd = head_dim % 16 == 0;
+    if (!ek_attention_scores_with(simd, false, q, keys, stride, visible, head_dim, scale, scores)) return;
+    ek_softmax_with(simd, scores, 1, visible);
+    ek_attention_values_with(simd, false, scores, values, stride, visible, head_dim, out);
 }
 
 void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
                            int64_t visible, int64_t head_dim, float scale, float *scores, float *out) {
-    if (!ek_attention_scores_with(true, true, q, keys, stride, visible, head_dim, scale, scores)) return;
-    ek_softmax_with(true, scores, 1, visible);
-    ek_attention_values_with(true, true, scores, values, stride, visible, head_dim, out);
+    bool simd = head_dim % 16 == 0;
+    if (!ek_attention_scores_with(simd, true, q, keys, stride, visible, head_dim, scale, scores)) return;
+    ek_softmax_with(simd, scores, 1, visible);
+    ek_attention_values_with(simd, true, scores, values, stride, visible, head_dim, out);
 }
 
 /* ------------------------------------------------- AVX2 + F16C + FMA --- */
@@ -496,9 +506,10 @@ EK_OPS_AVX2 static void silu_avx2(float *x, int64_t n) {
     for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-/* head_dim a multiple of 16, at most 512; keys fp16 when `half` (q rounded to fp16 first), else fp32. */
-EK_OPS_AVX2 static void attention_scores_avx2(const float *q, const void *keys, int64_t stride, int64_t visible,
-                                              int64_t head_dim, float scale, float *scores, bool half) {
+/* head_dim a multiple of 16, at most 512; keys fp16 when `half` (q rounded to fp16 first), else fp32. Inlined into
+   one function per cache type, so the inner loop has no branch on `half`. */
+EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_scores_avx2(
+    const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim, float scale, float *scores, bool half) {
     float rounded[512];
     if (half) {
         for (int64_t i = 0; i < head_dim; i += 8)
@@ -517,9 +528,9 @@ EK_OPS_AVX2 static void attention_scores_avx2(const float *q, const void *keys, 
     }
 }
 
-/* out = Σ weights[p]·V[p]; with `half`, fp16 values and each weight rounded to fp16 first. */
-EK_OPS_AVX2 static void attention_values_avx2(const float *weights, const void *values, int64_t stride, int64_t visible,
-                                              int64_t head_dim, float *out, bool half) {
+/* out = Σ weights[p]·V[p]; with `half`, fp16 values and each weight rounded to fp16 first (inlined per cache type). */
+EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_values_avx2(
+    const float *weights, const void *values, int64_t stride, int64_t visible, int64_t head_dim, float *out, bool half) {
     const int64_t element = half ? 2 : 4;
     for (int64_t i = 0; i < head_dim; i += 8) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
     for (int64_t p = 0; p < visible; p++) {
@@ -528,5 +539,25 @@ EK_OPS_AVX2 static void attention_values_avx2(const float *weights, const void *
         for (int64_t i = 0; i < head_dim; i += 8)
             _mm256_storeu_ps(out + i, _mm256_fmadd_ps(weight, load8(v, i, half), _mm256_loadu_ps(out + i)));
     }
+}
+
+EK_OPS_AVX2 static void attention_scores_avx2_f32(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
+                                                  float scale, float *scores) {
+    attention_scores_avx2(q, keys, stride, visible, head_dim, scale, scores, false);
+}
+
+EK_OPS_AVX2 static void attention_scores_avx2_f16(const float *q, const void *keys, int64_t stride, int64_t visible, int64_t head_dim,
+                                                  float scale, float *scores) {
+    attention_scores_avx2(q, keys, stride, visible, head_dim, scale, scores, true);
+}
+
+EK_OPS_AVX2 static void attention_values_avx2_f32(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                                  int64_t head_dim, float *out) {
+    attention_values_avx2(weights, values, stride, visible, head_dim, out, false);
+}
+
+EK_OPS_AVX2 static void attention_values_avx2_f16(const float *weights, const void *values, int64_t stride, int64_t visible,
+                                                  int64_t head_dim, float *out) {
+    attention_values_avx2(weights, values, stride, visible, head_dim, out, true);
 }
 #endif

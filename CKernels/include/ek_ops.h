@@ -83,8 +83,8 @@ void ek_softmax_with(bool simd, float *x, int64_t rows, int64_t n);
 /*
  * The parts of ek_attention_head_*: scores[p] = scale · q·K[p] (with `half`,
  * fp16 keys and q rounded to fp16), and out = Σ weights[p]·V[p] (with `half`,
- * fp16 values and each weight rounded to fp16). false when head_dim is not
- * 1…512 or visible is negative.
+ * fp16 values and each weight rounded to fp16). false when head_dim is below
+ * 1 (or, with `half`, above 512) or visible is negative.
  */
 bool ek_attention_scores_with(bool simd, bool half, const float *q, const void *keys, int64_t stride, int64_t visible,
                               int64_t head_dim, float scale, float *scores);
