@@ -87,7 +87,7 @@ let testTargets: [Target] = [
     .testTarget(name: "ThreadTests", dependencies: ["EmberCore", "Ember", "EmberBenchmarks", "EmberTestSupport", "_CEmberThreads"],
                 path: "Tests/ThreadTests"),
     .testTarget(name: "ComputeTests", dependencies: ["EmberCore", "EmberModels", "Ember", "EmberTestSupport", "_CEmberKernels"],
-                path: "Tests/ComputeTests"),
+                path: "Tests/ComputeTests", exclude: ["Plugins"]),
     // Fakes and helpers the tests share (a virtual clock, a C compiler runner); never used outside tests.
     .target(name: "EmberTestSupport", dependencies: ["Ember"], path: "Tests/TestSupport"),
     .testTarget(name: "PolicyTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/PolicyTests"),

@@ -22,11 +22,14 @@ static const int guarded_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
 static struct sigaction previous[GUARDED_SIGNAL_COUNT];
 static pthread_once_t installed = PTHREAD_ONCE_INIT;
 
-static _Thread_local sigjmp_buf *volatile guard_target;
-static _Thread_local volatile int guard_signal;
+/* initial-exec: reading them in the handler never allocates (a dlopen'ed library gets them from the static TLS
+   surplus); `active` says whether any thread is inside a guarded call at all. */
+static _Thread_local sigjmp_buf *volatile guard_target __attribute__((tls_model("initial-exec")));
+static _Thread_local volatile int guard_signal __attribute__((tls_model("initial-exec")));
+static int active;
 
 static void on_fault(int signal, siginfo_t *info, void *ucontext) {
-    sigjmp_buf *target = guard_target;
+    sigjmp_buf *target = __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0 ? guard_target : NULL;
     if (target != NULL) {
         guard_target = NULL;
         guard_signal = signal;
@@ -71,13 +74,16 @@ int ek_guard_last_signal(void) { return guard_signal; }
     sigjmp_buf target;                                        \
     sigjmp_buf *volatile outer = guard_target;                \
     guard_signal = 0;                                         \
+    __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);         \
     if (sigsetjmp(target, 0) != 0) {                          \
         guard_target = outer;                                 \
+        __atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL);     \
         return FAILED;                                        \
     }                                                         \
     guard_target = &target;                                   \
     CALL;                                                     \
     guard_target = outer;                                     \
+    __atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL);         \
     return result;
 
 int32_t ek_guarded_plugin_entry(ember_plugin_entry_fn entry, const ember_plugin **out) {
@@ -85,16 +91,44 @@ int32_t ek_guarded_plugin_entry(ember_plugin_entry_fn entry, const ember_plugin 
     EK_GUARDED(int32_t, EK_GUARD_CRASHED, (*out = entry(), result = 0))
 }
 
-void ek_guarded_release_weights(void (*function)(void *, void *), void *context, void *bound) {
-    sigjmp_buf target;
-    sigjmp_buf *volatile outer = guard_target;
-    if (sigsetjmp(target, 0) != 0) {
-        guard_target = outer;
-        return;
-    }
-    guard_target = &target;
+static int32_t release_weights(void (*function)(void *, void *), void *context, void *bound) {
     function(context, bound);
-    guard_target = outer;
+    return 0;
+}
+
+int32_t ek_guarded_release_weights(void (*function)(void *, void *), void *context, void *bound) {
+    EK_GUARDED(int32_t, EK_GUARD_CRASHED, result = release_weights(function, context, bound))
+}
+
+__attribute__((noinline)) static int32_t copy_bytes(void *destination, const void *source, size_t bytes) {
+    const volatile unsigned char *from = source;
+    unsigned char *to = destination;
+    for (size_t i = 0; i < bytes; i++) to[i] = from[i];
+    return 0;
+}
+
+__attribute__((noinline)) static int32_t copy_string(char *destination, const char *source, size_t capacity, int64_t *length) {
+    const volatile char *from = source;
+    size_t i = 0;
+    for (; i + 1 < capacity && from[i] != 0; i++) destination[i] = from[i];
+    destination[i] = 0;
+    *length = from[i] == 0 ? (int64_t)i : -1;
+    return 0;
+}
+
+__attribute__((noinline)) static int32_t guarded_copy_string(char *destination, const char *source, size_t capacity, int64_t *length) {
+    EK_GUARDED(int32_t, EK_GUARD_CRASHED, result = copy_string(destination, source, capacity, length))
+}
+
+int64_t ek_guarded_read_string(char *destination, const char *source, size_t capacity) {
+    if (destination == NULL || source == NULL || capacity == 0) return -2;
+    int64_t length = -2;
+    return guarded_copy_string(destination, source, capacity, &length) == 0 ? length : -2;
+}
+
+int32_t ek_guarded_read(void *destination, const void *source, size_t bytes) {
+    if (destination == NULL || (source == NULL && bytes > 0)) return 1;
+    EK_GUARDED(int32_t, EK_GUARD_CRASHED, result = copy_bytes(destination, source, bytes))
 }
 
 int32_t ek_guarded_self_test(int32_t (*function)(void *), void *context) {

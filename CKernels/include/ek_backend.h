@@ -60,7 +60,13 @@ int ek_guard_last_signal(void);
 /* Calls a plugin's entry point; *out receives its table (NULL if it crashed). */
 int32_t ek_guarded_plugin_entry(ember_plugin_entry_fn entry, const ember_plugin **out);
 int32_t ek_guarded_self_test(int32_t (*function)(void *), void *context);
-void ek_guarded_release_weights(void (*function)(void *, void *), void *context, void *bound);
+int32_t ek_guarded_release_weights(void (*function)(void *, void *), void *context, void *bound);
+/* Copies `bytes` from `source` (memory a plugin handed over) into `destination`: 0, or EK_GUARD_CRASHED when reading
+   it faulted (a bad pointer, a count that runs past the plugin's table). */
+int32_t ek_guarded_read(void *destination, const void *source, size_t bytes);
+/* Copies the C string at `source` into `destination` (capacity bytes, always terminated): its length, -1 when it is
+   longer than capacity − 1, -2 when reading it faulted or an argument is NULL. */
+int64_t ek_guarded_read_string(char *destination, const char *source, size_t capacity);
 int32_t ek_guarded_bind_weights(int32_t (*function)(void *, uint32_t, int64_t, int64_t, const void *, size_t, void **),
                                 void *context, uint32_t type, int64_t rows, int64_t columns, const void *data,
                                 size_t bytes, void **bound);

@@ -14,13 +14,16 @@
  *
  * Every struct that crosses the ABI starts with its `size` and `abi_version`,
  * so Ember refuses a table built against another version of this header
- * instead of reading past its end. Ember checks every field, runs each
- * declared op on test data against its scalar reference (with guard bytes
- * around every output) before it places anything on the backend, and
- * disables a backend that crashes, writes out of bounds, returns an error or
- * computes wrong results, with a logged reason; its ops fall back to the next
- * backend. An op that returns non-zero during a forward pass is disabled the
- * same way and that call falls back.
+ * instead of reading past its end; Ember reads the tables through a fault
+ * guard. It checks every field, runs each declared op on test data against
+ * its scalar reference (with guard values around every output, the matmul's
+ * and the prepared activations' included, and the inputs compared after the
+ * call) before it places anything on the backend, and disables a backend
+ * that crashes, writes out of bounds, changes its inputs, returns an error or
+ * computes wrong results, with a logged reason; its ops go to the next
+ * backend. A call that fails during a forward pass disables the backend the
+ * same way: that call is redone by Ember's scalar reference, and the plans
+ * made after it place the op on the next backend.
  *
  * Conventions: activations and outputs are fp32, row-major; tensor types are
  * GGUF's type ids (EMBER_TYPE_*); every function returns 0 on success and
@@ -53,7 +56,8 @@ typedef enum ember_op {
     EMBER_OP_QUANTIZE_ACTIVATIONS = 14 /* fp32 rows into the blocks the backend's matmul reads */
 } ember_op;
 
-/* Tensor types, numbered as GGUF's (the ones Ember's own backends compute with; any GGUF id may be declared). */
+/* Tensor types, numbered as GGUF's: the ones Ember computes with may be declared (F32, F16, BF16, Q8_0, Q4_0, Q4_1 today);
+   a type Ember cannot check an op on is refused. */
 typedef enum ember_type {
     EMBER_TYPE_F32 = 0,
     EMBER_TYPE_F16 = 1,
@@ -98,7 +102,11 @@ typedef enum ember_unit {
 typedef int32_t (*ember_matmul_fn)(void *context, const void *weights, uint32_t type, int64_t n, int64_t k,
                                    const float *x, const void *prepared, int64_t m, float *y, int64_t ldy,
                                    int64_t row_begin, int64_t row_end);
-/* Bytes quantize_activations writes for m rows of k; 0 when it cannot. */
+/*
+ * Bytes quantize_activations writes for m rows of k; 0 when it cannot. The rows lie one after another, each the
+ * same size, so m rows take m times one row's bytes (Ember's threads prepare row ranges at a row's offset), and a
+ * row takes at most 64 bytes per value: both are checked at load.
+ */
 typedef size_t (*ember_activation_bytes_fn)(void *context, uint32_t weight_type, int64_t m, int64_t k);
 /* m rows of k fp32 activations into `out` (capacity bytes), for a matmul on weights of `weight_type`. */
 typedef int32_t (*ember_quantize_activations_fn)(void *context, uint32_t weight_type, const float *x, int64_t m,

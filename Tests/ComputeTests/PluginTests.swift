@@ -123,3 +123,77 @@ struct PluginTests {
         #expect(throws: PluginError.self) { try context.loadPlugin(at: notALibrary.path) }
     }
 }
+
+/// The plugin ABI's matmul path — bind_weights, release_weights, activation_bytes, quantize_activations, matmul —
+/// through the tests' fake backend (Tests/ComputeTests/Plugins/fake_matmul_backend.c).
+@Suite("Backend plugins: the matmul path", .serialized)
+struct PluginMatmulTests {
+    static func build(_ defines: [String] = [], _ name: String) throws -> String {
+        try PluginBuilder.build(defines: defines, name: name, source: PluginBuilder.fakeMatmul)
+    }
+
+    /// It binds every weight once at load, takes the matmuls of a cpuOnly fp32 plan, agrees with the built-in
+    /// backends, and releases what it bound when the model goes.
+    @Test func bindsMultipliesAndReleases() throws {
+        let path = try Self.build([], "fake_matmul")
+        let context = ComputeContext()
+        #expect(try context.loadPlugin(at: path).backends == ["fake-matmul"])
+        let gguf = try SyntheticGGUF.tinyLlama().write()
+        let options = ExecutionOptions(units: .cpuOnly, precision: .fp32, threads: 2)
+        let tokens = [5, 17, 3, 40, 22]
+        let binds = PluginBuilder.counter(path, "fake_matmul_binds"), products = PluginBuilder.counter(path, "fake_matmul_products")
+        var logits: [Float] = []
+        do {
+            let model = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
+            let plan = try model.plan(options)
+            let matmuls = plan.steps.filter { $0.op == .matmul }
+            #expect(!matmuls.isEmpty && matmuls.allSatisfy { $0.backend == "fake-matmul" && $0.plugin })
+            #expect(plan.steps.contains { $0.op == .quantizeActivations && $0.backend == "fake-matmul" })
+            #expect(PluginBuilder.counter(path, "fake_matmul_binds") - binds == 2 * 7 + 1, "every weight bound once, at load")
+            logits = try model.forward(tokens, session: model.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
+            #expect(PluginBuilder.counter(path, "fake_matmul_products") > products)
+        }
+        #expect(PluginBuilder.counter(path, "fake_matmul_releases") >= PluginBuilder.counter(path, "fake_matmul_binds") - 1,
+                "bindings released with the model (the check's own too)")
+        let plain = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: ComputeContext())
+        let expected = try plain.forward(tokens, session: plain.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
+        let scale = expected.map(abs).max()!
+        #expect(zip(logits, expected).allSatisfy { abs($0 - $1) <= 1e-4 * scale })
+    }
+
+    static let broken: [(define: String, reason: String)] = [
+        ("BROKEN_MATMUL_ERROR", "matmul/f32 returned 5"),
+        ("BROKEN_MATMUL_RANGE", "wrote weight row"),
+        ("BROKEN_NONLINEAR", "activation_bytes(2 rows of 32)"),
+    ]
+
+    /// A matmul that errs or writes outside its rows, or activation sizes that are not rows one after another, are
+    /// caught by the check (not hidden by the fallback) and the backend is disabled with the reason.
+    @Test(arguments: broken)
+    func brokenMatmulIsDisabled(define: String, reason: String) throws {
+        let path = try Self.build([define], "fake_\(define.lowercased())")
+        let context = ComputeContext()
+        let plugin = try context.loadPlugin(at: path)
+        #expect(plugin.backends.isEmpty && plugin.skipped.first?.contains(reason) == true, "\(define): \(plugin.skipped)")
+        #expect(context.backends.place(.matmul, type: .f32, units: .cpuOnly)?.1.plugin == false)
+    }
+
+    /// A matmul that starts failing in a forward pass is disabled there, its rows redone by the reference (with the
+    /// reference's own activations), and the next pass's plan no longer places matmuls on it.
+    @Test func matmulFailingInAPassFallsBack() throws {
+        let path = try Self.build(["BROKEN_MATMUL_LATER"], "fake_matmul_later")
+        let context = ComputeContext()
+        #expect(try context.loadPlugin(at: path).backends == ["fake-matmul"])
+        let gguf = try SyntheticGGUF.tinyLlama().write()
+        let model = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
+        let plain = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: ComputeContext())
+        let options = ExecutionOptions(units: .cpuOnly, precision: .fp32, threads: 1)
+        let tokens = [9, 8, 7, 6]
+        let a = try model.forward(tokens, session: model.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
+        let b = try plain.forward(tokens, session: plain.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
+        let scale = b.map(abs).max()!
+        #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-4 * scale })
+        #expect(context.backends.health(of: "fake-matmul")?.reason == "matmul returned 6")
+        #expect(try model.plan(options).steps.filter { $0.op == .matmul }.allSatisfy { !$0.plugin }, "the next plan places around it")
+    }
+}

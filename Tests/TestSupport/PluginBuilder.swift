@@ -6,8 +6,11 @@ public enum PluginBuilder {
     /// The example backend's source.
     public static let source = ExternalProcess.repositoryRoot.appendingPathComponent("examples/plugins/example_backend.c")
 
-    /// Compiles the example with `defines` into `lib<name>.so` in a temporary folder; returns its path.
-    public static func build(defines: [String] = [], name: String) throws -> String {
+    /// The tests' fake matmul backend.
+    public static let fakeMatmul = ExternalProcess.repositoryRoot.appendingPathComponent("Tests/ComputeTests/Plugins/fake_matmul_backend.c")
+
+    /// Compiles `source` (the example by default) with `defines` into `lib<name>.so` in a temporary folder; returns its path.
+    public static func build(defines: [String] = [], name: String, source: URL = PluginBuilder.source) throws -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ember-plugins-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let output = directory.appendingPathComponent("lib\(name).so").path
@@ -23,6 +26,15 @@ public enum PluginBuilder {
                           userInfo: [NSLocalizedDescriptionKey: "cc exited with \(process.terminationStatus) building \(name)"])
         }
         return output
+    }
+
+    /// A counter the library at `path` exports as `int64_t symbol(void)`.
+    public static func counter(_ path: String, _ symbol: String) -> Int64 {
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD) else { return -1 }
+        defer { dlclose(handle) }
+        typealias Counter = @convention(c) () -> Int64
+        guard let function = dlsym(handle, symbol) else { return -1 }
+        return unsafeBitCast(function, to: Counter.self)()
     }
 
     /// The example's call counter for op 0 (RMSNorm), 1 (SwiGLU) or 2 (softmax), read from the loaded library at `path`.

@@ -112,8 +112,8 @@ public final class Runtime: Sendable {
 
     /// Loads a backend plugin (a shared library exporting `ember_plugin_entry`, see
     /// `CKernels/include/ember_plugin.h`) into this runtime's context: its backends are checked against the scalar
-    /// reference, measured, and take ops from the next plan a model binds. A bad library throws a ``PluginError``
-    /// naming the field and nothing is registered.
+    /// reference, measured, and take ops from the next pass (models rebind their plans when the backends change). A bad
+    /// library throws a ``PluginError`` naming the field and nothing is registered.
     @discardableResult
     public func loadPlugin(at path: String) throws -> LoadedPlugin { try context.loadPlugin(at: path) }
 

@@ -61,6 +61,7 @@ public final class BackendRegistry: @unchecked Sendable {
     private var loaded: [LoadedPlugin] = []
     private var failures: [String] = []
     private var eventLog: [String] = []
+    private var generationValue = 0
     /// Hears each event as it happens (besides ``events``).
     public var log: @Sendable (String) -> Void {
         get { lock.withLock { listener } }
@@ -71,29 +72,38 @@ public final class BackendRegistry: @unchecked Sendable {
     /// A registry holding `reference` (which must run every op on the CPU route) and nothing else yet.
     public init(reference: any Backend) {
         self.reference = reference
-        entries = [Self.entry(for: reference, log: { _ in })]
+        entries = [Entry(backend: reference, health: BackendHealth(), serializer: nil)]
     }
 
-    private static func entry(for backend: any Backend, log: @escaping @Sendable (String) -> Void) -> Entry {
-        let name = backend.descriptor.name
-        return Entry(backend: backend, health: BackendHealth { reason in log("backend \(name) disabled: \(reason)") },
-                     serializer: backend.descriptor.concurrent ? nil : NSLock())
+    /// A health for the backend called `name` that reports its disabling here (``events``, ``log``) and makes
+    /// later plans place around it (``generation``).
+    public func makeHealth(for name: String) -> BackendHealth {
+        BackendHealth { [weak self] reason in self?.noteEvent("backend \(name) disabled: \(reason)") }
     }
 
-    /// Adds `backend`; a name already taken is refused.
-    public func register(_ backend: any Backend) throws {
+    /// Adds `backend` with `health` (a new one when nil; a plugin's is made before its checks), serialising its
+    /// calls with `serializer` when it cannot run them concurrently; a name already taken is refused.
+    public func register(_ backend: any Backend, health: BackendHealth? = nil, serializer: NSLock? = nil) throws {
         let name = backend.descriptor.name
+        let health = health ?? makeHealth(for: name)
         try lock.withLock {
             guard !entries.contains(where: { $0.backend.descriptor.name == name }) else {
                 throw KernelError.invalidArgument(argument: "backend name", found: name, expected: "a name no other backend has")
             }
-            entries.append(Self.entry(for: backend) { [weak self] line in self?.note(line) })
+            entries.append(Entry(backend: backend, health: health,
+                                 serializer: backend.descriptor.concurrent ? nil : serializer ?? NSLock()))
+            generationValue += 1
         }
     }
 
-    private func note(_ line: String) {
+    /// Counts changes to what placement can choose (a backend registered or disabled): a model rebinds its cached
+    /// plans when it changes, so later passes place around a disabled backend.
+    public var generation: Int { lock.withLock { generationValue } }
+
+    func noteEvent(_ line: String) {
         let hear = lock.withLock { () -> @Sendable (String) -> Void in
             eventLog.append(line)
+            generationValue += 1
             return listener
         }
         hear(line)
@@ -157,7 +167,8 @@ public final class BackendRegistry: @unchecked Sendable {
         }
         let entry = lock.withLock { entries.first { $0.backend === backend } }
         return BoundOp(placement: placement, primary: backend.opTable, fallback: reference.opTable,
-                       health: backend.descriptor.source.isPlugin ? entry?.health : nil, serializer: entry?.serializer)
+                       health: backend.descriptor.source.isPlugin ? entry?.health : nil, serializer: entry?.serializer,
+                       owners: [backend, reference])
     }
 
     /// The matmul on `w` under `units`, bound to `w` for a caller that splits the rows itself (see ``BoundMatmul``).

@@ -1,5 +1,6 @@
 import CBLAS
 import _CEmberKernels
+import Foundation
 
 /// How a matmul wants its activations prepared (quantized to the blocks its
 /// kernel reads) — Ember's SIMD kernels' Q8 blocks, or a plugin's own. Equal
@@ -25,15 +26,31 @@ public struct ActivationPreparation: Hashable, Sendable {
             })
     }
 
-    /// A plugin backend's own preparation for weights of `type`.
-    static func plugin(backend: String, type: TensorType, table: ember_backend) -> ActivationPreparation? {
+    /// A plugin backend's own preparation for weights of `type`. Its row size (checked linear at load) is asked once
+    /// per width and kept; while the backend is disabled nothing is called (its matmul then prepares the reference's
+    /// activations itself), and a failing call disables it.
+    static func plugin(backend: String, type: TensorType, table: ember_backend, health: BackendHealth,
+                       serializer: NSLock?) -> ActivationPreparation? {
         guard let size = table.activation_bytes, let quantize = table.quantize_activations else { return nil }
         let context = UncheckedSendable(table.context)
+        let rowBytes = RowBytesCache { columns in
+            health.isDisabled ? 0 : ek_guarded_activation_bytes(size, context.value, type.id, 1, Int64(columns))
+        }
         return ActivationPreparation(
             key: "plugin:\(backend):\(type.id)",
-            bytes: { rows, columns in ek_guarded_activation_bytes(size, context.value, type.id, Int64(rows), Int64(columns)) },
+            bytes: { rows, columns in
+                let perRow = rowBytes.bytes(columns: columns)
+                return rows * (perRow > 0 ? perRow : columns * 4) // while disabled: any consistent size, nothing is written
+            },
             quantize: { x, rows, columns, out, capacity in
-                ek_guarded_quantize_activations(quantize, context.value, type.id, x, Int64(rows), Int64(columns), out, capacity)
+                guard !health.isDisabled else { return 0 }
+                let call = { ek_guarded_quantize_activations(quantize, context.value, type.id, x, Int64(rows), Int64(columns), out, capacity) }
+                let status = serializer.map { $0.withLock(call) } ?? call()
+                if status != 0 {
+                    health.disable(Int(status) == Int(EK_GUARD_CRASHED) ? "quantize_activations crashed with \(signalName(ek_guard_last_signal()))"
+                                                                          : "quantize_activations returned \(status)")
+                }
+                return 0 // the matmul sees the backend disabled and redoes its rows with the reference
             })
     }
 
@@ -49,6 +66,24 @@ public struct ActivationPreparation: Hashable, Sendable {
     public static func == (lhs: ActivationPreparation, rhs: ActivationPreparation) -> Bool { lhs.key == rhs.key }
     /// Hashes the key.
     public func hash(into hasher: inout Hasher) { hasher.combine(key) }
+}
+
+/// A plugin's activation bytes per row, for each width asked, asked once.
+final class RowBytesCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var known: [Int: Int] = [:]
+    private let ask: (Int) -> Int
+
+    init(ask: @escaping (Int) -> Int) { self.ask = ask }
+
+    func bytes(columns: Int) -> Int {
+        lock.withLock {
+            if let value = known[columns] { return value }
+            let value = ask(columns)
+            if value > 0 { known[columns] = value }
+            return value
+        }
+    }
 }
 
 /// A matmul kernel bound to one weight matrix, for callers that split the

@@ -20,6 +20,8 @@ struct OpProbe {
     let rows: Int
     /// Weight rows and columns of the matmul probed.
     var matmulShape: (n: Int, k: Int) = (40, 96)
+    /// The RoPE mode probed (0 adjacent pairs, 2 NeoX).
+    var ropeMode: UInt32 = 0
 
     /// The probe's shapes: widths whose tails exercise the vector loops.
     static let width = 200, headDim = 64, heads = 3, visible = 37
@@ -85,8 +87,8 @@ struct OpProbe {
             ek_rope_table(&angles, Int64(d / 2), 11, pow(10000, -2 / Float(d)))
             return call(table, outputs: rows * h * d, initial: values(rows * h * d), inputs: [angles], repeating: repetitions) { out, i in
                 table.rope.map { f in
-                    table.guarded ? ek_guarded_rope(f, table.context, out, Int64(rows * h), Int64(d), i[0], 0)
-                        : f(table.context, out, Int64(rows * h), Int64(d), i[0], 0)
+                    table.guarded ? ek_guarded_rope(f, table.context, out, Int64(rows * h), Int64(d), i[0], ropeMode)
+                        : f(table.context, out, Int64(rows * h), Int64(d), i[0], ropeMode)
                 }
             }
         case .attentionScores, .attentionValues:

@@ -118,7 +118,7 @@ public final class BackendHealth: @unchecked Sendable {
 /// it was placed on, and the scalar reference's for the same op to fall back
 /// to. A call that fails (non-zero status, or a plugin's crash caught by the
 /// guard) disables the backend with the reason and runs the fallback on the
-/// same inputs — an in-place op's input is copied first when the backend is a
+/// same inputs — an in-place call's data is copied first when the backend is a
 /// plugin — so the pass still completes and the following calls skip it.
 public final class BoundOp: @unchecked Sendable {
     /// Where the op was placed, and why.
@@ -127,15 +127,18 @@ public final class BoundOp: @unchecked Sendable {
     let fallback: OpTable
     let health: BackendHealth?
     let serializer: NSLock?
+    /// The backends whose tables' contexts `primary` and `fallback` point into: kept alive with the op.
+    let owners: [AnyObject]
 
     /// `placement`'s op on `primary` (a plugin's with `health` and, when it cannot run concurrently, a `serializer`),
-    /// falling back to `fallback`.
-    init(placement: Placement, primary: OpTable, fallback: OpTable, health: BackendHealth?, serializer: NSLock?) {
+    /// falling back to `fallback`; `owners` keep the tables' contexts alive.
+    init(placement: Placement, primary: OpTable, fallback: OpTable, health: BackendHealth?, serializer: NSLock?, owners: [AnyObject]) {
         self.placement = placement
         self.primary = primary
         self.fallback = fallback
         self.health = health
         self.serializer = serializer
+        self.owners = owners
     }
 
     /// Runs `call` on the primary table unless its backend is disabled; on failure disables it and runs `call` on the fallback.
@@ -174,7 +177,7 @@ public final class BoundOp: @unchecked Sendable {
     /// RMS normalization of `rows` rows of `n`.
     public func rmsNorm(_ x: UnsafePointer<Float>, weight: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>,
                         rows: Int, n: Int, eps: Float) -> Int32 {
-        run { t in
+        run(saving: UnsafeMutablePointer(mutating: x) == out ? out : nil, count: rows * n) { t in
             t.rmsNorm.map { f in
                 t.guarded ? ek_guarded_rms_norm(f, t.context, x, weight, out, Int64(rows), Int64(n), eps)
                     : f(t.context, x, weight, out, Int64(rows), Int64(n), eps)
@@ -185,7 +188,7 @@ public final class BoundOp: @unchecked Sendable {
     /// Layer normalization of `rows` rows of `n`.
     public func layerNorm(_ x: UnsafePointer<Float>, gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>,
                           into out: UnsafeMutablePointer<Float>, rows: Int, n: Int, eps: Float) -> Int32 {
-        run { t in
+        run(saving: UnsafeMutablePointer(mutating: x) == out ? out : nil, count: rows * n) { t in
             t.layerNorm.map { f in
                 t.guarded ? ek_guarded_layer_norm(f, t.context, x, gamma, beta, out, Int64(rows), Int64(n), eps)
                     : f(t.context, x, gamma, beta, out, Int64(rows), Int64(n), eps)

@@ -13,24 +13,28 @@ final class PluginLibrary: @unchecked Sendable {
 }
 
 /// A backend from a plugin's `ember_backend` table (`ember_plugin.h`, ABI 2):
-/// its functions are called through the fault guard, its matmul binds the
+/// its functions are called through the fault guard (and one at a time when
+/// it does not declare `EMBER_BACKEND_CONCURRENT`), its matmul binds the
 /// weights once through its `bind_weights` (or reads the GGUF bytes), and a
-/// failing matmul falls back to the reference backend's binding of the same
-/// weights.
+/// failing call disables it and is redone by the reference backend.
 final class PluginBackend: Backend, @unchecked Sendable {
     let descriptor: BackendDescriptor
     let opTable: OpTable
     let table: ember_backend
     let library: PluginLibrary
     let reference: any Backend
-    /// Set by the registry when it registers the backend, so a failing matmul can disable it.
-    var health: BackendHealth?
+    /// Whether the backend may still be used; made before its checks, so every call sees the same object.
+    let health: BackendHealth
+    /// Serialises every call (ops, matmul, bind_weights) of a backend that is not concurrent.
+    let serializer: NSLock?
 
-    init(descriptor: BackendDescriptor, table: ember_backend, library: PluginLibrary, reference: any Backend) {
+    init(descriptor: BackendDescriptor, table: ember_backend, library: PluginLibrary, reference: any Backend, health: BackendHealth) {
         self.descriptor = descriptor
         self.table = table
         self.library = library
         self.reference = reference
+        self.health = health
+        serializer = descriptor.concurrent ? nil : NSLock()
         var ops = OpTable(context: table.context, guarded: true)
         ops.embedding = table.embedding
         ops.rmsNorm = table.rms_norm
@@ -45,6 +49,13 @@ final class PluginBackend: Backend, @unchecked Sendable {
         ops.add = table.add
         ops.mul = table.mul
         opTable = ops
+    }
+
+    /// Runs `body` alone when the backend is not concurrent.
+    @inline(__always)
+    func serialized<R>(_ body: () throws -> R) rethrows -> R {
+        if let serializer { return try serializer.withLock(body) }
+        return try body()
     }
 
     /// What `bind_weights` made for one weight matrix, released with it.
@@ -62,55 +73,95 @@ final class PluginBackend: Backend, @unchecked Sendable {
         guard let matmul = table.matmul else {
             throw KernelError.invalidArgument(argument: "\(descriptor.name).matmul", found: "NULL", expected: "a function")
         }
-        let name = descriptor.name, context = table.context, type = w.type
-        let weights: UnsafeRawPointer
-        var binding: Binding?
-        if let bind = table.bind_weights {
-            binding = try w.binding("plugin:\(name)") { () throws -> Binding in
-                var bound: UnsafeMutableRawPointer?
-                let status = ek_guarded_bind_weights(bind, context, type.id, Int64(w.rows), Int64(w.columns), w.bytes.baseAddress,
-                                                     w.bytes.count, &bound)
-                guard status == 0, let bound else {
-                    throw KernelError.rejected(kernel: name, argument: "bind_weights", status: Int(status) == Int(EK_GUARD_CRASHED)
-                                               ? "crashed with \(signalName(ek_guard_last_signal()))" : "returned \(status)")
-                }
-                let release = table.release_weights.map { function in { ek_guarded_release_weights(function, context, bound) } }
-                return Binding(pointer: UnsafeRawPointer(bound), release: release)
-            }
-            weights = binding!.pointer
-        } else {
-            weights = w.bytes.baseAddress!
-        }
-        let referencePlacement = Placement(op: .matmul, type: type, unit: reference.descriptor.unit, backend: reference.descriptor.name,
-                                           plugin: false, fallbackReason: "\(name) failed")
-        let fallback = try reference.bindMatmul(w, placement: referencePlacement, pool: pool)
-        let preparation = descriptor.runs(.quantizeActivations, on: type) ? ActivationPreparation.plugin(backend: name, type: type, table: table) : nil
-        let (n, k) = (Int64(w.rows), Int64(w.columns))
-        let owner = PluginMatmulOwner(weights: w, binding: binding, fallback: fallback)
-        let health = self.health
+        let binding = try bindWeights(w)
+        let weights = binding?.pointer ?? UnsafeRawPointer(w.bytes.baseAddress!)
+        let (context, type, n, k, health) = (table.context, w.type, Int64(w.rows), Int64(w.columns), health)
+        let fallback = LazyFallback(reference: reference, weights: w)
+        let preparation = descriptor.runs(.quantizeActivations, on: type)
+            ? ActivationPreparation.plugin(backend: descriptor.name, type: type, table: table, health: health, serializer: serializer) : nil
+        let owner = PluginMatmulOwner(weights: w, binding: binding, fallback: fallback, backend: self)
         return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns, preparation: preparation,
-                           splittable: descriptor.concurrent, owner: owner) { x, prepared, m, y, range in
-            if health?.isDisabled != true {
-                let status = ek_guarded_matmul(matmul, context, weights, type.id, n, k, x, prepared, Int64(m), y, n,
-                                               Int64(range.lowerBound), Int64(range.upperBound))
+                           splittable: descriptor.concurrent, owner: owner) { [serializer] x, prepared, m, y, range in
+            if !health.isDisabled {
+                let call = {
+                    ek_guarded_matmul(matmul, context, weights, type.id, n, k, x, prepared, Int64(m), y, n,
+                                      Int64(range.lowerBound), Int64(range.upperBound))
+                }
+                let status = serializer.map { $0.withLock(call) } ?? call()
                 if status == 0 { return 0 }
-                health?.disable(Int(status) == Int(EK_GUARD_CRASHED) ? "matmul crashed with \(signalName(ek_guard_last_signal()))"
+                health.disable(Int(status) == Int(EK_GUARD_CRASHED) ? "matmul crashed with \(signalName(ek_guard_last_signal()))"
                                                                       : "matmul returned \(status)")
             }
-            return fallback.runPreparingItself(x, m: m, into: y, rows: range)
+            guard let reference = fallback.bound() else { return -1 }
+            return reference.runPreparingItself(x, m: m, into: y, rows: range)
+        }
+    }
+
+    /// The plugin's binding of `w` (made once, cached on `w`), or nil when the backend binds nothing.
+    func bindWeights(_ w: WeightMatrix) throws -> Binding? {
+        guard let bind = table.bind_weights else { return nil }
+        let (name, context, type, health) = (descriptor.name, table.context, w.type, health)
+        return try w.binding("plugin:\(name)") { () throws -> Binding in
+            var bound: UnsafeMutableRawPointer?
+            let status = serialized {
+                ek_guarded_bind_weights(bind, context, type.id, Int64(w.rows), Int64(w.columns), w.bytes.baseAddress, w.bytes.count, &bound)
+            }
+            guard status == 0, let bound else {
+                let what = Int(status) == Int(EK_GUARD_CRASHED) ? "crashed with \(signalName(ek_guard_last_signal()))"
+                    : status == 0 ? "gave NULL" : "returned \(status)"
+                throw KernelError.rejected(kernel: name, argument: "bind_weights", status: what)
+            }
+            let serializer = serializer
+            let release = table.release_weights.map { function in
+                {
+                    let status = serializer.map { $0.withLock { ek_guarded_release_weights(function, context, bound) } }
+                        ?? ek_guarded_release_weights(function, context, bound)
+                    if status != 0 { health.disable("release_weights crashed with \(signalName(ek_guard_last_signal()))") }
+                }
+            }
+            return Binding(pointer: UnsafeRawPointer(bound), release: release)
         }
     }
 }
 
-/// What a plugin's bound matmul keeps alive: the weights, the plugin's binding, the fallback's binding.
+/// The reference backend's binding of a plugin matmul's weights, made the first time the plugin fails (not at load:
+/// it would double the weights' memory for a path that is rarely taken).
+final class LazyFallback: @unchecked Sendable {
+    private let reference: any Backend
+    private let weights: WeightMatrix
+    private let lock = NSLock()
+    private var made: BoundMatmul?
+    private var failed = false
+
+    init(reference: any Backend, weights: WeightMatrix) {
+        self.reference = reference
+        self.weights = weights
+    }
+
+    func bound() -> BoundMatmul? {
+        lock.withLock {
+            if made == nil && !failed {
+                let placement = Placement(op: .matmul, type: weights.type, unit: reference.descriptor.unit,
+                                          backend: reference.descriptor.name, plugin: false, fallbackReason: "the plugin failed")
+                made = try? reference.bindMatmul(weights, placement: placement, pool: nil)
+                failed = made == nil
+            }
+            return made
+        }
+    }
+}
+
+/// What a plugin's bound matmul keeps alive: the weights, the plugin's binding, the fallback, the backend (its library).
 final class PluginMatmulOwner: @unchecked Sendable {
     let weights: WeightMatrix
     let binding: PluginBackend.Binding?
-    let fallback: BoundMatmul
-    init(weights: WeightMatrix, binding: PluginBackend.Binding?, fallback: BoundMatmul) {
+    let fallback: LazyFallback
+    let backend: PluginBackend
+    init(weights: WeightMatrix, binding: PluginBackend.Binding?, fallback: LazyFallback, backend: PluginBackend) {
         self.weights = weights
         self.binding = binding
         self.fallback = fallback
+        self.backend = backend
     }
 }
 
@@ -126,214 +177,5 @@ extension BoundMatmul {
         let status = preparation.prepare(x, rows: m, columns: columns, into: buffer, capacity: bytes)
         guard status == 0 else { return status }
         return run(x, prepared: UnsafeRawPointer(buffer), m: m, into: y, rows: range)
-    }
-}
-
-// MARK: - Loading and checking
-
-/// Loads plugin libraries into a registry: checks every field of the ABI 2
-/// table, then runs each declared op of each backend on test data against the
-/// reference (guard values around outputs, inputs compared after the call, the
-/// fault guard around every call) before the backend takes any op.
-struct PluginLoader {
-    let registry: BackendRegistry
-    let features: CPUFeatures
-
-    func load(at path: String) throws -> LoadedPlugin {
-        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
-            throw PluginError.cannotOpen(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
-        }
-        let library = PluginLibrary(path: path, handle: handle)
-        do {
-            guard let symbol = dlsym(handle, EMBER_PLUGIN_ENTRY_SYMBOL) else { throw PluginError.missingEntryPoint(path: path) }
-            ek_guard_install()
-            let entry = unsafeBitCast(symbol, to: ember_plugin_entry_fn.self)
-            var table: UnsafePointer<ember_plugin>?
-            guard ek_guarded_plugin_entry(entry, &table) == 0 else {
-                throw PluginError.invalidField(path: path, field: "ember_plugin_entry()", found: "a crash (\(signalName(ek_guard_last_signal())))",
-                                               expected: "a plugin table")
-            }
-            return try register(validate(table, path: path), library: library, path: path)
-        } catch {
-            dlclose(handle)
-            throw error
-        }
-    }
-
-    private func invalid(_ path: String, _ field: String, _ found: String, _ expected: String) -> PluginError {
-        .invalidField(path: path, field: field, found: found, expected: expected)
-    }
-
-    /// Every check the ABI promises, before anything is registered: the plugin's name and each backend's table.
-    func validate(_ table: UnsafePointer<ember_plugin>?, path: String) throws -> (name: String, backends: [(BackendDescriptor, ember_backend)]) {
-        guard let table else { throw invalid(path, "ember_plugin_entry()", "NULL", "a plugin table") }
-        // size and abi_version come first in every ABI struct: safe to read before anything else.
-        let header = UnsafeRawPointer(table)
-        let size = header.load(as: UInt32.self), version = header.load(fromByteOffset: 4, as: UInt32.self)
-        guard version == EMBER_PLUGIN_ABI_VERSION else {
-            let hint = version == 1 ? " (version 1 is the matmul-only ABI; rebuild the plugin against ember_plugin.h version 2)" : ""
-            throw invalid(path, "abi_version", "\(version)\(hint)", "\(EMBER_PLUGIN_ABI_VERSION)")
-        }
-        guard size == MemoryLayout<ember_plugin>.size else {
-            throw invalid(path, "size", "\(size)", "\(MemoryLayout<ember_plugin>.size) (sizeof ember_plugin)")
-        }
-        let name = try Self.validName(table.pointee.name, field: "name") { invalid(path, $0, $1, $2) }
-        let count = Int(table.pointee.backend_count)
-        guard (1...16).contains(count) else { throw invalid(path, "backend_count", "\(count)", "1…16") }
-        guard let backends = table.pointee.backends else { throw invalid(path, "backends", "NULL", "an array of \(count) backends") }
-        var result: [(BackendDescriptor, ember_backend)] = []
-        for index in 0..<count {
-            let field = "backends[\(index)]"
-            let raw = UnsafeRawPointer(backends + index)
-            let backendSize = raw.load(as: UInt32.self), backendVersion = raw.load(fromByteOffset: 4, as: UInt32.self)
-            guard backendSize == MemoryLayout<ember_backend>.size else {
-                throw invalid(path, "\(field).size", "\(backendSize)", "\(MemoryLayout<ember_backend>.size) (sizeof ember_backend)")
-            }
-            guard backendVersion == EMBER_PLUGIN_ABI_VERSION else {
-                throw invalid(path, "\(field).abi_version", "\(backendVersion)", "\(EMBER_PLUGIN_ABI_VERSION)")
-            }
-            let backend = backends[index]
-            let descriptor = try describe(backend, field: field, plugin: name, path: path)
-            guard result.allSatisfy({ $0.0.name != descriptor.name }) else {
-                throw invalid(path, "\(field).name", descriptor.name, "a name used once")
-            }
-            result.append((descriptor, backend))
-        }
-        return (name, result)
-    }
-
-    private func describe(_ backend: ember_backend, field: String, plugin: String, path: String) throws -> BackendDescriptor {
-        let backendName = try Self.validName(backend.name, field: "\(field).name") { invalid(path, $0, $1, $2) }
-        let units: [UInt32: ComputeUnit] = [EMBER_UNIT_CPU.rawValue: .cpu, EMBER_UNIT_GPU.rawValue: .gpu,
-                                            EMBER_UNIT_NEURAL_ENGINE.rawValue: .neuralEngine]
-        guard let unit = units[backend.unit] else {
-            throw invalid(path, "\(field).unit", "\(backend.unit)", "0 (CPU), 1 (GPU) or 2 (NEURAL_ENGINE)")
-        }
-        guard backend.flags & ~UInt32(EMBER_BACKEND_CONCURRENT) == 0 else {
-            throw invalid(path, "\(field).flags", String(backend.flags, radix: 16), "bits within EMBER_BACKEND_CONCURRENT")
-        }
-        guard backend.required_features & ~UInt32(EMBER_FEATURE_ALL) == 0 else {
-            throw invalid(path, "\(field).required_features", String(backend.required_features, radix: 16), "bits within EMBER_FEATURE_ALL")
-        }
-        let count = Int(backend.support_count)
-        guard (1...1024).contains(count) else { throw invalid(path, "\(field).support_count", "\(count)", "1…1024") }
-        guard let supports = backend.supports else { throw invalid(path, "\(field).supports", "NULL", "an array of \(count) (op, type) pairs") }
-        var declared: Set<OpSupport> = []
-        for index in 0..<count {
-            let entry = supports[index]
-            let where_ = "\(field).supports[\(index)]"
-            guard let op = Op(abiValue: entry.op) else {
-                throw invalid(path, "\(where_).op", "\(entry.op)", "an ember_op (1…\(Op.allCases.count))")
-            }
-            guard let type = TensorType(ggufID: entry.type), type.canDequantize else {
-                throw invalid(path, "\(where_).type", "\(entry.type)", "a GGUF type id Ember computes with (\(TensorType.computable))")
-            }
-            guard Self.function(for: op, in: backend) else {
-                throw invalid(path, "\(field).\(Self.functionName(op))", "NULL", "a function for the declared \(op)")
-            }
-            if op == .quantizeActivations, backend.activation_bytes == nil || backend.matmul == nil {
-                throw invalid(path, "\(field).activation_bytes", "NULL", "activation_bytes and matmul with quantize_activations")
-            }
-            declared.insert(OpSupport(op, type))
-        }
-        if (backend.bind_weights == nil) != (backend.release_weights == nil) {
-            throw invalid(path, "\(field).release_weights", backend.release_weights == nil ? "NULL" : "a function",
-                          "given exactly when bind_weights is")
-        }
-        return BackendDescriptor(name: backendName, unit: unit, score: Int(backend.score), source: .plugin(name: plugin, path: path),
-                                 concurrent: backend.flags & UInt32(EMBER_BACKEND_CONCURRENT) != 0, supports: declared)
-    }
-
-    private static func function(for op: Op, in b: ember_backend) -> Bool {
-        switch op {
-        case .matmul: b.matmul != nil
-        case .quantizeActivations: b.quantize_activations != nil
-        case .embedding: b.embedding != nil
-        case .rmsNorm: b.rms_norm != nil
-        case .layerNorm: b.layer_norm != nil
-        case .rope: b.rope != nil
-        case .attentionScores: b.attention_scores != nil
-        case .softmax: b.softmax != nil
-        case .attentionValues: b.attention_values != nil
-        case .silu: b.silu != nil
-        case .gelu: b.gelu != nil
-        case .swiglu: b.swiglu != nil
-        case .add: b.add != nil
-        case .mul: b.mul != nil
-        }
-    }
-
-    private static func functionName(_ op: Op) -> String { op.rawValue }
-
-    /// Registers each valid backend; one that needs CPU features this machine lacks is skipped, one that fails its
-    /// self-test or Ember's check of an op is registered disabled, with the reason.
-    private func register(_ plugin: (name: String, backends: [(BackendDescriptor, ember_backend)]), library: PluginLibrary,
-                          path: String) throws -> LoadedPlugin {
-        let cpu = Self.featureBits(of: features)
-        var accepted: [String] = [], skipped: [String] = []
-        for (descriptor, table) in plugin.backends {
-            if table.required_features & ~cpu != 0 {
-                skipped.append("\(descriptor.name): needs CPU features \(String(table.required_features, radix: 16)), this CPU has \(String(cpu, radix: 16))")
-                continue
-            }
-            let backend = PluginBackend(descriptor: descriptor, table: table, library: library, reference: registry.reference)
-            try registry.register(backend)
-            let health = registry.health(of: descriptor.name)
-            backend.health = health
-            if let failure = check(backend) {
-                health?.disable(failure)
-                skipped.append("\(descriptor.name): \(failure)")
-            } else {
-                accepted.append(descriptor.name)
-            }
-        }
-        let loaded = LoadedPlugin(name: plugin.name, path: path, backends: accepted, skipped: skipped)
-        registry.recordPlugin(loaded)
-        return loaded
-    }
-
-    /// The plugin's own self-test, then every declared op against the reference; the first failure's reason, or nil.
-    func check(_ backend: PluginBackend) -> String? {
-        if let selfTest = backend.table.self_test {
-            let status = ek_guarded_self_test(selfTest, backend.table.context)
-            if Int(status) == Int(EK_GUARD_CRASHED) { return "self_test crashed with \(signalName(ek_guard_last_signal()))" }
-            if status != 0 { return "self_test returned \(status)" }
-        }
-        for support in backend.descriptor.supports.sorted(by: { ($0.op.abiValue, $0.type.id) < ($1.op.abiValue, $1.type.id) }) {
-            let probe = OpProbe(support: support, rows: 3)
-            let expected: OpProbe.Outcome
-            switch probe.run(on: registry.reference) {
-            case let .success(outcome): expected = outcome
-            case let .failure(failure): return "Ember cannot check \(support): \(failure)"
-            }
-            switch probe.run(on: backend) {
-            case let .failure(failure): return failure.description
-            case let .success(got):
-                if !probe.agrees(got.values, with: expected.values) { return "\(support) computed results that disagree with the scalar reference" }
-            }
-        }
-        return nil
-    }
-
-    static func validName(_ pointer: UnsafePointer<CChar>?, field: String,
-                          invalid: (String, String, String) -> PluginError) throws -> String {
-        guard let pointer else { throw invalid(field, "NULL", "1–63 printable characters") }
-        let length = strnlen(pointer, 64)
-        let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
-        guard length >= 1, length <= 63, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
-            throw invalid(field, length > 63 ? "longer than 63 characters" : "\"\(String(decoding: bytes, as: UTF8.self))\"",
-                          "1–63 printable characters")
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    static func featureBits(of features: CPUFeatures) -> UInt32 {
-        let pairs: [(Bool, UInt32)] = [
-            (features.avx2, EMBER_FEATURE_AVX2), (features.fma, EMBER_FEATURE_FMA), (features.f16c, EMBER_FEATURE_F16C),
-            (features.avx512f, EMBER_FEATURE_AVX512F), (features.avx512bw, EMBER_FEATURE_AVX512BW),
-            (features.avx512vl, EMBER_FEATURE_AVX512VL), (features.avx512vnni, EMBER_FEATURE_AVX512VNNI),
-            (features.avxvnni, EMBER_FEATURE_AVXVNNI), (features.neon, EMBER_FEATURE_NEON), (features.dotprod, EMBER_FEATURE_DOTPROD),
-        ]
-        return pairs.reduce(0) { $0 | ($1.0 ? $1.1 : 0) }
     }
 }

@@ -121,13 +121,16 @@ public final class ComputeContext: @unchecked Sendable {
     /// and uses the result; takes well under a second. Call it when the host asks, or at start — never inside a request.
     @discardableResult
     public func calibrate() -> Calibration {
-        var costs = calibration.costs
+        let key = calibrationKey
         for backend in backends.available {
-            costs[backend.descriptor.name] = measure(backend)
+            let measured = measure(backend)
+            lock.withLock { calibrationValue.costs[backend.descriptor.name] = measured }
         }
-        let measured = Calibration(key: calibrationKey, measuredAt: Date().timeIntervalSince1970, costs: costs)
-        lock.withLock { calibrationValue = measured }
-        return measured
+        return lock.withLock {
+            calibrationValue.key = key
+            calibrationValue.measuredAt = Date().timeIntervalSince1970
+            return calibrationValue
+        }
     }
 
     /// The cost of `support` on the backend called `backend`: measured if calibrated, else the default.
@@ -145,11 +148,28 @@ public final class ComputeContext: @unchecked Sendable {
         for support in backend.descriptor.supports where support.op != .quantizeActivations {
             let probe = support.op == .matmul ? OpProbe(support: support, rows: 16, matmulShape: (576, 1536)) : OpProbe(support: support, rows: 16)
             let dispatch = defaultCost(support, on: backend.descriptor).dispatchMicroseconds
-            guard case let .success(first) = probe.run(on: backend, pool: pool, threads: threads) else { continue }
+            let plugin = backend as? PluginBackend
+            // A plugin's ops are called straight from its table here, so one that is not concurrent is called alone;
+            // its matmul serialises its own calls (and binding), so wrapping it too would lock twice.
+            let serializer = support.op == .matmul ? nil : plugin?.serializer
+            let first: OpProbe.Outcome
+            switch serializer.map({ $0.withLock { probe.run(on: backend, pool: pool, threads: threads) } })
+                ?? probe.run(on: backend, pool: pool, threads: threads) {
+            case let .success(outcome): first = outcome
+            case let .failure(failure):
+                // A plugin's op that fails here failed its own check's conditions: it is disabled, not timed.
+                plugin?.health.disable("while timed: \(failure)")
+                continue
+            }
             let repetitions = max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))
             var seconds: [Double] = []
             for _ in 0..<3 {
-                guard case let .success(round) = probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads) else { break }
+                let timed = serializer.map { $0.withLock { probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads) } }
+                    ?? probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads)
+                guard case let .success(round) = timed else {
+                    if case let .failure(failure) = timed { plugin?.health.disable("while timed: \(failure)") }
+                    break
+                }
                 seconds.append(round.secondsPerCall)
             }
             guard !seconds.isEmpty else { continue }
