@@ -93,8 +93,11 @@ struct PassStages {
             }
             let area = isPrivate ? buffers.privatePrepared[thread.index][kinds.count] : buffers.prepared[kinds.count]
             let offset = preparation.byteCount(rows: part.lowerBound, columns: width)
-            if !part.isEmpty {
-                let capacity = (isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes) - offset
+            let total = isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes
+            if !part.isEmpty, offset < 0 || offset > total {
+                failure.record(matmul.failure(-1))
+            } else if !part.isEmpty {
+                let capacity = total - offset
                 let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
                                                  into: area + offset, capacity: capacity)
                 if status != 0 { failure.record(matmul.failure(status)) }

@@ -8,10 +8,12 @@ final class PlanCache<Key: Hashable, Plan>: @unchecked Sendable {
     private let lock = NSLock()
     private var plans: [Key: Plan] = [:]
 
-    func plan(for key: Key, build: () throws -> Plan) rethrows -> Plan {
+    /// The plan for `key`, built by `build` the first time; plans whose keys are `stale` are dropped when a new one is built.
+    func plan(for key: Key, stale: (Key) -> Bool = { _ in false }, build: () throws -> Plan) rethrows -> Plan {
         try lock.withLock {
             if let plan = plans[key] { return plan }
             let plan = try build()
+            plans = plans.filter { !stale($0.key) }
             plans[key] = plan
             return plan
         }

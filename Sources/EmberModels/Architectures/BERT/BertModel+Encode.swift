@@ -2,10 +2,11 @@ import _CEmberKernels
 import EmberCore
 import Foundation
 
-/// Which bound plan an encoder pass uses.
+/// Which bound plan an encoder pass uses (the backends' generation: see `DecoderPlanKey`).
 struct EncoderPlanKey: Hashable {
     let units: ComputeUnits
     let precision: Precision?
+    let generation: Int
 }
 
 /// The encoder's non-matmul ops, each bound to its backend (the scalar reference as fallback).
@@ -138,8 +139,9 @@ extension BertModel {
     func plan(_ options: ExecutionOptions) throws -> ExecutionPlan { try boundPlan(options).report }
 
     func boundPlan(_ options: ExecutionOptions) throws -> EncoderPlan {
-        let key = EncoderPlanKey(units: options.units, precision: options.precision)
-        return try plans.plan(for: key) { try EncoderPlan(model: self, key: key) }
+        let generation = context.backends.generation
+        let key = EncoderPlanKey(units: options.units, precision: options.precision, generation: generation)
+        return try plans.plan(for: key, stale: { $0.generation != generation }) { try EncoderPlan(model: self, key: key) }
     }
 
     /// Embeds `texts` in one batch: tokenized (truncated to the model's

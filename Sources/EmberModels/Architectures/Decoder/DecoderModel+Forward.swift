@@ -40,6 +40,20 @@ extension DecoderModel {
             ek_rope_table(workspace.rope + row * config.headDim, Int64(config.headDim / 2), Int64(session.position + row), thetaScale)
         }
 
+        // Token embedding, before the region (a row per token is too little work to split): one table row per
+        // token, scaled when the description says so.
+        let table = embedding.bytes.baseAddress!, rowBytes = embedding.rowBytes
+        for (row, token) in tokens.enumerated() {
+            let status = plan.ops.embedding.embedding(type: embedding.type, row: table + token * rowBytes, columns: d,
+                                                      into: workspace.x + row * d)
+            guard status == 0 else {
+                throw KernelError.rejected(kernel: plan.ops.embedding.placement.backend, argument: "embedding", status: "status \(status)")
+            }
+            if embeddingScale != 1 {
+                for i in 0..<d { workspace.x[row * d + i] *= embeddingScale }
+            }
+        }
+
         let outputRows = allLogits ? t : 1
         var logits = try Tensor(zeros: [outputRows, config.vocabulary])
         try logits.makeWritable(argument: "logits")
@@ -51,9 +65,7 @@ extension DecoderModel {
         }
         if let failure = pass.failure { throw failure }
         session.advance(by: t)
-        let outputJoules = Double(t - outputRows) * context.cost(OpSupport(.matmul, plan.output.placement.type), on: plan.output.placement.backend)
-            .estimate(work: 2 * Double(plan.output.rows * d)).joules
-        let energy = meter.finish(modelledJoules: plan.report.joulesPerToken * Double(t) - outputJoules)
+        let energy = meter.finish(modelledJoules: plan.report.joulesPerToken * Double(t) - Double(t - outputRows) * plan.outputJoulesPerRow)
         session.energyTotal = session.energyTotal.map { $0 + energy } ?? energy
         return logits
     }
@@ -94,17 +106,6 @@ final class DecoderPass: @unchecked Sendable {
         let cacheType = session.cacheType
         let elementBytes = session.halfPrecision ? 2 : 4
         let ropeMode = model.description.rotaryLayout.abiMode
-
-        // Token embedding: one table row per token (scaled when the description says so).
-        let table = model.embedding.bytes.baseAddress!, rowBytes = model.embedding.rowBytes
-        for row in thread.share(of: t) {
-            stages.check(ops.embedding.embedding(type: model.embedding.type, row: table + tokens[row] * rowBytes, columns: d,
-                                                 into: ws.x + row * d), ops.embedding)
-            if model.embeddingScale != 1 {
-                for i in 0..<d { ws.x[row * d + i] *= model.embeddingScale }
-            }
-        }
-        thread.barrier()
 
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]

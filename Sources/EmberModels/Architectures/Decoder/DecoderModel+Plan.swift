@@ -6,7 +6,7 @@ import Foundation
 /// fallback).
 struct DecoderOps {
     let embedding, norm, rope, scores, softmax, values, swiglu, add: BoundOp
-    /// Only when the description has attention biases or a query/key norm.
+    /// The RMSNorm of each query and key head, only when the description has a query/key norm.
     let queryKeyNorm: BoundOp?
 
     init(model: DecoderModel, units: ComputeUnits, cacheType: TensorType) throws {
@@ -23,11 +23,13 @@ struct DecoderOps {
     }
 }
 
-/// Which bound plan a forward pass uses: the units, the precision asked for, the KV cache's type.
+/// Which bound plan a forward pass uses: the units, the precision asked for, the KV cache's type, and the backends'
+/// generation (a backend registered or disabled since makes a new plan).
 struct DecoderPlanKey: Hashable {
     let units: ComputeUnits
     let precision: Precision?
     let cacheType: TensorType
+    let generation: Int
 }
 
 /// Every op of the model bound to the backend the registry picks for the
@@ -51,6 +53,8 @@ final class DecoderPlan: @unchecked Sendable {
     let preparedBytes: @Sendable (Int, Int) -> Int
     /// Where every op of one pass runs (for `ember plan`).
     let report: ExecutionPlan
+    /// Modelled joules of the output projection for one row (left out for rows whose logits are not asked for).
+    let outputJoulesPerRow: Double
 
     init(model: DecoderModel, key: DecoderPlanKey) throws {
         let context = model.context
@@ -77,6 +81,8 @@ final class DecoderPlan: @unchecked Sendable {
         operationsPerToken = bound.operationsPerToken
         preparedBytes = bound.preparedBytes
         precision = key.precision ?? model.filePrecision
+        outputJoulesPerRow = context.cost(OpSupport(.matmul, output.placement.type), on: output.placement.backend)
+            .estimate(work: 2 * Double(output.rows * output.columns)).joules
         report = Self.report(model: model, key: key, layers: layers, output: output, ops: ops, route: route,
                              joulesPerToken: bound.joulesPerToken(context) + Self.vectorJoulesPerToken(model: model, ops: ops))
     }
@@ -135,8 +141,9 @@ final class DecoderPlan: @unchecked Sendable {
 extension DecoderModel {
     /// The bound plan for `options` and the cache type, built on first use and cached.
     func boundPlan(_ options: ExecutionOptions, cacheType: TensorType) throws -> DecoderPlan {
-        let key = DecoderPlanKey(units: options.units, precision: options.precision, cacheType: cacheType)
-        return try plans.plan(for: key) { try DecoderPlan(model: self, key: key) }
+        let generation = context.backends.generation
+        let key = DecoderPlanKey(units: options.units, precision: options.precision, cacheType: cacheType, generation: generation)
+        return try plans.plan(for: key, stale: { $0.generation != generation }) { try DecoderPlan(model: self, key: key) }
     }
 
     func plan(_ options: ExecutionOptions) throws -> ExecutionPlan { try boundPlan(options, cacheType: .f16).report }
