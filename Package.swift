@@ -36,7 +36,7 @@ let implementationTargets: [Target] = [
     .target(
         name: "_CEmberKernels",
         path: "CKernels",
-        exclude: ["x86_avx2_body.h"],
+        exclude: ["x86_avx2_body.h", "x86_rows_body.h"],
         cSettings: [.headerSearchPath(".")],
         linkerSettings: [.linkedLibrary("m")]
     ),
@@ -82,7 +82,7 @@ let implementationTargets: [Target] = [
 let testTargets: [Target] = [
     .testTarget(name: "TensorTests", dependencies: ["EmberCore"], path: "Tests/TensorTests"),
     .testTarget(name: "KernelTests", dependencies: ["EmberCore", "Ember", "EmberBenchmarks", "EmberTestSupport", "_CEmberKernels", "CBLAS"],
-                path: "Tests/KernelTests"),
+                path: "Tests/KernelTests", exclude: ["Fixtures"]),
     .testTarget(name: "ModelCatalogTests", dependencies: ["EmberCatalog", "EmberModels", "EmberTestSupport"], path: "Tests/ModelCatalogTests"),
     .testTarget(name: "ThreadTests", dependencies: ["EmberCore", "Ember", "EmberBenchmarks", "EmberTestSupport", "_CEmberThreads"],
                 path: "Tests/ThreadTests"),

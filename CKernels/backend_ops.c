@@ -36,14 +36,11 @@ int32_t ek_op_embedding(void *context, uint32_t type, const void *row, int64_t c
         }
         return 0;
     }
-    case EMBER_TYPE_Q8_0:
-        return ek_dequantize_row(isa_of(context), EK_FORMAT_Q8_0, row, out, columns) == EK_OK ? 0 : 1;
-    case EMBER_TYPE_Q4_0:
-        return ek_dequantize_row(isa_of(context), EK_FORMAT_Q4_0, row, out, columns) == EK_OK ? 0 : 1;
-    case EMBER_TYPE_Q4_1:
-        return ek_dequantize_row(isa_of(context), EK_FORMAT_Q4_1, row, out, columns) == EK_OK ? 0 : 1;
-    default:
-        return 1;
+    default: {
+        ek_format format;
+        if (!ek_format_from_gguf(type, &format)) return 1;
+        return ek_dequantize_row(isa_of(context), format, row, out, columns) == EK_OK ? 0 : 1;
+    }
     }
 }
 

@@ -31,6 +31,7 @@ static int32_t block_dot(ek_format format, const void *w, const int8_t *x) {
         }
         break;
     }
+    default: break;
     }
     return sum;
 }
@@ -40,6 +41,7 @@ static float weight_scale(ek_format format, const void *w) {
     case EK_FORMAT_Q8_0: return ek_fp16_to_fp32(((const ek_block_q8_0 *)w)->d);
     case EK_FORMAT_Q4_0: return ek_fp16_to_fp32(((const ek_block_q4_0 *)w)->d);
     case EK_FORMAT_Q4_1: return ek_fp16_to_fp32(((const ek_block_q4_1 *)w)->d);
+    default: break;
     }
     return 0.0f;
 }
@@ -47,8 +49,8 @@ static float weight_scale(ek_format format, const void *w) {
 ek_status ek_gemm_ref(ek_format format, const void *w, const float *x, float *y,
                       int64_t m, int64_t n, int64_t k, int64_t row_begin, int64_t row_end) {
     if (w == NULL || x == NULL || y == NULL) return EK_ERR_NULL_POINTER;
+    if (!ek_format_packable(format)) return EK_ERR_FORMAT; /* the others: ek_gemm_rows */
     size_t block_bytes = ek_format_block_bytes(format);
-    if (block_bytes == 0) return EK_ERR_FORMAT;
     if (m < 0 || n < 0 || k < 0 || k % EK_BLOCK != 0) return EK_ERR_SHAPE;
     if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
     int64_t blocks = k / EK_BLOCK;

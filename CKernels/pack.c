@@ -6,26 +6,8 @@
 #include <string.h>
 #include "quant_impl.h"
 
-size_t ek_format_block_bytes(ek_format format) {
-    switch (format) {
-    case EK_FORMAT_Q8_0: return sizeof(ek_block_q8_0);
-    case EK_FORMAT_Q4_0: return sizeof(ek_block_q4_0);
-    case EK_FORMAT_Q4_1: return sizeof(ek_block_q4_1);
-    }
-    return 0;
-}
-
-const char *ek_format_name(ek_format format) {
-    switch (format) {
-    case EK_FORMAT_Q8_0: return "q8_0";
-    case EK_FORMAT_Q4_0: return "q4_0";
-    case EK_FORMAT_Q4_1: return "q4_1";
-    }
-    return "unknown";
-}
-
 size_t ek_packed_size(ek_format format, int64_t n, int64_t k) {
-    if (ek_format_block_bytes(format) == 0 || n < 0 || k < 0 || k % EK_BLOCK != 0) return 0;
+    if (!ek_format_packable(format) || n < 0 || k < 0 || k % EK_BLOCK != 0) return 0;
     uint64_t groups = ((uint64_t)n + EK_PACK_ROWS - 1) / EK_PACK_ROWS;
     uint64_t blocks = (uint64_t)k / EK_BLOCK;
     if (blocks != 0 && groups > SIZE_MAX / blocks / EK_GROUP_BLOCK_BYTES(format)) return 0;
@@ -34,8 +16,8 @@ size_t ek_packed_size(ek_format format, int64_t n, int64_t k) {
 
 ek_status ek_pack_weights(ek_format format, const void *gguf, int64_t n, int64_t k, void *packed, size_t packed_bytes) {
     if (gguf == NULL || packed == NULL) return EK_ERR_NULL_POINTER;
+    if (!ek_format_packable(format)) return EK_ERR_FORMAT;
     size_t block_bytes = ek_format_block_bytes(format);
-    if (block_bytes == 0) return EK_ERR_FORMAT;
     if (n < 0 || k < 0 || k % EK_BLOCK != 0) return EK_ERR_SHAPE;
     size_t needed = ek_packed_size(format, n, k);
     if (needed == 0 && n > 0 && k > 0) return EK_ERR_SHAPE;

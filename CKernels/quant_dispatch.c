@@ -3,6 +3,7 @@
  * run the chosen ISA's kernel (or the scalar code where an ISA has none).
  */
 #include "quant_impl.h"
+#include "ek_rows.h"
 
 static const ek_isa_kernels *kernels_for(ek_isa isa) {
     ek_cpu_features features = ek_cpu_features_detect();
@@ -21,7 +22,8 @@ static const ek_isa_kernels *kernels_for(ek_isa isa) {
     }
 }
 
-static bool valid_format(ek_format format) { return ek_format_block_bytes(format) != 0; }
+/* The formats with the packed layout, quantizers and Q8 activation blocks per 32. */
+static bool valid_format(ek_format format) { return ek_format_packable(format); }
 
 ek_status ek_quantize_row(ek_isa isa, ek_format format, const float *x, void *blocks, int64_t k) {
     if (x == NULL || blocks == NULL) return EK_ERR_NULL_POINTER;
@@ -37,8 +39,8 @@ ek_status ek_quantize_row(ek_isa isa, ek_format format, const float *x, void *bl
     case EK_FORMAT_Q8_0: return ek_quantize_row_q8_0_ref(x, blocks, k);
     case EK_FORMAT_Q4_0: return ek_quantize_row_q4_0_ref(x, blocks, k);
     case EK_FORMAT_Q4_1: return ek_quantize_row_q4_1_ref(x, blocks, k);
+    default: return EK_ERR_FORMAT;
     }
-    return EK_ERR_FORMAT;
 }
 
 ek_status ek_quantize_row_q8_1(ek_isa isa, const float *x, ek_block_q8_1 *y, int64_t k) {
@@ -55,10 +57,12 @@ ek_status ek_quantize_row_q8_1(ek_isa isa, const float *x, ek_block_q8_1 *y, int
 
 ek_status ek_dequantize_row(ek_isa isa, ek_format format, const void *blocks, float *y, int64_t k) {
     if (blocks == NULL || y == NULL) return EK_ERR_NULL_POINTER;
-    if (!valid_format(format)) return EK_ERR_FORMAT;
-    if (k < 0 || k % EK_BLOCK != 0) return EK_ERR_SHAPE;
+    int64_t elements = ek_format_block_elements(format);
+    if (elements == 0) return EK_ERR_FORMAT;
+    if (k < 0 || k % elements != 0) return EK_ERR_SHAPE;
     const ek_isa_kernels *kernels = kernels_for(isa);
     if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    if (!valid_format(format)) return ek_dequantize_row_other_ref(format, blocks, y, k);
     if (kernels->dequantize_row[format] != NULL) {
         kernels->dequantize_row[format](blocks, y, k / EK_BLOCK);
         return EK_OK;
@@ -67,8 +71,8 @@ ek_status ek_dequantize_row(ek_isa isa, ek_format format, const void *blocks, fl
     case EK_FORMAT_Q8_0: return ek_dequantize_row_q8_0_ref(blocks, y, k);
     case EK_FORMAT_Q4_0: return ek_dequantize_row_q4_0_ref(blocks, y, k);
     case EK_FORMAT_Q4_1: return ek_dequantize_row_q4_1_ref(blocks, y, k);
+    default: return EK_ERR_FORMAT;
     }
-    return EK_ERR_FORMAT;
 }
 
 size_t ek_activation_size(int64_t m, int64_t k) {

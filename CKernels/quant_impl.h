@@ -57,4 +57,7 @@ extern const ek_isa_kernels ek_kernels_neon;
 /* Scalar kernels over the packed layout and the reference quantizers per block count. */
 void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
 
+/* The reference dequantizer of the formats without a packed layout (dequant_ref.c); arguments validated. */
+ek_status ek_dequantize_row_other_ref(ek_format format, const void *blocks, float *y, int64_t k);
+
 #endif /* EK_QUANT_IMPL_H */

@@ -53,16 +53,36 @@ typedef struct ek_block_q8_1 {
     int8_t qs[EK_BLOCK];
 } ek_block_q8_1;
 
-/* Weight formats the matrix kernels take. */
+/*
+ * GGUF block formats Ember reads. The first three also have the packed
+ * layout below (`ek_format_packable`); every one has the row kernels of
+ * ek_rows.h, which read GGUF blocks where they lie. Block layouts: ek_rows.h.
+ */
 typedef enum ek_format {
     EK_FORMAT_Q8_0 = 0,
     EK_FORMAT_Q4_0 = 1,
     EK_FORMAT_Q4_1 = 2,
+    EK_FORMAT_Q5_0 = 3,
+    EK_FORMAT_Q5_1 = 4,
+    EK_FORMAT_IQ4_NL = 5,
+    EK_FORMAT_Q2_K = 6,
+    EK_FORMAT_Q3_K = 7,
+    EK_FORMAT_Q4_K = 8,
+    EK_FORMAT_Q5_K = 9,
+    EK_FORMAT_Q6_K = 10,
+    EK_FORMAT_IQ4_XS = 11,
+    EK_FORMAT_COUNT = 12,
 } ek_format;
 
 /* Bytes of one GGUF block of `format`; 0 for an unknown format. */
 size_t ek_format_block_bytes(ek_format format);
-/* "q8_0", "q4_0", "q4_1", or "unknown". */
+/* Elements of one block: 32, or 256 for the K-quants and IQ4_XS; 0 for an unknown format. */
+int64_t ek_format_block_elements(ek_format format);
+/* Whether `format` has the packed layout and kernels (Q8_0, Q4_0, Q4_1). */
+bool ek_format_packable(ek_format format);
+/* The block format of GGUF tensor type `type` (0 F32 … 30 BF16); false when it is not a block format Ember reads. */
+bool ek_format_from_gguf(uint32_t type, ek_format *out);
+/* "q8_0", "q4_k", …, or "unknown". */
 const char *ek_format_name(ek_format format);
 
 /* fp16 ⇄ fp32, round to nearest even, subnormals, infinities and NaN kept. */
@@ -84,9 +104,10 @@ ek_status ek_dequantize_row_q8_0_ref(const ek_block_q8_0 *x, float *y, int64_t k
 ek_status ek_dequantize_row_q4_0_ref(const ek_block_q4_0 *x, float *y, int64_t k);
 ek_status ek_dequantize_row_q4_1_ref(const ek_block_q4_1 *x, float *y, int64_t k);
 
-/* Quantize one row to `format` (EK_FORMAT_*) or, with `q8_1`, to Q8_1. */
+/* Quantize one row to `format` (Q8_0, Q4_0, Q4_1; EK_ERR_FORMAT for the others) or, with `q8_1`, to Q8_1. */
 ek_status ek_quantize_row(ek_isa isa, ek_format format, const float *x, void *blocks, int64_t k);
 ek_status ek_quantize_row_q8_1(ek_isa isa, const float *x, ek_block_q8_1 *y, int64_t k);
+/* Dequantize one row of any format; k a multiple of ek_format_block_elements(format). */
 ek_status ek_dequantize_row(ek_isa isa, ek_format format, const void *blocks, float *y, int64_t k);
 
 /* ------------------------------------------------------- reference GEMM --

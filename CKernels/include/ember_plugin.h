@@ -56,14 +56,23 @@ typedef enum ember_op {
     EMBER_OP_QUANTIZE_ACTIVATIONS = 14 /* fp32 rows into the blocks the backend's matmul reads */
 } ember_op;
 
-/* Tensor types, numbered as GGUF's: the ones Ember computes with may be declared (F32, F16, BF16, Q8_0, Q4_0, Q4_1 today);
+/* Tensor types, numbered as GGUF's: the ones Ember computes with may be declared (F32, F16, BF16 and the block types below);
    a type Ember cannot check an op on is refused. */
 typedef enum ember_type {
     EMBER_TYPE_F32 = 0,
     EMBER_TYPE_F16 = 1,
     EMBER_TYPE_Q4_0 = 2,
     EMBER_TYPE_Q4_1 = 3,
+    EMBER_TYPE_Q5_0 = 6,
+    EMBER_TYPE_Q5_1 = 7,
     EMBER_TYPE_Q8_0 = 8,
+    EMBER_TYPE_Q2_K = 10,
+    EMBER_TYPE_Q3_K = 11,
+    EMBER_TYPE_Q4_K = 12,
+    EMBER_TYPE_Q5_K = 13,
+    EMBER_TYPE_Q6_K = 14,
+    EMBER_TYPE_IQ4_NL = 20,
+    EMBER_TYPE_IQ4_XS = 23,
     EMBER_TYPE_BF16 = 30,
 } ember_type;
 

@@ -1,0 +1,97 @@
+/*
+ * rows_dispatch.c — the row kernels' entry points: validate every argument,
+ * then run the ISA's SIMD kernel for the format, or the scalar oracle.
+ */
+#include "quant_impl.h"
+#include "rows_impl.h"
+
+static const ek_row_kernels no_row_kernels = {0};
+
+/* The ISA's row kernels; NULL when this CPU or build cannot run the ISA. */
+static const ek_row_kernels *row_kernels_for(ek_isa isa) {
+    ek_cpu_features features = ek_cpu_features_detect();
+    if (!ek_isa_supported(isa, &features)) return NULL;
+    switch (isa) {
+#if defined(__x86_64__)
+    case EK_ISA_AVX2: case EK_ISA_AVX2_PLAIN: return &ek_row_kernels_avx2;
+    case EK_ISA_AVX512: return &ek_row_kernels_avx512;
+#endif
+    default: return &no_row_kernels; /* scalar; NEON has no row kernels of its own yet */
+    }
+}
+
+static size_t activation_block_bytes(ek_format format) {
+    return ek_format_super_activations(format) ? sizeof(ek_block_q8_k) : sizeof(ek_block_q8_act);
+}
+
+size_t ek_row_activation_size(ek_format format, int64_t m, int64_t k) {
+    int64_t elements = ek_format_block_elements(format);
+    if (elements == 0 || m < 0 || k < 0 || k % elements != 0) return 0;
+    uint64_t blocks = (uint64_t)(k / elements), bytes = activation_block_bytes(format);
+    if (blocks != 0 && (uint64_t)m > SIZE_MAX / blocks / bytes) return 0;
+    return (size_t)((uint64_t)m * blocks * bytes);
+}
+
+ek_status ek_quantize_row_activations(ek_isa isa, ek_format format, const float *x, int64_t m, int64_t k,
+                                      void *act, size_t act_bytes) {
+    if (x == NULL || act == NULL) return EK_ERR_NULL_POINTER;
+    int64_t elements = ek_format_block_elements(format);
+    if (elements == 0) return EK_ERR_FORMAT;
+    if (m < 0 || k < 0 || k % elements != 0) return EK_ERR_SHAPE;
+    if (act_bytes < ek_row_activation_size(format, m, k)) return EK_ERR_BUFFER_TOO_SMALL;
+    const ek_row_kernels *kernels = row_kernels_for(isa);
+    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    int64_t blocks = k / elements;
+    if (ek_format_super_activations(format)) {
+        void (*quantize)(const float *, int64_t, ek_block_q8_k *) =
+            kernels->quantize_q8_k ? kernels->quantize_q8_k : ek_quantize_act_q8_k_scalar;
+        for (int64_t i = 0; i < m; i++) quantize(x + i * k, blocks, (ek_block_q8_k *)act + i * blocks);
+        return EK_OK;
+    }
+    /* Per 32: the packed kernels' activation blocks; Q4_1 and Q5_1 also need s = d·Σq. */
+    ek_format like = format == EK_FORMAT_Q4_1 || format == EK_FORMAT_Q5_1 ? EK_FORMAT_Q4_1 : EK_FORMAT_Q8_0;
+    return ek_quantize_activations(isa, like, x, m, k, act, act_bytes);
+}
+
+ek_status ek_gemm_rows(ek_isa isa, ek_format format, const void *w, int64_t n, int64_t k, const void *act, int64_t m,
+                       float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (w == NULL || act == NULL || y == NULL) return EK_ERR_NULL_POINTER;
+    int64_t elements = ek_format_block_elements(format);
+    if (elements == 0) return EK_ERR_FORMAT;
+    if (m < 0 || n < 0 || k < 0 || k % elements != 0 || ldy < n) return EK_ERR_SHAPE;
+    if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
+    const ek_row_kernels *kernels = row_kernels_for(isa);
+    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    if (m == 0 || row_begin == row_end) return EK_OK;
+    int64_t blocks = k / elements;
+    if (blocks == 0) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t r = row_begin; r < row_end; r++) y[i * ldy + r] = 0.0f;
+        return EK_OK;
+    }
+    size_t row_bytes = (size_t)blocks * ek_format_block_bytes(format);
+    size_t act_row_bytes = (size_t)blocks * activation_block_bytes(format);
+    if (kernels->gemm[format] != NULL) {
+        kernels->gemm[format](w, row_bytes, blocks, act, act_row_bytes, m, y, ldy, row_begin, row_end);
+    } else {
+        ek_gemm_rows_scalar(format, w, row_bytes, blocks, act, act_row_bytes, m, y, ldy, row_begin, row_end);
+    }
+    return EK_OK;
+}
+
+bool ek_row_kernel_is_simd(ek_isa isa, ek_format format) {
+    const ek_row_kernels *kernels = row_kernels_for(isa);
+    return kernels != NULL && (unsigned)format < EK_FORMAT_COUNT && kernels->gemm[format] != NULL;
+}
+
+ek_status ek_gemm_half(ek_isa isa, bool bf16, const uint16_t *w, int64_t n, int64_t k, const float *x, int64_t m,
+                       float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (w == NULL || x == NULL || y == NULL) return EK_ERR_NULL_POINTER;
+    if (m < 0 || n < 0 || k < 0 || ldy < n) return EK_ERR_SHAPE;
+    if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
+    const ek_row_kernels *kernels = row_kernels_for(isa);
+    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    if (m == 0 || row_begin == row_end) return EK_OK;
+    (kernels->half ? kernels->half : ek_gemm_half_scalar)(bf16, w, k, x, m, y, ldy, row_begin, row_end);
+    return EK_OK;
+}

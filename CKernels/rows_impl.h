@@ -1,0 +1,47 @@
+/*
+ * rows_impl.h — private to CKernels: the decoded form of a weight block the
+ * row oracle works on, and the per-ISA row-kernel tables rows_dispatch.c
+ * chooses between.
+ */
+#ifndef EK_ROWS_IMPL_H
+#define EK_ROWS_IMPL_H
+
+#include "ek_rows.h"
+
+/* A block as small integers: value e = d·scale[s]·q[e] − dmin·min[s] (+ offset_m for Q4_1/Q5_1),
+   s = e / sub_size. */
+typedef struct ek_decoded_block {
+    float d, dmin, offset_m;
+    int sub_size;        /* 16 or 32 */
+    int32_t scale[16];
+    int32_t min[16];
+    int8_t q[EK_SUPER_BLOCK];
+} ek_decoded_block;
+
+void ek_decode_block(ek_format format, const void *block, ek_decoded_block *out);
+float ek_row_dot_ref(ek_format format, const uint8_t *w, int64_t blocks, const void *act);
+void ek_quantize_act_q8_k_scalar(const float *x, int64_t blocks, ek_block_q8_k *act);
+void ek_gemm_rows_scalar(ek_format format, const uint8_t *w, size_t row_bytes, int64_t blocks, const void *act,
+                         size_t act_row_bytes, int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
+void ek_gemm_half_scalar(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
+                         int64_t row_begin, int64_t row_end);
+
+/* One ISA's row kernel for one format; arguments validated, m ≥ 1, rows non-empty. */
+typedef void (*ek_row_kernel)(const uint8_t *w, size_t row_bytes, int64_t blocks, const void *act, size_t act_row_bytes,
+                              int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
+typedef void (*ek_half_kernel)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
+                               int64_t row_begin, int64_t row_end);
+
+/* What one ISA provides; NULL entries run the scalar oracle. */
+typedef struct ek_row_kernels {
+    ek_row_kernel gemm[EK_FORMAT_COUNT];
+    void (*quantize_q8_k)(const float *x, int64_t blocks, ek_block_q8_k *act);
+    ek_half_kernel half;
+} ek_row_kernels;
+
+#if defined(__x86_64__)
+extern const ek_row_kernels ek_row_kernels_avx2;
+extern const ek_row_kernels ek_row_kernels_avx512;
+#endif
+
+#endif /* EK_ROWS_IMPL_H */

@@ -1,0 +1,366 @@
+/*
+ * x86_rows_body.h — the x86 row kernels (ek_rows.h) on 256-bit registers,
+ * included by x86_rows.c twice: for AVX2 + FMA + F16C, and for AVX-512
+ * machines (the same code compiled with their features; 512-bit versions
+ * are still to come). Before including, define
+ *   EK_ROWS_TARGET  the function attribute (target features),
+ *   EK_ROWS_NAME(x) how to name this variant's functions,
+ *   EK_ROWS_TABLE   the ek_row_kernels table to define.
+ *
+ * Shape of every kernel: for each weight row, for up to four activation
+ * rows at a time, each weight block is decoded once into 32-byte vectors of
+ * small integers and multiplied with every activation row of the tile
+ * (VPMADDUBSW: unsigned weight × signed activation, or |w| × sign-moved
+ * activation for signed weights; VPMADDWD applies the integer sub-block
+ * scale), then scaled in fp32 once per block. Every product pair fits int16:
+ * unsigned weights are at most 63, |signed| at most 127, |activations| 127.
+ */
+#include <immintrin.h>
+#include <string.h>
+#include "quant_impl.h"
+#include "rows_impl.h"
+
+#ifndef EK_ROWS_INLINE
+#define EK_ROWS_INLINE static inline __attribute__((always_inline))
+#endif
+#ifndef EK_ROWS_TILE
+#define EK_ROWS_TILE 4
+#endif
+
+EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(hsum_ps)(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(load_f16)(const void *p) {
+    ek_fp16 h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* Unsigned bytes u × signed bytes s, pairs summed to int16, then × the int16 scales and pairs summed to int32. */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(dot_scaled)(__m256i u, __m256i s, __m256i scales) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales);
+}
+
+/* Lanes 0–7 (elements 0–15) × low, lanes 8–15 (elements 16–31) × high. */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(two_scales)(int low, int high) {
+    return _mm256_set_m128i(_mm_set1_epi16((int16_t)high), _mm_set1_epi16((int16_t)low));
+}
+
+/* 16 bytes of nibbles → 32 bytes: low nibbles (elements 0–15), then high nibbles (16–31). */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(nibbles32)(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m128i mask = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), mask), _mm_and_si128(q, mask));
+}
+
+/* 32 bits → 32 bytes, byte j = 0x10 where bit j is set. */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(bit4_bytes)(uint32_t bits) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i select = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int32_t)bits), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, select), select);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* --------------------------------------------------- activations (Q8_K) -- */
+
+EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t blocks, ek_block_q8_k *act) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < blocks; b++) {
+        const float *v = x + b * EK_SUPER_BLOCK;
+        ek_block_q8_k *out = &act[b];
+        __m256 amax = _mm256_setzero_ps();
+        for (int j = 0; j < EK_SUPER_BLOCK; j += 8) amax = _mm256_max_ps(amax, _mm256_and_ps(_mm256_loadu_ps(v + j), abs_mask));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float max_value = _mm_cvtss_f32(m);
+        out->reserved = 0;
+        if (max_value == 0.0f) {
+            out->d = 0.0f;
+            memset(out->qs, 0, sizeof out->qs);
+            memset(out->bsums, 0, sizeof out->bsums);
+            continue;
+        }
+        float inverse = 127.0f / max_value;
+        __m256 scale = _mm256_set1_ps(inverse);
+        for (int j = 0; j < EK_SUPER_BLOCK; j += 32) {
+            __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j), scale));
+            __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j + 8), scale));
+            __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j + 16), scale));
+            __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + j + 24), scale));
+            __m256i w01 = _mm256_packs_epi32(q0, q1), w23 = _mm256_packs_epi32(q2, q3);
+            __m256i bytes = _mm256_packs_epi16(w01, w23);
+            /* The packs interleave 128-bit lanes: put the dwords back in element order. */
+            bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            bytes = _mm256_max_epi8(bytes, _mm256_set1_epi8(-127));
+            _mm256_storeu_si256((__m256i *)(out->qs + j), bytes);
+            /* Sums of 16: bytes → int16 pairs (× 1) → two int32 per 16 → per half. */
+            __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
+            __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+            __m128i lo = _mm256_castsi256_si128(quads), hi = _mm256_extracti128_si256(quads, 1);
+            __m128i s = _mm_hadd_epi32(lo, hi);         /* [a0+a1, a2+a3, b0+b1, b2+b3] */
+            s = _mm_hadd_epi32(s, s);                   /* [Σa, Σb, …] */
+            out->bsums[j / 16] = (int16_t)_mm_cvtsi128_si32(s);
+            out->bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(s, 1);
+        }
+        out->d = 1.0f / inverse;
+    }
+}
+
+/* Every quantized kernel is a *tile* function — one weight row against `tile` activation rows, `tile` a
+   constant 1…4 after inlining so the accumulators live in registers — and a driver over rows and tiles. */
+#define EK_ROWS_DRIVER(name, block_type)                                                                              \
+    EK_ROWS_TARGET static void EK_ROWS_NAME(name)(const uint8_t *w, size_t row_bytes, int64_t blocks, const void *act, \
+                                                  size_t act_row_bytes, int64_t m, float *y, int64_t ldy,            \
+                                                  int64_t row_begin, int64_t row_end) {                              \
+        for (int64_t r = row_begin; r < row_end; r++) {                                                              \
+            const block_type *row = (const block_type *)(w + (size_t)r * row_bytes);                                \
+            for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {                                                       \
+                const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
+                float out[EK_ROWS_TILE];                                                                             \
+                int tile = (int)(m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE);                                     \
+                switch (tile) {                                                                                      \
+                case 4: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 4, out); break;                     \
+                case 3: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 3, out); break;                     \
+                case 2: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 2, out); break;                     \
+                default: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 1, out); break;                    \
+                }                                                                                                    \
+                for (int t = 0; t < tile; t++) y[(i0 + t) * ldy + r] = out[t];                                       \
+            }                                                                                                        \
+        }                                                                                                            \
+    }
+
+#define EK_ROWS_TILE_ARGS const uint8_t *act, size_t act_row_bytes, const int tile, float *out
+
+/* ------------------------------------------------------ per-32 formats -- */
+
+/* Q5_0 and Q5_1: unsigned 5-bit u; Q5_0 is (u − 16)·d: the pairs of 16·a are taken off the pairs of u·a (both fit int16). */
+#define EK_ROWS_Q5(name, block_type, is_q5_1)                                                                        \
+    EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(name##_tile)(const block_type *row, int64_t blocks,              \
+                                                                 EK_ROWS_TILE_ARGS) {                                \
+        const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);                                   \
+        __m256 acc[EK_ROWS_TILE];                                                                                    \
+        float offset[EK_ROWS_TILE];                                                                                  \
+        for (int t = 0; t < tile; t++) {                                                                             \
+            acc[t] = _mm256_setzero_ps();                                                                            \
+            offset[t] = 0.0f;                                                                                        \
+        }                                                                                                            \
+        for (int64_t b = 0; b < blocks; b++) {                                                                       \
+            uint32_t high;                                                                                           \
+            memcpy(&high, row[b].qh, 4);                                                                             \
+            __m256i u = _mm256_or_si256(EK_ROWS_NAME(nibbles32)(row[b].qs), EK_ROWS_NAME(bit4_bytes)(high));         \
+            float d = EK_ROWS_NAME(load_f16)(&row[b].d);                                                             \
+            float extra = is_q5_1 ? EK_ROWS_NAME(load_f16)((const uint8_t *)&row[b] + 2) : 0.0f;                     \
+            for (int t = 0; t < tile; t++) {                                                                         \
+                const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;          \
+                __m256i qa = _mm256_loadu_si256((const __m256i *)ab->qs);                                            \
+                __m256i pairs = _mm256_maddubs_epi16(u, qa);                                                         \
+                if (!is_q5_1) pairs = _mm256_sub_epi16(pairs, _mm256_maddubs_epi16(sixteen, qa));                    \
+                __m256i dot = _mm256_madd_epi16(pairs, ones);                                                        \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * ab->d), acc[t]);                \
+                if (is_q5_1) offset[t] += extra * ab->s;                                                             \
+            }                                                                                                        \
+        }                                                                                                            \
+        for (int t = 0; t < tile; t++) out[t] = EK_ROWS_NAME(hsum_ps)(acc[t]) + offset[t];                           \
+    }                                                                                                                \
+    EK_ROWS_DRIVER(name, block_type)
+EK_ROWS_Q5(gemm_q5_0, ek_block_q5_0, 0)
+EK_ROWS_Q5(gemm_q5_1, ek_block_q5_1, 1)
+
+/* IQ4_NL: signed table values, |w| × sign-moved activations. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_iq4_nl_tile)(const ek_block_iq4_nl *row, int64_t blocks, EK_ROWS_TILE_ARGS) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ek_iq4_values));
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[EK_ROWS_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        __m256i v = _mm256_shuffle_epi8(table, EK_ROWS_NAME(nibbles32)(row[b].qs));
+        __m256i magnitude = _mm256_sign_epi8(v, v);
+        float d = EK_ROWS_NAME(load_f16)(&row[b].d);
+        for (int t = 0; t < tile; t++) {
+            const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;
+            __m256i s = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)ab->qs), v);
+            __m256i dot = EK_ROWS_NAME(dot_scaled)(magnitude, s, ones);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * ab->d), acc[t]);
+        }
+    }
+    for (int t = 0; t < tile; t++) out[t] = EK_ROWS_NAME(hsum_ps)(acc[t]);
+}
+EK_ROWS_DRIVER(gemm_iq4_nl, ek_block_iq4_nl)
+
+/* -------------------------------------------------- per-256 formats --- */
+
+/* The super-block tile functions: accumulators per activation row, a loop over the weight row's blocks. */
+#define EK_ROWS_SUPER_TILE_BEGIN(name, block_type)                                                               \
+    EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(name##_tile)(const block_type *row, int64_t blocks,          \
+                                                                 EK_ROWS_TILE_ARGS) {                            \
+        __m256 acc[EK_ROWS_TILE];                                                                                \
+        for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                             \
+        for (int64_t b = 0; b < blocks; b++) {                                                                   \
+            const block_type *wb = &row[b];                                                                      \
+            const ek_block_q8_k *ab[EK_ROWS_TILE];                                                               \
+            for (int t = 0; t < tile; t++) ab[t] = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;
+#define EK_ROWS_SUPER_TILE_END(name, block_type)                                                                 \
+        }                                                                                                        \
+        for (int t = 0; t < tile; t++) out[t] = EK_ROWS_NAME(hsum_ps)(acc[t]);                                    \
+    }                                                                                                            \
+    EK_ROWS_DRIVER(name, block_type)
+
+/* Σ min[s]·(bsums[2s] + bsums[2s+1]) as eight int32 lanes: `mins` holds each minimum twice (int16). */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(min_sums)(const ek_block_q8_k *a, __m256i mins) {
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), mins);
+}
+
+/* Q4_K and Q5_K: unsigned 4/5-bit values, a scale and a minimum per 32. */
+#define EK_ROWS_K45(name, block_type, five)                                                                       \
+    EK_ROWS_SUPER_TILE_BEGIN(name, block_type)                                                                   \
+    const __m256i low_mask = _mm256_set1_epi8(0x0f), bit = _mm256_set1_epi8(0x01);                               \
+    uint8_t scale[8], min[8];                                                                                    \
+    for (int s = 0; s < 8; s++) ek_k4_scale_min(wb->scales, s, &scale[s], &min[s]);                              \
+    __m256i mins = _mm256_setr_epi16(min[0], min[0], min[1], min[1], min[2], min[2], min[3], min[3],              \
+                                     min[4], min[4], min[5], min[5], min[6], min[6], min[7], min[7]);            \
+    float d = EK_ROWS_NAME(load_f16)(&wb->d), dmin = EK_ROWS_NAME(load_f16)(&wb->dmin);                          \
+    __m256i sums[EK_ROWS_TILE];                                                                                  \
+    for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();                                             \
+    __m256i high_bits = five ? _mm256_loadu_si256((const __m256i *)((const ek_block_q5_k *)(const void *)wb)->qh) \
+                             : _mm256_setzero_si256();                                                           \
+    for (int c = 0; c < 4; c++) {                                                                                \
+        __m256i bytes = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * c));                                  \
+        __m256i lo = _mm256_and_si256(bytes, low_mask);                                                          \
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);                                    \
+        if (five) {                                                                                              \
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * c), bit), 4)); \
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * c + 1), bit), 4)); \
+        }                                                                                                        \
+        __m256i scale_lo = _mm256_set1_epi16(scale[2 * c]), scale_hi = _mm256_set1_epi16(scale[2 * c + 1]);      \
+        for (int t = 0; t < tile; t++) {                                                                         \
+            __m256i a_lo = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));                            \
+            __m256i a_hi = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c + 32));                       \
+            sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(lo, a_lo, scale_lo));                   \
+            sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(hi, a_hi, scale_hi));                   \
+        }                                                                                                        \
+    }                                                                                                            \
+    for (int t = 0; t < tile; t++) {                                                                             \
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_set1_ps(d * ab[t]->d), acc[t]);             \
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(EK_ROWS_NAME(min_sums)(ab[t], mins)),                       \
+                                  _mm256_set1_ps(dmin * ab[t]->d), acc[t]);                                      \
+    }                                                                                                            \
+    EK_ROWS_SUPER_TILE_END(name, block_type)
+EK_ROWS_K45(gemm_q4_k, ek_block_q4_k, 0)
+EK_ROWS_K45(gemm_q5_k, ek_block_q5_k, 1)
+
+/* Q6_K: unsigned u = q + 32 (0…63), a signed scale per 16: Σ s·(u − 32)·a = Σ s·u·a − 32·Σ s·bsum. */
+EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
+    const __m256i low_mask = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(0x03);
+    __m256i all_scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+    float d = EK_ROWS_NAME(load_f16)(&wb->d);
+    __m256i sums[EK_ROWS_TILE];
+    for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+        __m256i u[4];
+        u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+        u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+        for (int s = 0; s < 4; s++) {
+            int sub = 8 * h + 2 * s;
+            __m256i scales = EK_ROWS_NAME(two_scales)(wb->scales[sub], wb->scales[sub + 1]);
+            for (int t = 0; t < tile; t++) {
+                __m256i a = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * s));
+                sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(u[s], a, scales));
+            }
+        }
+    }
+    for (int t = 0; t < tile; t++) {
+        __m256i offsets = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), all_scales);
+        __m256i total = _mm256_sub_epi32(sums[t], _mm256_slli_epi32(offsets, 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * ab[t]->d), acc[t]);
+    }
+EK_ROWS_SUPER_TILE_END(gemm_q6_k, ek_block_q6_k)
+
+/* IQ4_XS: table values (signed) per 32 with a 6-bit scale − 32. */
+EK_ROWS_SUPER_TILE_BEGIN(gemm_iq4_xs, ek_block_iq4_xs)
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ek_iq4_values));
+    float d = EK_ROWS_NAME(load_f16)(&wb->d);
+    __m256i sums[EK_ROWS_TILE];
+    for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; s++) {
+        __m256i v = _mm256_shuffle_epi8(table, EK_ROWS_NAME(nibbles32)(wb->qs + 16 * s));
+        __m256i magnitude = _mm256_sign_epi8(v, v);
+        __m256i scale = _mm256_set1_epi16((int16_t)(ek_iq4_xs_scale(wb, s) - 32));
+        for (int t = 0; t < tile; t++) {
+            __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(ab[t]->qs + 32 * s)), v);
+            sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(magnitude, a, scale));
+        }
+    }
+    for (int t = 0; t < tile; t++)
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_set1_ps(d * ab[t]->d), acc[t]);
+EK_ROWS_SUPER_TILE_END(gemm_iq4_xs, ek_block_iq4_xs)
+
+/* ------------------------------------------------------- F16 and BF16 -- */
+
+EK_ROWS_TARGET EK_ROWS_INLINE __m256 EK_ROWS_NAME(widen8)(const uint16_t *p, bool bf16) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
+                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    for (int64_t r = row_begin; r < row_end; r++) {
+        const uint16_t *row = w + r * k;
+        for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {
+            int tile = (int)(m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE);
+            __m256 acc[EK_ROWS_TILE][2];
+            for (int t = 0; t < tile; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+            int64_t j = 0;
+            for (; j + 16 <= k; j += 16) {
+                __m256 w0 = EK_ROWS_NAME(widen8)(row + j, bf16), w1 = EK_ROWS_NAME(widen8)(row + j + 8, bf16);
+                for (int t = 0; t < tile; t++) {
+                    const float *xr = x + (i0 + t) * k + j;
+                    acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[t][0]);
+                    acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[t][1]);
+                }
+            }
+            for (int t = 0; t < tile; t++) {
+                float sum = EK_ROWS_NAME(hsum_ps)(_mm256_add_ps(acc[t][0], acc[t][1]));
+                for (int64_t jj = j; jj < k; jj++) {
+                    float value;
+                    if (bf16) {
+                        uint32_t bits = (uint32_t)row[jj] << 16;
+                        memcpy(&value, &bits, sizeof value);
+                    } else {
+                        value = ek_fp16_to_fp32(row[jj]);
+                    }
+                    sum += value * x[(i0 + t) * k + jj];
+                }
+                y[(i0 + t) * ldy + r] = sum;
+            }
+        }
+    }
+}
+
+const ek_row_kernels EK_ROWS_TABLE = {
+    .gemm = {
+        [EK_FORMAT_Q5_0] = EK_ROWS_NAME(gemm_q5_0),
+        [EK_FORMAT_Q5_1] = EK_ROWS_NAME(gemm_q5_1),
+        [EK_FORMAT_IQ4_NL] = EK_ROWS_NAME(gemm_iq4_nl),
+        [EK_FORMAT_Q4_K] = EK_ROWS_NAME(gemm_q4_k),
+        [EK_FORMAT_Q5_K] = EK_ROWS_NAME(gemm_q5_k),
+        [EK_FORMAT_Q6_K] = EK_ROWS_NAME(gemm_q6_k),
+        [EK_FORMAT_IQ4_XS] = EK_ROWS_NAME(gemm_iq4_xs),
+    },
+    .quantize_q8_k = EK_ROWS_NAME(quantize_q8_k),
+    .half = EK_ROWS_NAME(gemm_half),
+};
