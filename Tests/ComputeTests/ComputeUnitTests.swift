@@ -82,10 +82,10 @@ struct ComputeUnitTests {
 
     /// A type Ember only knows the size of runs nowhere: placement says so instead of guessing.
     @Test func typesWithoutKernelsAreNotPlaced() throws {
-        let q4K = try #require(TensorType(name: "q4_k"))
-        #expect(!q4K.canDequantize && q4K.blockSize == 256 && q4K.blockBytes == 144)
-        #expect(TestCompute.context.backends.place(.matmul, type: q4K, units: .all) == nil)
-        #expect(throws: KernelError.self) { try TestCompute.context.backends.bind(.embedding, type: q4K, units: .all) }
+        let iq2 = try #require(TensorType(name: "iq2_xxs"))
+        #expect(!iq2.canDequantize && iq2.blockSize == 256 && iq2.blockBytes == 66)
+        #expect(TestCompute.context.backends.place(.matmul, type: iq2, units: .all) == nil)
+        #expect(throws: KernelError.self) { try TestCompute.context.backends.bind(.embedding, type: iq2, units: .all) }
     }
 
     /// A fake backend (named so): its matmul only sleeps and logs when it ran.

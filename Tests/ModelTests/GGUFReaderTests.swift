@@ -120,6 +120,20 @@ struct GGUFReaderTests {
         #expect(magicError.description.contains("magic"))
     }
 
+    /// A type Ember reads but does not compute with is refused naming the tensor, the type and what is supported.
+    @Test func unsupportedTypeIsRefusedNamingTensorTypeAndTheSupportedOnes() throws {
+        var gguf = Self.sample()
+        gguf.tensors[1] = .init(name: "blk.0.attn_q.weight", dimensions: [256, 2], typeID: 16, data: [UInt8](repeating: 0, count: 2 * 66))
+        let path = try gguf.write()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try GGUFFile(path: path)
+        let error = try #require(throws: ModelFileError.self) { try file.weightMatrix("blk.0.attn_q.weight") }
+        let text = error.description
+        #expect(text.contains("tensors[blk.0.attn_q.weight].type") && text.contains("IQ2_XXS"), "\(text)")
+        for supported in ["Q4_K", "Q5_0", "Q6_K", "IQ4_XS", "BF16", "Q2_K"] { #expect(text.contains(supported), "\(supported): \(text)") }
+        #expect(text.contains("llama-quantize"))
+    }
+
     /// The real SmolLM2 file, when `make models` has fetched it.
     @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
     func readsSmolLM2() throws {

@@ -14,15 +14,17 @@ public struct ActivationPreparation: Hashable, Sendable {
     private let quantize: @Sendable (_ x: UnsafePointer<Float>, _ rows: Int, _ columns: Int, _ out: UnsafeMutableRawPointer,
                                      _ capacity: Int) -> Int32
 
-    /// Ember's Q8 activation blocks for weights of `type` (Q8_1-style for Q4_1, Q8_0 otherwise), made by `isa`'s code.
+    /// Ember's Q8 activation blocks for weights of `type`, made by `isa`'s code: per 32 (Q8_1-style, with d·Σq, for
+    /// Q4_1 and Q5_1; Q8_0-style otherwise) or per 256 with sums of 16 for the K-quants and IQ4_XS.
     static func ember(type: TensorType, isa: KernelISA) -> ActivationPreparation {
         let (format, isaValue) = (type.blockFormat ?? EK_FORMAT_Q8_0, isa.cValue)
+        let kind = ek_format_super_activations(format) ? "q8_k" : (type == .q4_1 || type == .q5_1) ? "q8_1" : "q8_0"
         return ActivationPreparation(
-            key: "ember:\(isa):\(type == .q4_1 ? "q8_1" : "q8_0")",
-            bytes: { rows, columns in ek_activation_size(Int64(rows), Int64(columns)) },
+            key: "ember:\(isa):\(kind)",
+            bytes: { rows, columns in ek_row_activation_size(format, Int64(rows), Int64(columns)) },
             quantize: { x, rows, columns, out, capacity in
-                Int32(bitPattern: ek_quantize_activations(isaValue, format, x, Int64(rows), Int64(columns),
-                                                          out.assumingMemoryBound(to: ek_block_q8_act.self), max(0, capacity)).rawValue)
+                Int32(bitPattern: ek_quantize_row_activations(isaValue, format, x, Int64(rows), Int64(columns), out,
+                                                              max(0, capacity)).rawValue)
             })
     }
 
@@ -192,6 +194,36 @@ extension BoundMatmul {
                            splittable: true, owner: binding) { _, prepared, m, y, range in
             Int32(bitPattern: ek_gemm_packed(isaValue, matrix, prepared?.assumingMemoryBound(to: ek_block_q8_act.self),
                                              Int64(m), y, n, Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
+        }
+    }
+
+    /// The row kernels of `isa` (SIMD where it has them, the scalar reference otherwise) on the GGUF blocks as they lie:
+    /// nothing is converted or copied.
+    static func rows(_ w: WeightMatrix, isa: KernelISA, placement: Placement) throws -> BoundMatmul {
+        guard let format = w.type.blockFormat else {
+            throw KernelError.invalidArgument(argument: "type", found: "\(w.type)", expected: "a block-quantized type")
+        }
+        let (isaValue, base, n, k) = (isa.cValue, w.bytes.baseAddress, Int64(w.rows), Int64(w.columns))
+        return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns, preparation: .ember(type: w.type, isa: isa),
+                           splittable: true, owner: w) { _, prepared, m, y, range in
+            guard let base, let prepared else { return Int32(bitPattern: EK_ERR_NULL_POINTER.rawValue) }
+            return Int32(bitPattern: ek_gemm_rows(isaValue, format, base, n, k, prepared, Int64(m), y, n,
+                                                  Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
+        }
+    }
+
+    /// fp16 or bf16 weights as stored, widened to fp32 in registers by `isa`'s kernel (products in fp32).
+    static func half(_ w: WeightMatrix, isa: KernelISA, placement: Placement) throws -> BoundMatmul {
+        guard w.type == .f16 || w.type == .bf16 else {
+            throw KernelError.invalidArgument(argument: "type", found: "\(w.type)", expected: "f16 or bf16")
+        }
+        let (isaValue, bf16, n, k) = (isa.cValue, w.type == .bf16, Int64(w.rows), Int64(w.columns))
+        let base = w.bytes.baseAddress?.assumingMemoryBound(to: UInt16.self)
+        return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns, preparation: nil,
+                           splittable: true, owner: w) { x, _, m, y, range in
+            guard let base else { return Int32(bitPattern: EK_ERR_NULL_POINTER.rawValue) }
+            return Int32(bitPattern: ek_gemm_half(isaValue, bf16, base, n, k, x, Int64(m), y, n,
+                                                  Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
         }
     }
 

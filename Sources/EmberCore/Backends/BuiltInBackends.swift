@@ -1,7 +1,9 @@
 import _CEmberKernels
 
-/// The types Ember's block kernels pack and multiply.
+/// The block-quantized types Ember's kernels multiply (packed, or as GGUF rows).
 private let blockTypes: [TensorType] = TensorType.table.filter { $0.blockFormat != nil }
+/// The half-precision types the SIMD kernels widen in registers.
+private let halfTypes: [TensorType] = [.f16, .bf16]
 /// Every type Ember can turn into fp32 (what BLAS and the portable loop run on, converted once).
 private let convertibleTypes: [TensorType] = TensorType.table.filter(\.canDequantize)
 /// The element-wise and attention ops the CPU backends run, each on its type.
@@ -10,9 +12,12 @@ private let vectorOps: [OpSupport] =
     + [Op.attentionScores, .attentionValues].flatMap { op in [TensorType.f32, .f16].map { OpSupport(op, $0) } }
     + convertibleTypes.map { OpSupport(.embedding, $0) }
 
-/// The neural-engine route's backend: Ember's hand-tuned SIMD int8/int4
-/// kernels (`CKernels/x86_*.c`, `arm_neon.c`) on weights packed once at load.
-/// It runs matmul-class ops only; the others fall back to the CPU route.
+/// The neural-engine route's backend: Ember's hand-tuned SIMD kernels
+/// (`CKernels/x86_*.c`, `arm_neon.c`): Q8_0/Q4_0/Q4_1 on weights packed once
+/// at load, every other block type on its GGUF rows as they lie (SIMD where
+/// the ISA has a row kernel, the scalar reference otherwise — `ember info`
+/// says which), F16/BF16 widened in registers. It runs matmul-class ops only;
+/// the others fall back to the CPU route.
 final class SIMDBackend: Backend, @unchecked Sendable {
     let descriptor: BackendDescriptor
     let opTable = OpTable()
@@ -22,11 +27,14 @@ final class SIMDBackend: Backend, @unchecked Sendable {
         self.isa = isa
         descriptor = BackendDescriptor(
             name: "simd-\(isa)", unit: .neuralEngine, score: 100,
-            supports: Set(blockTypes.flatMap { [OpSupport(.matmul, $0), OpSupport(.quantizeActivations, $0)] }), requiredISA: isa)
+            supports: Set(blockTypes.flatMap { [OpSupport(.matmul, $0), OpSupport(.quantizeActivations, $0)] }
+                + halfTypes.map { OpSupport(.matmul, $0) }), requiredISA: isa)
     }
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
-        try .packed(weights, isa: isa, placement: placement)
+        if weights.type.packedFormat != nil { return try .packed(weights, isa: isa, placement: placement) }
+        if weights.type.blockFormat != nil { return try .rows(weights, isa: isa, placement: placement) }
+        return try .half(weights, isa: isa, placement: placement)
     }
 }
 
@@ -66,7 +74,8 @@ final class CPUSIMDBackend: Backend, @unchecked Sendable {
 /// The scalar reference: portable C for every op Ember knows, on the CPU
 /// route — the oracle every other backend's kernels are tested against, and
 /// the last resort that makes any model complete. Block formats run the
-/// scalar packed kernels; the float types run the portable fp32 loop.
+/// scalar packed kernels, the other block formats the scalar row oracle on
+/// their GGUF rows; the float types run the portable fp32 loop.
 final class ScalarReferenceBackend: Backend, @unchecked Sendable {
     let descriptor = BackendDescriptor(
         name: "scalar-reference", unit: .cpu, score: 10,
@@ -77,8 +86,9 @@ final class ScalarReferenceBackend: Backend, @unchecked Sendable {
     var opTable: OpTable { .builtIn(context: context.pointer) }
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
-        weights.type.blockFormat != nil ? try .packed(weights, isa: .scalar, placement: placement)
-            : try .portable(weights, placement: placement, pool: pool)
+        if weights.type.packedFormat != nil { return try .packed(weights, isa: .scalar, placement: placement) }
+        if weights.type.blockFormat != nil { return try .rows(weights, isa: .scalar, placement: placement) }
+        return try .portable(weights, placement: placement, pool: pool)
     }
 }
 

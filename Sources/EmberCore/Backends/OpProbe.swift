@@ -57,7 +57,7 @@ struct OpProbe {
         let (w, d, h, v) = (Self.width, Self.headDim, Self.heads, Self.visible)
         switch support.op {
         case .embedding:
-            let columns = 192 // a whole number of every block type's elements
+            let columns = 256 // a whole number of every block type's elements
             let source = values(columns)
             guard let row = try? Self.row(source, as: support.type) else {
                 return .failure(Failure(description: "Ember cannot make \(support.type) rows to check embedding with"))
@@ -146,10 +146,22 @@ struct OpProbe {
     /// One row of `values` in `type`.
     static func row(_ values: [Float], as type: TensorType) throws -> WeightMatrix { try matrix(values, rows: 1, as: type) }
 
-    /// `values` as `rows` rows of `type`: quantized by Ember for f32 and the block formats, converted for f16 and bf16.
+    /// `values` as `rows` rows of `type`: quantized by Ember for f32, Q8_0, Q4_0 and Q4_1, converted for f16 and bf16;
+    /// the block types Ember cannot quantize into get seeded random blocks of the same shape (the probe compares
+    /// backends on the same weights, whatever they are).
     static func matrix(_ values: [Float], rows: Int, as type: TensorType) throws -> WeightMatrix {
         let columns = values.count / max(rows, 1)
         if type.canQuantize { return try WeightMatrix(try Tensor(shape: [rows, columns], values: values), as: type) }
+        if let format = type.blockFormat {
+            guard let bytes = type.byteCount(rows: rows, columns: columns) else {
+                throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of \(type.blockSize)")
+            }
+            var blocks = [UInt8](repeating: 0, count: bytes)
+            try KernelError.check(ek_fill_random_blocks(format, UInt64(values.count) &* 31 &+ UInt64(type.id), &blocks,
+                                                        Int64(bytes / type.blockBytes)),
+                                  kernel: "ek_fill_random_blocks", argument: { _ in "type" })
+            return try blocks.withUnsafeBytes { try WeightMatrix(type: type, rows: rows, columns: columns, copying: $0) }
+        }
         let halves: [UInt16] = switch type {
         case .f16: values.map { ek_fp32_to_fp16($0) }
         case .bf16: values.map { UInt16($0.bitPattern >> 16) }

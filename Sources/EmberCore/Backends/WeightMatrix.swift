@@ -73,7 +73,7 @@ public final class WeightMatrix: @unchecked Sendable {
                 for row in 0..<rows {
                     try type.quantizeRow(values.baseAddress! + row * columns, columns: columns, into: out.baseAddress! + row * rowBytes)
                 }
-                if refinedScales, let format = type.blockFormat {
+                if refinedScales, let format = type.packedFormat {
                     ScaleRefinement.refine(format, values: values.baseAddress!, count: rows * columns, blocks: out.baseAddress!)
                 }
             }
@@ -90,7 +90,7 @@ public final class WeightMatrix: @unchecked Sendable {
     public func packed() throws -> QuantizedMatrix {
         try lock.withLock {
             if let packedVariant { return packedVariant }
-            guard type.blockFormat != nil else {
+            guard type.packedFormat != nil else {
                 throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a block format the packed kernels take (q8_0, q4_0, q4_1)")
             }
             let made = try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: bytes)

@@ -51,7 +51,7 @@ public func matmul(
     let xBase = x.baseAddress.assumingMemoryBound(to: Float.self)
     let yBase = y.baseAddress.assumingMemoryBound(to: Float.self)
     let blocks = k / 32
-    let (format, isaValue) = (w.type.blockFormat ?? EK_FORMAT_Q8_0, isa.cValue)
+    let (format, isaValue) = (w.type.packedFormat ?? EK_FORMAT_Q8_0, isa.cValue)
     let threads = max(1, threads)
 
     // Quantize the activations, rows split across threads when there are many.

@@ -37,7 +37,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
         guard weights.rank == 2 else { throw TensorError.shapeMismatch(argument: "weights", expected: "[N, K]", found: weights.shape) }
         let (rows, columns) = (weights.shape[0], weights.shape[1])
         try Self.validate(rows: rows, columns: columns)
-        guard type.blockFormat != nil else {
+        guard type.packedFormat != nil else {
             throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "q8_0, q4_0 or q4_1")
         }
         var blocks = [UInt8](repeating: 0, count: type.byteCount(rows: rows, columns: columns) ?? 0)
@@ -67,7 +67,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
 
     private static func pack(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws -> TensorStorage {
         try validate(rows: rows, columns: columns)
-        guard let format = type.blockFormat else {
+        guard let format = type.packedFormat else {
             throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "q8_0, q4_0 or q4_1")
         }
         let expected = type.byteCount(rows: rows, columns: columns) ?? -1
@@ -100,7 +100,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
     }
 
     var cMatrix: ek_packed_matrix {
-        ek_packed_matrix(format: type.blockFormat ?? EK_FORMAT_Q8_0, n: Int64(rows), k: Int64(columns), data: packed.baseAddress)
+        ek_packed_matrix(format: type.packedFormat ?? EK_FORMAT_Q8_0, n: Int64(rows), k: Int64(columns), data: packed.baseAddress)
     }
 }
 

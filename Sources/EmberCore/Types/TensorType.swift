@@ -15,6 +15,13 @@ import _CEmberKernels
 /// | `q8_0` | 32 | 34: d, 32 × int8 | d·q |
 /// | `q4_0` | 32 | 18: d, 16 bytes of nibbles | (q − 8)·d |
 /// | `q4_1` | 32 | 20: d, m, 16 bytes of nibbles | q·d + m |
+/// | `q5_0`, `q5_1` | 32 | 22, 24: as Q4 with a fifth bit per value | (q − 16)·d, q·d + m |
+/// | `iq4_nl` | 32 | 18: d, 16 bytes of nibbles | d·T[q], T a fixed 16-value table |
+/// | `q2_k` … `q6_k` | 256 | 84, 110, 144, 176, 210 | per sub-block scale (and minimum) × q |
+/// | `iq4_xs` | 256 | 136 | per 32: d·(s − 32)·T[q] |
+///
+/// The exact layouts are in `CKernels/include/ek_rows.h`; the scalar dequantizers in
+/// `CKernels/dequant_ref.c` are the oracle, checked against the `gguf` package's.
 public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     /// How Ember's own kernels hold values of a type.
     package enum Storage: Sendable, Hashable {
@@ -75,20 +82,42 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     /// bfloat16 (GGUF type 30).
     public static let bf16 = TensorType(id: 30, name: "BF16", blockSize: 1, blockBytes: 2, precision: .fp32, storage: .bfloat16)
 
+    /// Q5_0: 32 five-bit values and one fp16 scale (GGUF type 6).
+    public static let q5_0 = blocks(6, "Q5_0", 32, 22, .int4, EK_FORMAT_Q5_0)
+    /// Q5_1: 32 five-bit values, an fp16 scale and minimum (GGUF type 7).
+    public static let q5_1 = blocks(7, "Q5_1", 32, 24, .int4, EK_FORMAT_Q5_1)
+    /// Q2_K: 256 two-bit values in sixteen sub-blocks with 4-bit scales and minimums (GGUF type 10).
+    public static let q2_K = blocks(10, "Q2_K", 256, 84, .int4, EK_FORMAT_Q2_K)
+    /// Q3_K: 256 three-bit values in sixteen sub-blocks with 6-bit scales (GGUF type 11).
+    public static let q3_K = blocks(11, "Q3_K", 256, 110, .int4, EK_FORMAT_Q3_K)
+    /// Q4_K: 256 four-bit values in eight sub-blocks with 6-bit scales and minimums (GGUF type 12).
+    public static let q4_K = blocks(12, "Q4_K", 256, 144, .int4, EK_FORMAT_Q4_K)
+    /// Q5_K: Q4_K with a fifth bit per value (GGUF type 13).
+    public static let q5_K = blocks(13, "Q5_K", 256, 176, .int4, EK_FORMAT_Q5_K)
+    /// Q6_K: 256 six-bit values in sixteen sub-blocks with 8-bit scales (GGUF type 14).
+    public static let q6_K = blocks(14, "Q6_K", 256, 210, .int8, EK_FORMAT_Q6_K)
+    /// IQ4_NL: 32 four-bit indices into a non-linear table, one fp16 scale (GGUF type 20).
+    public static let iq4_NL = blocks(20, "IQ4_NL", 32, 18, .int4, EK_FORMAT_IQ4_NL)
+    /// IQ4_XS: 256 IQ4_NL-table values in eight sub-blocks with 6-bit scales (GGUF type 23).
+    public static let iq4_XS = blocks(23, "IQ4_XS", 256, 136, .int4, EK_FORMAT_IQ4_XS)
+
     /// Every GGUF type Ember knows, by id: those it computes with, and those it can only size (so files
     /// holding them are read and refused with a clear message rather than misread).
     public static let table: [TensorType] = [
-        f32, f16, q4_0, q4_1,
-        sized(6, "Q5_0", 32, 22), sized(7, "Q5_1", 32, 24), q8_0, sized(9, "Q8_1", 32, 36),
-        sized(10, "Q2_K", 256, 84), sized(11, "Q3_K", 256, 110), sized(12, "Q4_K", 256, 144), sized(13, "Q5_K", 256, 176),
-        sized(14, "Q6_K", 256, 210), sized(15, "Q8_K", 256, 292), sized(16, "IQ2_XXS", 256, 66), sized(17, "IQ2_XS", 256, 74),
-        sized(18, "IQ3_XXS", 256, 98), sized(19, "IQ1_S", 256, 50), sized(20, "IQ4_NL", 32, 18), sized(21, "IQ3_S", 256, 110),
-        sized(22, "IQ2_S", 256, 82), sized(23, "IQ4_XS", 256, 136), sized(24, "I8", 1, 1), sized(25, "I16", 1, 2),
+        f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, sized(9, "Q8_1", 32, 36),
+        q2_K, q3_K, q4_K, q5_K, q6_K, sized(15, "Q8_K", 256, 292), sized(16, "IQ2_XXS", 256, 66), sized(17, "IQ2_XS", 256, 74),
+        sized(18, "IQ3_XXS", 256, 98), sized(19, "IQ1_S", 256, 50), iq4_NL, sized(21, "IQ3_S", 256, 110),
+        sized(22, "IQ2_S", 256, 82), iq4_XS, sized(24, "I8", 1, 1), sized(25, "I16", 1, 2),
         sized(26, "I32", 1, 4), sized(27, "I64", 1, 8), sized(28, "F64", 1, 8), sized(29, "IQ1_M", 256, 56), bf16,
     ]
 
     private static func sized(_ id: UInt32, _ name: String, _ blockSize: Int, _ blockBytes: Int) -> TensorType {
         TensorType(id: id, name: name, blockSize: blockSize, blockBytes: blockBytes, precision: nil, storage: .sizeOnly)
+    }
+
+    private static func blocks(_ id: UInt32, _ name: String, _ blockSize: Int, _ blockBytes: Int, _ precision: Precision,
+                               _ format: ek_format) -> TensorType {
+        TensorType(id: id, name: name, blockSize: blockSize, blockBytes: blockBytes, precision: precision, storage: .blocks(format))
     }
 
     /// The type with GGUF id `id`, nil for an id Ember does not know.
@@ -111,18 +140,39 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     /// Whether Ember can turn rows of this type into fp32 (the scalar reference every backend is checked against).
     public var canDequantize: Bool { storage != .sizeOnly }
 
-    /// Whether Ember can make weights of this type from fp32 values (f32 and its block formats).
+    /// Whether Ember can make weights of this type from fp32 values (f32, Q8_0, Q4_0 and Q4_1: the types
+    /// other precisions are derived in).
     public var canQuantize: Bool {
         switch storage {
-        case .float32, .blocks: true
+        case .float32: true
+        case let .blocks(format): ek_format_packable(format)
         case .float16, .bfloat16, .sizeOnly: false
         }
     }
 
-    /// The C kernels' block format, for the types they pack and multiply.
+    /// The C kernels' block format, for every block-quantized type Ember computes with.
     package var blockFormat: ek_format? {
         if case let .blocks(format) = storage { return format }
         return nil
+    }
+
+    /// The block format when it has the packed layout and kernels (Q8_0, Q4_0, Q4_1); the other block
+    /// formats run the row kernels on their GGUF blocks as they lie.
+    package var packedFormat: ek_format? {
+        guard let format = blockFormat, ek_format_packable(format) else { return nil }
+        return format
+    }
+
+    /// Whether this machine's `isa` multiplies this type with SIMD code of its own (false: the scalar
+    /// reference runs, or the weights are converted to fp32 first). `ember info` lists it.
+    public func hasSIMDKernel(_ isa: KernelISA) -> Bool {
+        guard isa != .scalar else { return false }
+        switch storage {
+        case .float32, .float16, .bfloat16: return true
+        case let .blocks(format):
+            return ek_format_packable(format) || ek_row_kernel_is_simd(isa.cValue, format)
+        case .sizeOnly: return false
+        }
     }
 
     /// Bytes of a rows × columns matrix; nil when `columns` is not a whole number of blocks or the size overflows.
@@ -159,10 +209,10 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
         switch storage {
         case .float32:
             out.copyMemory(from: values, byteCount: columns * 4)
-        case let .blocks(format):
+        case let .blocks(format) where ek_format_packable(format):
             try KernelError.check(ek_quantize_row(isa.cValue, format, values, out, Int64(columns)),
                                   kernel: "ek_quantize_row", argument: { _ in "\(self) row" })
-        case .float16, .bfloat16, .sizeOnly:
+        case .float16, .bfloat16, .sizeOnly, .blocks:
             throw KernelError.invalidArgument(argument: "type", found: name, expected: "f32, q8_0, q4_0 or q4_1 to quantize into")
         }
     }
@@ -200,7 +250,8 @@ extension TensorType: Codable {
 
 /// The numeric precision a request runs at.
 public enum Precision: String, Sendable, CaseIterable, Codable, Comparable, CustomStringConvertible {
-    /// 4-bit (Q4_0, Q4_1), 8-bit (Q8_0) or float (F32, F16, BF16) weights, narrowest first.
+    /// Up to 5 bits (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q5_K, IQ4_NL, IQ4_XS), 6–8 bits (Q6_K, Q8_0) or float (F32, F16,
+    /// BF16) weights, narrowest first.
     case int4, int8, fp32
 
     /// Orders by width: int4 < int8 < fp32.

@@ -172,9 +172,15 @@ public final class GGUFFile: @unchecked Sendable {
     /// A weight tensor as a `WeightMatrix` borrowing the mapped bytes: rows = dims[1], columns = dims[0].
     public func weightMatrix(_ name: String) throws -> WeightMatrix {
         let info = try tensor(name)
-        guard info.type.canDequantize, info.dimensions.count == 2 else {
+        guard info.type.canDequantize else {
+            throw ModelFileError.invalidField(
+                file: path, field: "tensors[\(name)].type", found: "\(info.type.name) (GGUF type \(info.type.id)), which Ember does not compute with yet",
+                expected: "one of \(TensorType.computable.uppercased()); re-quantize the file to one of them, e.g. "
+                    + "`llama-quantize --allow-requantize \((path as NSString).lastPathComponent) out.gguf Q4_K_M`")
+        }
+        guard info.dimensions.count == 2 else {
             throw ModelFileError.invalidField(file: path, field: "tensors[\(name)]", found: "\(info.type.name) \(info.dimensions)",
-                                              expected: "a 2-D matrix of a type Ember computes with (\(TensorType.computable))")
+                                              expected: "a 2-D matrix")
         }
         return try WeightMatrix(type: info.type, rows: info.dimensions[1], columns: info.dimensions[0], borrowing: bytes(of: info), owner: file)
     }

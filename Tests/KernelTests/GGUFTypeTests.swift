@@ -1,0 +1,210 @@
+import _CEmberKernels
+import Foundation
+import Testing
+@testable import EmberCore
+import EmberTestSupport
+
+/// Every GGUF type Ember computes with: the scalar dequantizers against the `gguf` package's on real rows
+/// made by llama-quantize (Fixtures/gguf_types.json), and every SIMD row kernel against the scalar oracle
+/// on odd sizes.
+@Suite("GGUF types")
+struct GGUFTypeTests {
+    struct Fixture: Decodable {
+        let type: String
+        let gguf_type_id: UInt32
+        let source: String
+        let tensor: String
+        let rows: [Int]
+        let columns: Int
+        let blocks_base64: String
+        let values_base64: String
+    }
+
+    static let fixtures: [Fixture] = {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/gguf_types.json")
+        guard let data = try? Data(contentsOf: url), let list = try? JSONDecoder().decode([Fixture].self, from: data) else { return [] }
+        return list
+    }()
+
+    static let blockTypes: [TensorType] = TensorType.table.filter { $0.blockFormat != nil }
+
+    @Test func everyTypeTheIssueListsHasAFixture() {
+        let names = Set(Self.fixtures.map(\.type))
+        for name in ["F16", "BF16", "Q8_0", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"] {
+            #expect(names.contains(name), "no fixture for \(name)")
+            #expect(TensorType(name: name)?.canDequantize == true, "\(name) not computable")
+        }
+    }
+
+    /// Ember's dequantizers (every ISA) equal the gguf package's on llama-quantize's rows.
+    @Test(arguments: GGUFTypeTests.fixtures.map(\.type))
+    func dequantizesRealRowsAsTheGGUFPackageDoes(_ name: String) throws {
+        let fixture = try #require(Self.fixtures.first { $0.type == name })
+        let type = try #require(TensorType(ggufID: fixture.gguf_type_id))
+        #expect(type.name == name)
+        let blocks = try #require(Data(base64Encoded: fixture.blocks_base64))
+        let expected = try #require(Data(base64Encoded: fixture.values_base64)).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let columns = fixture.columns, rows = fixture.rows.count
+        #expect(blocks.count == type.byteCount(rows: rows, columns: columns), "\(name): \(blocks.count) bytes")
+        for isa in Quant.allISAs {
+            var values = [Float](repeating: .nan, count: rows * columns)
+            try blocks.withUnsafeBytes { raw in
+                for row in 0..<rows {
+                    try values.withUnsafeMutableBufferPointer { out in
+                        try type.dequantizeRow(raw.baseAddress! + row * raw.count / rows, columns: columns,
+                                               into: out.baseAddress! + row * columns, isa: isa)
+                    }
+                }
+            }
+            var worst = 0 as Float, at = 0
+            for index in values.indices {
+                let error = abs(values[index] - expected[index]) / max(abs(expected[index]), 1e-6)
+                if !(error <= worst) { (worst, at) = (error, index) }
+            }
+            // The same fp32 products; numpy may round d·scale·q in another order: a few ulp.
+            #expect(worst <= 1e-6, "\(name) on \(isa): element \(at) is \(values[at]), gguf says \(expected[at]) (\(fixture.tensor) of \(fixture.source))")
+        }
+    }
+
+    /// The row oracle's integer dot products equal the dequantized weights times the quantized activations.
+    @Test(arguments: GGUFTypeTests.fixtures.map(\.type).filter { TensorType(name: $0)?.blockFormat != nil })
+    func rowOracleAgreesWithDequantizedWeights(_ name: String) throws {
+        let fixture = try #require(Self.fixtures.first { $0.type == name })
+        let type = try #require(TensorType(name: name)), format = try #require(type.blockFormat)
+        let blocks = [UInt8](try #require(Data(base64Encoded: fixture.blocks_base64)))
+        let (rows, k) = (fixture.rows.count, fixture.columns)
+        var generator = SplitMix64(seed: 21)
+        let x = Quant.randomValues(k, &generator)
+        let weights = try #require(Data(base64Encoded: fixture.values_base64)).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let (y, xq) = Self.rowProduct(format, blocks, x, m: 1, n: rows, k: k, isa: .scalar)
+        for row in 0..<rows {
+            var exact = 0.0, bound = 0.0
+            for j in 0..<k {
+                exact += Double(weights[row * k + j]) * Double(xq[j])
+                bound += abs(Double(weights[row * k + j]) * Double(xq[j]))
+            }
+            #expect(abs(Double(y[row]) - exact) <= 1e-5 * bound + 1e-6, "\(name) row \(row): \(y[row]) vs \(exact)")
+        }
+    }
+
+    /// Every ISA's row kernels equal the scalar oracle on odd sizes, partial row ranges and 1–5 activation rows.
+    @Test(arguments: GGUFTypeTests.blockTypes)
+    func simdRowKernelsMatchTheOracle(_ type: TensorType) throws {
+        let format = try #require(type.blockFormat)
+        var generator = SplitMix64(seed: UInt64(type.id) + 7)
+        for isa in Quant.simdISAs {
+            for (m, n, blocksPerRow) in [(1, 37, 1), (3, 19, 3), (5, 17, 2), (4, 33, 1), (2, 7, 5)] {
+                let k = blocksPerRow * type.blockSize
+                let blocks = Self.randomBlocks(type, rows: n, k: k, &generator)
+                let x = Quant.randomValues(m * k, &generator, scale: 3)
+                let (expected, _) = Self.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
+                let (got, _) = Self.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: isa, rows: 2..<(n - 1))
+                let dequantized = Quant.dequantize(type, blocks, rows: n, k: k)
+                for i in 0..<m {
+                    for r in 0..<n {
+                        let value = got[i * n + r]
+                        if r < 2 || r >= n - 1 {
+                            #expect(value.isNaN, "\(type) \(isa): row \(r) outside the range was written")
+                            continue
+                        }
+                        var bound: Float = 0
+                        for j in 0..<k { bound += abs(dequantized[r * k + j] * x[i * k + j]) }
+                        #expect(abs(value - expected[i * n + r]) <= 2e-6 * bound + 1e-6,
+                                "\(type) \(isa) m=\(m) n=\(n) k=\(k): [\(i), \(r)] \(value) vs \(expected[i * n + r])")
+                    }
+                }
+            }
+        }
+    }
+
+    /// SIMD activation quantization equals the scalar one byte for byte (per 32 and per 256).
+    @Test func activationQuantizationIsTheOraclesOnEveryISA() throws {
+        var generator = SplitMix64(seed: 3)
+        for type in [TensorType.q4_K, .q5_0, .q5_1] {
+            let format = try #require(type.blockFormat)
+            let (m, k) = (3, 512)
+            var x = Quant.randomValues(m * k, &generator, scale: 5)
+            for index in 256..<512 { x[index] = 0 } // an all-zero super-block
+            let bytes = ek_row_activation_size(format, Int64(m), Int64(k))
+            var expected = [UInt8](repeating: 0, count: bytes)
+            #expect(ek_quantize_row_activations(EK_ISA_SCALAR, format, x, Int64(m), Int64(k), &expected, bytes) == EK_OK)
+            for isa in Quant.simdISAs {
+                var got = [UInt8](repeating: 0xAA, count: bytes)
+                #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(m), Int64(k), &got, bytes) == EK_OK)
+                #expect(got == expected, "\(type) activations on \(isa)")
+            }
+        }
+    }
+
+    /// fp16 and bf16 weights: every ISA equals the scalar loop within fp32 accumulation error, any k.
+    @Test func halfPrecisionKernelsMatchTheScalarLoop() throws {
+        var generator = SplitMix64(seed: 9)
+        for bf16 in [false, true] {
+            for (m, n, k) in [(1, 9, 77), (3, 5, 16), (6, 4, 200)] {
+                let w: [UInt16] = (0..<(n * k)).map { _ in
+                    let value = generator.nextUnitFloat() * 2 - 1
+                    return bf16 ? UInt16(value.bitPattern >> 16) : ek_fp32_to_fp16(value)
+                }
+                let x = Quant.randomValues(m * k, &generator)
+                var expected = [Float](repeating: 0, count: m * n)
+                #expect(ek_gemm_half(EK_ISA_SCALAR, bf16, w, Int64(n), Int64(k), x, Int64(m), &expected, Int64(n), 0, Int64(n)) == EK_OK)
+                for isa in Quant.simdISAs {
+                    var got = [Float](repeating: .nan, count: m * n)
+                    #expect(ek_gemm_half(isa.cValue, bf16, w, Int64(n), Int64(k), x, Int64(m), &got, Int64(n), 0, Int64(n)) == EK_OK)
+                    for index in got.indices { #expect(abs(got[index] - expected[index]) <= 1e-4 * Float(k).squareRoot(), "bf16=\(bf16) \(isa)") }
+                }
+            }
+        }
+    }
+
+    @Test func rowKernelsRefuseBadArguments() {
+        var y = [Float](repeating: 0, count: 4)
+        let w = [UInt8](repeating: 0, count: 144 * 2), act = [UInt8](repeating: 0, count: 4096)
+        #expect(ek_gemm_rows(EK_ISA_SCALAR, EK_FORMAT_Q4_K, w, 2, 255, act, 1, &y, 2, 0, 2) == EK_ERR_SHAPE)
+        #expect(ek_gemm_rows(EK_ISA_SCALAR, EK_FORMAT_Q4_K, w, 2, 256, act, 1, &y, 2, 0, 3) == EK_ERR_RANGE)
+        #expect(ek_gemm_rows(EK_ISA_SCALAR, EK_FORMAT_COUNT, w, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_FORMAT)
+        #expect(ek_gemm_rows(EK_ISA_SCALAR, EK_FORMAT_Q4_K, nil, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_NULL_POINTER)
+        #expect(ek_quantize_row_activations(EK_ISA_SCALAR, EK_FORMAT_Q6_K, [Float](repeating: 1, count: 256), 1, 256, &y, 16)
+                    == EK_ERR_BUFFER_TOO_SMALL)
+        #expect(ek_dequantize_row(EK_ISA_SCALAR, EK_FORMAT_Q6_K, w, &y, 32) == EK_ERR_SHAPE)
+        #expect(ek_quantize_row(EK_ISA_SCALAR, EK_FORMAT_Q4_K, [Float](repeating: 1, count: 256), &y, 256) == EK_ERR_FORMAT)
+        #expect(ek_packed_size(EK_FORMAT_Q4_K, 16, 256) == 0)
+    }
+
+    // MARK: Helpers
+
+    /// Random blocks with small finite scales (and minimums) so products stay in a sane range.
+    static func randomBlocks(_ type: TensorType, rows: Int, k: Int, _ generator: inout SplitMix64) -> [UInt8] {
+        let count = rows * (k / type.blockSize)
+        var bytes = [UInt8](repeating: 0, count: count * type.blockBytes)
+        precondition(ek_fill_random_blocks(type.blockFormat!, generator.next(), &bytes, Int64(count)) == EK_OK)
+        return bytes
+    }
+
+    /// Y = X·Wᵀ by `isa`'s row kernel over `rows` (NaN elsewhere); also the quantized activations of x's first row, dequantized.
+    static func rowProduct(_ format: ek_format, _ blocks: [UInt8], _ x: [Float], m: Int, n: Int, k: Int, isa: KernelISA,
+                           rows: Range<Int>? = nil) -> ([Float], [Float]) {
+        let bytes = ek_row_activation_size(format, Int64(m), Int64(k))
+        var act = [UInt8](repeating: 0, count: bytes)
+        precondition(ek_quantize_row_activations(isa.cValue, format, x, Int64(m), Int64(k), &act, bytes) == EK_OK)
+        var y = [Float](repeating: .nan, count: m * n)
+        let range = rows ?? 0..<n
+        precondition(ek_gemm_rows(isa.cValue, format, blocks, Int64(n), Int64(k), act, Int64(m), &y, Int64(n),
+                                  Int64(range.lowerBound), Int64(range.upperBound)) == EK_OK)
+        var first = [Float](repeating: 0, count: k)
+        act.withUnsafeBytes { raw in
+            if ek_format_super_activations(format) {
+                let blocks = raw.bindMemory(to: ek_block_q8_k.self)
+                for b in 0..<(k / 256) {
+                    withUnsafeBytes(of: blocks[b].qs) { qs in for j in 0..<256 { first[b * 256 + j] = Float(Int8(bitPattern: qs[j])) * blocks[b].d } }
+                }
+            } else {
+                let blocks = raw.bindMemory(to: ek_block_q8_act.self)
+                for b in 0..<(k / 32) {
+                    withUnsafeBytes(of: blocks[b].qs) { qs in for j in 0..<32 { first[b * 32 + j] = Float(Int8(bitPattern: qs[j])) * blocks[b].d } }
+                }
+            }
+        }
+        return (y, first)
+    }
+}
