@@ -52,14 +52,14 @@ struct BenchGenerateCommand: ParsableCommand {
 
     func run() throws {
         let runtime = try options.overrides.makeRuntime()
-        let decision = try options.overrides.decision(in: runtime)
-        let (model, loadMs) = try options.load(in: runtime, for: decision)
+        let loaded = try options.load(in: runtime)
+        let (model, decision, loadMs) = (loaded.model, loaded.decision, loaded.milliseconds)
         var benchmark = GenerationBenchmark(options: decision.executionOptions())
         (benchmark.runs, benchmark.promptTokens, benchmark.generatedTokens) = (runs, promptTokens, generatedTokens)
         let library = runtime.context.blas
         let isa = runtime.context.isa
         if !json {
-            print("\(options.model): \(decision.precision) on \(decision.computeUnits), \(decision.threads) thread(s) at \(decision.qos); "
+            print("\(options.model): \(decision.precisionName) on \(decision.computeUnits), \(decision.threads) thread(s) at \(decision.qos); "
                   + "kernels \(isa), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
         }
         let result = try benchmark.run(model)
@@ -67,7 +67,7 @@ struct BenchGenerateCommand: ParsableCommand {
         let firstToken = ttft ? try benchmark.timeToFirstToken(load: { try runtime.languageModel(named: name) }, runs: runs) : nil
         if json {
             try printJSON(Report(
-                precision: decision.precision.rawValue, units: decision.computeUnits.description, threads: decision.threads,
+                precision: decision.precisionName, units: decision.computeUnits.description, threads: decision.threads,
                 prefill_tokens_per_s: result.prefillTokensPerSecond, decode_tokens_per_s: result.decodeTokensPerSecond, runs: runs,
                 prompt_tokens: promptTokens, generated_tokens: generatedTokens,
                 prefill_runs: result.prefillRuns, decode_runs: result.decodeRuns, ttft_ms: firstToken?.median,

@@ -41,8 +41,8 @@ struct ChatCommand: ParsableCommand {
 
     func run() throws {
         let runtime = try options.overrides.makeRuntime()
-        let decision = try options.overrides.decision(in: runtime)
-        let (model, loadMs) = try options.load(in: runtime, for: decision)
+        let loaded = try options.load(in: runtime)
+        let (model, decision, loadMs) = (loaded.model, loaded.decision, loaded.milliseconds)
         guard let template = model.chatTemplate else {
             throw ValidationError("\(options.model): the file has no ChatML chat template (tokenizer.chat_template); use `ember generate`")
         }
@@ -50,7 +50,7 @@ struct ChatCommand: ParsableCommand {
                                sampler: sampler, options: decision.executionOptions())
         let interactive = isatty(STDIN_FILENO) != 0
         printError(String(format: "[%@ loaded in %.0f ms: %@ on %@, %d thread(s); /reset, /exit]", options.model, loadMs,
-                          decision.precision.rawValue, decision.computeUnits.description, decision.threads))
+                          decision.precisionName, decision.computeUnits.description, decision.threads))
         while true {
             if interactive { FileHandle.standardError.write(Data("> ".utf8)) }
             guard let line = readLine() else { break }

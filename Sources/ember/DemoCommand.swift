@@ -164,7 +164,7 @@ struct DemoCommand: AsyncParsableCommand {
             case let .defer(reason): "defer (\(reason))"
             case let .drop(reason): "drop (\(reason))"
             }
-            let how = "\(row.decision.precision) / \(row.decision.computeUnits) / \(row.decision.qos)"
+            let how = "\(row.decision.precisionName) / \(row.decision.computeUnits) / \(row.decision.qos)"
             let latency = row.seconds.map { String(format: "%.0f ms", $0 * 1000) } ?? "—"
             let rate = row.seconds == nil ? row.result : row.rate
             let energy = row.energy.map { String(format: "%.2f J %@", $0.joules, $0.source.rawValue) } ?? "—"

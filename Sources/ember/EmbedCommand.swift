@@ -52,7 +52,7 @@ struct EmbedCommand: ParsableCommand {
         }
         guard !sentences.isEmpty else { throw ValidationError("no text: give sentences as arguments or one per line on stdin") }
         let runtime = try options.overrides.makeRuntime()
-        let decision = try options.overrides.decision(in: runtime)
+        let decision = try options.overrides.decision(in: runtime, quantizedFile: false)
         let (embedder, loadMs) = try options.load(in: runtime, for: decision)
         let batch = try embedder.embed(sentences, options: decision.executionOptions())
         if json {
@@ -70,7 +70,7 @@ struct EmbedCommand: ParsableCommand {
         }
         printError(String(format: "[%d sentence(s), %d tokens: %.1f ms tokenizing, %.1f ms encoding; %@ on %@]",
                           sentences.count, batch.tokenIDs.reduce(0) { $0 + $1.count }, batch.tokenizeSeconds * 1000,
-                          batch.encodeSeconds * 1000, decision.precision.rawValue, decision.computeUnits.description))
+                          batch.encodeSeconds * 1000, decision.precisionName, decision.computeUnits.description))
     }
 }
 
@@ -86,7 +86,7 @@ struct SimilarityCommand: ParsableCommand {
 
     func run() throws {
         let runtime = try options.overrides.makeRuntime()
-        let decision = try options.overrides.decision(in: runtime)
+        let decision = try options.overrides.decision(in: runtime, quantizedFile: false)
         let (embedder, _) = try options.load(in: runtime, for: decision)
         let vectors = try embedder.embed([first, second], options: decision.executionOptions()).embeddings
         print(String(format: "%.6f", cosineSimilarity(vectors[0], vectors[1])))
@@ -125,19 +125,19 @@ struct BenchEmbedCommand: ParsableCommand {
 
     func run() throws {
         let runtime = try options.overrides.makeRuntime()
-        let decision = try options.overrides.decision(in: runtime)
+        let decision = try options.overrides.decision(in: runtime, quantizedFile: false)
         let (embedder, loadMs) = try options.load(in: runtime, for: decision)
         var benchmark = EmbeddingBenchmark(batch: batch, options: decision.executionOptions())
         benchmark.runs = runs
         let library = runtime.context.blas
         let isa = runtime.context.isa
         if !json {
-            print("\(options.model): \(decision.precision) on \(decision.computeUnits), \(decision.threads) thread(s), batch \(batch); "
+            print("\(options.model): \(decision.precisionName) on \(decision.computeUnits), \(decision.threads) thread(s), batch \(batch); "
                   + "kernels \(isa), OpenBLAS core \(library.coreName); load \(String(format: "%.0f", loadMs)) ms")
         }
         let result = try benchmark.run(embedder)
         if json {
-            try printJSON(Report(precision: decision.precision.rawValue, units: decision.computeUnits.description, batch: batch,
+            try printJSON(Report(precision: decision.precisionName, units: decision.computeUnits.description, batch: batch,
                                  threads: decision.threads, sentences_per_s: result.sentencesPerSecond, runs: runs,
                                  run_sentences_per_s: result.runs, mean_tokens: result.meanTokens, blas_core: library.coreName,
                                  kernel_isa: isa.rawValue), singleLine: true)

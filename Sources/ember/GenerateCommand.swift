@@ -47,11 +47,11 @@ struct GenerateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let runtime = try options.overrides.makeRuntime()
-        let planned = try options.overrides.decision(in: runtime)
-        let (model, loadMs) = try options.load(in: runtime, for: planned)
+        let loaded = try options.load(in: runtime)
+        let (model, loadMs) = (loaded.model, loaded.milliseconds)
         let streaming = !json
         let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: n, tier: .critical, sampler: sampler,
-                                                        requirements: options.overrides.requirements) { piece in
+                                                        requirements: loaded.requirements) { piece in
             if streaming { FileHandle.standardOutput.write(Data(piece.utf8)) }
         }
         let (result, decision) = (completion.output, completion.decision)
@@ -69,7 +69,7 @@ struct GenerateCommand: AsyncParsableCommand {
             printError(String(format: "[%d prompt tokens at %.0f tok/s, %d generated at %.1f tok/s; %@ on %@]",
                               result.promptTokenIDs.count, Double(result.promptTokenIDs.count) / result.prefillSeconds,
                               result.tokenIDs.count, Double(max(0, result.tokenIDs.count - 1)) / max(result.decodeSeconds, 1e-9),
-                              decision.precision.rawValue, decision.computeUnits.description))
+                              decision.precisionName, decision.computeUnits.description))
         }
     }
 }

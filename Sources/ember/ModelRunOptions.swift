@@ -5,8 +5,12 @@ import Foundation
 /// The policy overrides every model-running command takes: precision,
 /// compute units and threads.
 struct DecisionOptions: ParsableArguments {
-    @Option(help: "auto (the policy decides from the power state), fp32, int8 or int4.")
-    var precision = "auto"
+    @Option(help: """
+        native (the weights as the file stores them: Q4_K, Q6_K, Q5_0 …), auto (the policy decides from the power state), \
+        fp32 (dequantized), int8 (as Q8_0) or int4 (the stored 4-bit types, other tensors as Q4_1). \
+        Default: native for a file whose weight matrices are all quantized, auto otherwise.
+        """)
+    var precision: String?
 
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine.")
     var units = "all"
@@ -22,8 +26,8 @@ struct DecisionOptions: ParsableArguments {
         guard Self.unitSets[units] != nil else {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
-        guard precision == "auto" || Precision(rawValue: precision) != nil else {
-            throw ValidationError("--precision \(precision): expected auto, fp32, int8 or int4")
+        if let precision, !["auto", "native"].contains(precision), Precision(rawValue: precision) == nil {
+            throw ValidationError("--precision \(precision): expected native, auto, fp32, int8 or int4")
         }
         if let threads, !(1...ProcessInfo.processInfo.activeProcessorCount).contains(threads) {
             throw ValidationError("--threads \(threads): expected 1 to \(ProcessInfo.processInfo.activeProcessorCount) (the cores)")
@@ -32,18 +36,23 @@ struct DecisionOptions: ParsableArguments {
 
     /// The units ceiling the flags ask for.
     var ceiling: ComputeUnits { Self.unitSets[units] ?? .all }
-    /// The precision the flags force, nil for auto.
-    var forcedPrecision: Precision? { precision == "auto" ? nil : Precision(rawValue: precision) }
-    /// What a critical request of this command needs.
-    var requirements: RequestRequirements { RequestRequirements(tier: .critical, precision: forcedPrecision, computeUnits: ceiling) }
+    /// The precision the flags force, nil for auto and native.
+    var forcedPrecision: Precision? { precision.flatMap(Precision.init(rawValue:)) }
+
+    /// What a critical request of this command needs, for a model whose weight matrices are all quantized
+    /// (`quantizedFile`: then no `--precision` means native) or not.
+    func requirements(quantizedFile: Bool) -> RequestRequirements {
+        let native = precision == "native" || (precision == nil && quantizedFile)
+        return RequestRequirements(tier: .critical, precision: forcedPrecision, computeUnits: ceiling, storedWeights: native)
+    }
 
     /// A runtime as the environment configures it, within these flags' units and threads.
     func makeRuntime() throws -> Runtime { try CommandEnvironment.runtime(units: ceiling, threads: threads) }
 
     /// The policy's decision for a critical (interactive) request in the runtime's power state, with the flags'
     /// overrides applied; also starts the workers of the decision's class.
-    func decision(in runtime: Runtime) throws -> Decision {
-        var decision = BackendPolicy.decide(request: requirements, state: runtime.powerSource.current(),
+    func decision(in runtime: Runtime, quantizedFile: Bool) throws -> Decision {
+        var decision = BackendPolicy.decide(request: requirements(quantizedFile: quantizedFile), state: runtime.powerSource.current(),
                                             configuration: runtime.configuration.policy)
         if case let .drop(reason) = decision.action {
             throw ValidationError("the power policy refuses to run now: \(reason)")
@@ -62,14 +71,26 @@ struct ModelRunOptions: ParsableArguments {
 
     @OptionGroup var overrides: DecisionOptions
 
-    /// Opens and validates the model through `runtime`, and binds its weights for `decision`; returns it with the
-    /// milliseconds taken.
-    func load(in runtime: Runtime, for decision: Decision) throws -> (any TextGenerator, milliseconds: Double) {
+    /// Opens and validates the model through `runtime`, decides how to run it (the flags, else the policy; native
+    /// for an all-quantized file without `--precision`) and binds its weights for that; returns the model, the
+    /// decision, what requests of the command need, and the milliseconds taken.
+    func load(in runtime: Runtime) throws -> LoadedModel {
         let start = DispatchTime.now().uptimeNanoseconds
         let generator = try runtime.languageModel(named: model)
+        let quantized = generator.filePrecision != .fp32
+        let decision = try overrides.decision(in: runtime, quantizedFile: quantized)
         try generator.prepare(decision.executionOptions())
-        return (generator, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        return LoadedModel(model: generator, decision: decision, requirements: overrides.requirements(quantizedFile: quantized),
+                           milliseconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
     }
+}
+
+/// A text model opened and bound by a command, and how it runs.
+struct LoadedModel {
+    let model: any TextGenerator
+    let decision: Decision
+    let requirements: RequestRequirements
+    let milliseconds: Double
 }
 
 /// What the JSON reports say of a decision.
@@ -80,7 +101,7 @@ struct DecisionReport: Encodable {
     var threads: Int
 
     init(_ decision: Decision) {
-        precision = decision.precision.rawValue
+        precision = decision.precisionName
         units = decision.computeUnits.description
         qos = decision.qos.description
         threads = decision.threads

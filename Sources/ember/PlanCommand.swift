@@ -40,15 +40,16 @@ struct PlanCommand: ParsableCommand {
 
     func run() throws {
         let runtime = try overrides.makeRuntime()
-        let decision = try overrides.decision(in: runtime)
-        let options = decision.executionOptions()
-        let (architecture, plan): (String, ExecutionPlan)
-        do {
-            let generator = try runtime.languageModel(named: model)
-            (architecture, plan) = (generator.architecture, try generator.plan(options))
-        } catch let textError {
-            guard let embedder = try? runtime.embeddingModel(named: model) else { throw textError }
-            (architecture, plan) = (embedder.architecture, try embedder.plan(options))
+        let (architecture, plan, decision): (String, ExecutionPlan, Decision)
+        if let generator = try? runtime.languageModel(named: model) {
+            let chosen = try overrides.decision(in: runtime, quantizedFile: generator.filePrecision != .fp32)
+            (architecture, plan, decision) = (generator.architecture, try generator.plan(chosen.executionOptions()), chosen)
+        } else if let embedder = try? runtime.embeddingModel(named: model) {
+            let chosen = try overrides.decision(in: runtime, quantizedFile: false)
+            (architecture, plan, decision) = (embedder.architecture, try embedder.plan(chosen.executionOptions()), chosen)
+        } else {
+            _ = try runtime.languageModel(named: model) // throws the text model's error
+            throw ValidationError("\(model): not a model Ember reads")
         }
         let used = Dictionary(uniqueKeysWithValues: plan.backendsUsed.map { ($0.backend, $0.ops.map(\.rawValue)) })
         let registry = runtime.context.backends
@@ -59,11 +60,11 @@ struct PlanCommand: ParsableCommand {
         }
         if json {
             try printJSON(Report(model: model, architecture: architecture, units: plan.units.description,
-                                 precision: decision.precision.rawValue, route: plan.route.rawValue, joules_per_token: plan.joulesPerToken,
+                                 precision: decision.precisionName, route: plan.route.rawValue, joules_per_token: plan.joulesPerToken,
                                  backends: backends, ops: plan.steps))
             return
         }
-        print("\(model) (\(architecture)): \(decision.precision) on \(plan.units), the pass on the \(plan.route) route; "
+        print("\(model) (\(architecture)): \(decision.precisionName) on \(plan.units), the pass on the \(plan.route) route; "
               + String(format: "%.3g J per token modelled", plan.joulesPerToken))
         for backend in backends where !backend.ops.isEmpty || backend.plugin {
             print("  backend \(pad(backend.name, 18)) \(pad(backend.unit, 14)) \(backend.plugin ? "plugin " : "built-in")  "

@@ -56,6 +56,11 @@ public enum BackendPolicy {
         } else {
             decision.computeUnits = units(for: decision.precision, within: decision.computeUnits, ceiling: ceiling)
         }
+        if request.storedWeights {
+            // Stored weights are quantized or float as the file has them: the quantized kernels' route, within the ceiling.
+            decision.storedWeights = true
+            decision.computeUnits = ceiling.union(.cpu)
+        }
         return decision
     }
 

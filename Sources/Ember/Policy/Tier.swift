@@ -30,10 +30,14 @@ public struct RequestRequirements: Sendable, Equatable, Codable {
     public var computeUnits: ComputeUnits?
     /// Run only on external power (e.g. re-indexing everything).
     public var requiresExternalPower: Bool
+    /// Run the model's weights exactly as its file stores them — each tensor in its own type, Q4_K, Q6_K, Q5_0
+    /// … ("native") — rather than converted to `precision` or to the policy's choice.
+    public var storedWeights: Bool
 
     /// Requirements for a request of `tier`; nil `precision` and `computeUnits` leave both to the policy, and every flag defaults to false.
     public init(tier: Tier, userInteractive: Bool = false, precision: Precision? = nil, computeUnits: ComputeUnits? = nil,
-                requiresExternalPower: Bool = false) {
+                requiresExternalPower: Bool = false, storedWeights: Bool = false) {
+        self.storedWeights = storedWeights
         self.tier = tier
         self.userInteractive = userInteractive
         self.precision = precision
@@ -64,6 +68,11 @@ public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
     public var qos: QoSClass
     /// Threads to run on, at least 1.
     public var threads: Int
+    /// The model's weights run as its file stores them ("native"); `precision` then only says the policy's budget.
+    public var storedWeights = false
+
+    /// "native" for stored weights, else the precision's name ("int8").
+    public var precisionName: String { storedWeights ? "native" : precision.rawValue }
 
     /// A one-line human-readable form, e.g. "run, int8 on cpuAndNeuralEngine, utility, 2 threads" or "defer (thermal state serious), int4 on cpuAndNeuralEngine, background, 1 thread".
     public var description: String {
@@ -72,6 +81,6 @@ public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
         case let .defer(reason): "defer (\(reason))"
         case let .drop(reason): "drop (\(reason))"
         }
-        return "\(verdict), \(precision) on \(computeUnits), \(qos), \(threads) thread\(threads == 1 ? "" : "s")"
+        return "\(verdict), \(precisionName) on \(computeUnits), \(qos), \(threads) thread\(threads == 1 ? "" : "s")"
     }
 }

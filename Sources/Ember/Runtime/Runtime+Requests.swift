@@ -3,9 +3,9 @@ import EmberModels
 import Foundation
 
 extension Decision {
-    /// The decision as the models take it: units, precision, threads, and the class to run at.
+    /// The decision as the models take it: units, precision (nil: the weights as stored), threads, and the class to run at.
     public func executionOptions(qos: QoSClass? = nil) -> ExecutionOptions {
-        ExecutionOptions(units: computeUnits, precision: precision, threads: threads, qos: qos ?? self.qos)
+        ExecutionOptions(units: computeUnits, precision: storedWeights ? nil : precision, threads: threads, qos: qos ?? self.qos)
     }
 }
 
