@@ -17,7 +17,7 @@ import Foundation
 public struct KernelBenchmark: Sendable {
     /// What one format × kind × shape measured.
     public struct Result: Sendable, Codable {
-        /// The quantized format's raw value: "q8_0", "q4_0" or "q4_1".
+        /// The weight type's name: "q8_0", "q4_k", "f16", …
         public var format: String
         /// "gemv" (M = 1) or "gemm".
         public var kind: String
@@ -50,6 +50,11 @@ public struct KernelBenchmark: Sendable {
     public static let standardShapes: [(n: Int, k: Int)] = [
         (576, 576), (1536, 576), (576, 1536), (49152, 576), (16384, 8192),
     ]
+
+    /// The weight types `isa` multiplies with SIMD code of its own (every type `ember bench kernels` measures).
+    public static func simdTypes(_ isa: KernelISA) -> [TensorType] {
+        TensorType.table.filter { $0 != .f32 && $0.canDequantize && $0.hasSIMDKernel(isa) }
+    }
 
     /// The kernel family measured.
     public var isa: KernelISA
@@ -141,18 +146,12 @@ public struct KernelBenchmark: Sendable {
             var y = try Tensor(zeros: [m, n])
             let flops = 2 * Double(m) * Double(n) * Double(k)
             let sgemmSeconds = try time { try matmul(x, weights, transposeB: true, into: &y, threads: threads, pool: pool) }.seconds
-            for format in formats {
-                let w = try QuantizedMatrix(quantizing: weights, to: format, isa: isa)
-                let copies = m == 1 ? min(4096, max(1, (rotationBytes + w.byteCount - 1) / w.byteCount)) : 1
-                let rotation = [w] + (1..<copies).map { _ in w.copy() }
-                var next = 0
+            for format in formats where k % format.blockSize == 0 {
+                let (bytes, call) = try kernel(format, weights: weights, generator: &generator, rotating: m == 1)
                 let (seconds, pairedRatio) = try time(
-                    bytesPerCall: Double(w.byteCount), reference: m == 1 ? { readBandwidthSample(buffer) } : nil
-                ) {
-                    try matmul(x, rotation[next], into: &y, isa: isa, threads: threads, pool: pool)
-                    next = (next + 1) % copies
-                }
-                let weightGBs = Double(w.byteCount) / seconds / 1e9
+                    bytesPerCall: Double(bytes), reference: m == 1 ? { readBandwidthSample(buffer) } : nil
+                ) { try call(x, &y) }
+                let weightGBs = Double(bytes) / seconds / 1e9
                 let gops = flops / seconds / 1e9, sgemmGflops = flops / sgemmSeconds / 1e9
                 results.append(Result(
                     format: format.description, kind: kind, m: m, n: n, k: k, seconds: seconds, weightGBs: weightGBs,
@@ -161,5 +160,49 @@ public struct KernelBenchmark: Sendable {
             }
         }
         return results
+    }
+
+    /// Weights of `format` for `weights`' shape and one timed call over them (rotating over copies when asked):
+    /// Q8_0/Q4_0/Q4_1 quantized from `weights` and packed; F16/BF16 rounded from them; the other block
+    /// types random blocks with sane scales (Ember cannot quantize into them), bound to `isa`'s SIMD backend.
+    private func kernel(_ format: TensorType, weights: Tensor, generator: inout SplitMix64, rotating: Bool) throws
+        -> (bytes: Int, call: (Tensor, inout Tensor) throws -> Void) {
+        let (n, k) = (weights.shape[0], weights.shape[1])
+        let byteCount = format.byteCount(rows: n, columns: k) ?? 0
+        let copies = rotating ? min(4096, max(1, (rotationBytes + byteCount - 1) / max(1, byteCount))) : 1
+        if format.packedFormat != nil {
+            let w = try QuantizedMatrix(quantizing: weights, to: format, isa: isa)
+            let rotation = [w] + (1..<copies).map { _ in w.copy() }
+            var next = 0
+            return (w.byteCount, { x, y in
+                try matmul(x, rotation[next], into: &y, isa: isa, threads: threads, pool: pool)
+                next = (next + 1) % copies
+            })
+        }
+        var bytes = [UInt8](repeating: 0, count: byteCount)
+        if let blockFormat = format.blockFormat {
+            _ = ek_fill_random_blocks(blockFormat, generator.next(), &bytes, Int64(byteCount / format.blockBytes))
+        } else {
+            try weights.withUnsafeBufferPointer { values in
+                bytes.withUnsafeMutableBytes { out in
+                    let halves = out.bindMemory(to: UInt16.self)
+                    for index in 0..<(n * k) {
+                        halves[index] = format == .bf16 ? UInt16(values[index].bitPattern >> 16) : ek_fp32_to_fp16(values[index])
+                    }
+                }
+            }
+        }
+        let registry = BackendRegistry.builtIn(isa: isa)
+        let bound = try bytes.withUnsafeBytes { raw in
+            try (0..<copies).map { _ in
+                try registry.bindMatmul(try WeightMatrix(type: format, rows: n, columns: k, copying: raw),
+                                        units: .cpuAndNeuralEngine, pool: pool)
+            }
+        }
+        var next = 0
+        return (byteCount, { x, y in
+            try bound[next].multiply(x, into: &y, threads: threads, pool: pool)
+            next = (next + 1) % copies
+        })
     }
 }

@@ -100,7 +100,8 @@ struct BenchBLASCommand: ParsableCommand {
 struct BenchKernelsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kernels",
-        abstract: "Quantized GEMV/GEMM (Q4_0, Q4_1, Q8_0) vs the measured read bandwidth and fp32 BLAS, medians.")
+        abstract: "GEMV/GEMM of every weight type with SIMD kernels vs the measured read bandwidth and fp32 BLAS, medians.",
+        discussion: "Types that need 256-element rows (the K-quants, IQ4_XS) skip the 576-wide shapes.")
 
     @Flag(help: "Print one JSON object: isa, threads, read_bandwidth_gbs, results[…].")
     var json = false
@@ -111,8 +112,25 @@ struct BenchKernelsCommand: ParsableCommand {
     @Option(help: "Timed rounds per case; medians are reported.")
     var rounds = 5
 
-    @Flag(help: "Only the SmolLM2-sized shapes, fewer rounds (for the demo).")
+    @Flag(help: "Only the SmolLM2-sized shapes, fewer rounds, and Q4_0, Q4_1, Q8_0, Q5_0 (for the demo).")
     var quick = false
+
+    @Option(help: "Comma-separated weight types, e.g. q4_k,q6_k (default: every type this ISA runs with SIMD code).")
+    var types: String?
+
+    /// The types to measure: the flag's, else every SIMD type (the demo's four with --quick).
+    func measuredTypes(_ isa: KernelISA) throws -> [TensorType] {
+        if let types {
+            return try types.split(separator: ",").map { name in
+                guard let type = TensorType(name: String(name)), type.canDequantize, type != .f32 else {
+                    throw ValidationError("--types: \(name) is not a weight type Ember computes with; expected some of "
+                                          + KernelBenchmark.simdTypes(isa).map(\.description).joined(separator: ", "))
+                }
+                return type
+            }
+        }
+        return quick ? [.q4_0, .q4_1, .q8_0, .q5_0] : KernelBenchmark.simdTypes(isa)
+    }
 
     struct Report: Encodable {
         var isa: String
@@ -154,7 +172,8 @@ struct BenchKernelsCommand: ParsableCommand {
         }
         var results = [KernelBenchmark.Result]()
         for shape in shapes {
-            let measured = try benchmark.measure(n: shape.n, k: shape.k, buffer: buffer, readBandwidth: bandwidth)
+            let measured = try benchmark.measure(n: shape.n, k: shape.k, formats: try measuredTypes(benchmark.isa), buffer: buffer,
+                                                 readBandwidth: bandwidth)
             results += measured
             if !json {
                 for r in measured {

@@ -39,10 +39,16 @@ public struct SystemReport: Sendable, Codable {
         public var override: String?
         /// Why that was refused, if it was.
         public var overrideError: String?
+        /// The weight types the selected family multiplies with SIMD code of its own.
+        public var simdTypes: [String] = []
+        /// The weight types it multiplies with the scalar reference (correct, slower: "scalar-vectorized" by the compiler).
+        public var scalarTypes: [String] = []
 
         enum CodingKeys: String, CodingKey {
             case selected, best, override
             case overrideError = "override_error"
+            case simdTypes = "simd_types"
+            case scalarTypes = "scalar_types"
         }
     }
 
@@ -196,7 +202,9 @@ public struct SystemReport: Sendable, Codable {
                 simdLevel: features.simdLevel.description),
             kernels: Kernels(
                 selected: context.isa.rawValue, best: KernelISA.best(for: features).rawValue,
-                override: context.configuration.isaOverride, overrideError: context.isaOverrideError.map { "\($0)" }),
+                override: context.configuration.isaOverride, overrideError: context.isaOverrideError.map { "\($0)" },
+                simdTypes: TensorType.table.filter { $0.canDequantize && $0.hasSIMDKernel(context.isa) }.map(\.description),
+                scalarTypes: TensorType.table.filter { $0.canDequantize && !$0.hasSIMDKernel(context.isa) }.map(\.description)),
             blas: BLAS(
                 library: "OpenBLAS", version: library.version, core: library.coreName,
                 coreLevel: library.coreLevel?.description, threads: library.threads,
@@ -228,6 +236,8 @@ public struct SystemReport: Sendable, Codable {
             "CPU        \(cpu.model), \(cpu.logicalCores) logical cores, widest SIMD \(cpu.simdLevel)",
             "features   \(present.joined(separator: " "))" + (absent.isEmpty ? "" : "   (absent: \(absent.joined(separator: " ")))"),
             "kernels    \(kernelsLine)",
+            "           SIMD matmul: \(kernels.simdTypes.joined(separator: " "))"
+                + (kernels.scalarTypes.isEmpty ? "" : "; scalar reference: \(kernels.scalarTypes.joined(separator: " "))"),
             "BLAS       \(blas.library) \(blas.version ?? "?"), core \(blas.core) (\(blas.coreLevel ?? "level unknown"))"
                 + "\(blas.coreTypeOverride.map { ", forced by OPENBLAS_CORETYPE=\($0)" } ?? ""), "
                 + "\(blas.threads) thread\(blas.threads == 1 ? "" : "s") (\(blas.parallelism)); "
