@@ -77,33 +77,6 @@ const char *ek_format_name(ek_format format) {
     return (unsigned)format < EK_FORMAT_COUNT ? names[format] : "unknown";
 }
 
-/* Sub-blocks 0–3 keep their scale and minimum in the low six bits of bytes j and j + 4; sub-blocks
-   4–7 keep the low four bits in byte j + 4 (scale: low nibble, minimum: high nibble) and the top two
-   in the spare high bits of bytes j − 4 (scale) and j (minimum). */
-void ek_k4_scale_min(const uint8_t scales[12], int j, uint8_t *scale, uint8_t *min) {
-    if (j < 4) {
-        *scale = scales[j] & 63;
-        *min = scales[j + 4] & 63;
-    } else {
-        *scale = (uint8_t)((scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4));
-        *min = (uint8_t)((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
-    }
-}
-
-/* Low four bits: bytes 0–7 (sub-blocks 0–7 the low nibbles, 8–15 the high ones); top two bits: bytes
-   8–11, sub-block j at bit 2·(j / 4) of byte 8 + j mod 4. */
-int ek_q3_k_scale(const uint8_t scales[12], int j) {
-    int low = j < 8 ? scales[j] & 0x0f : scales[j - 8] >> 4;
-    int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return low | (high << 4);
-}
-
-int ek_iq4_xs_scale(const ek_block_iq4_xs *block, int j) {
-    int low = (block->scales_l[j / 2] >> (4 * (j % 2))) & 0x0f;
-    int high = (block->scales_h >> (2 * j)) & 3;
-    return low | (high << 4);
-}
-
 /* Byte offsets of a block's fp16 scale and, where there is one, its minimum (−1: none). */
 static void scale_offsets(ek_format format, int *scale, int *min) {
     *min = -1;

@@ -55,12 +55,34 @@ typedef struct ek_block_q8_k {
     int8_t qs[EK_SUPER_BLOCK];
 } ek_block_q8_k;
 
-/* The 6-bit scale and minimum of sub-block j (0…7) of a Q4_K or Q5_K block. */
-void ek_k4_scale_min(const uint8_t scales[12], int j, uint8_t *scale, uint8_t *min);
-/* The 6-bit scale (0…63, before − 32) of sub-block j (0…15) of a Q3_K block. */
-int ek_q3_k_scale(const uint8_t scales[12], int j);
+/* The 6-bit scale and minimum of sub-block j (0…7) of a Q4_K or Q5_K block. Sub-blocks 0–3 keep them in the
+   low six bits of bytes j and j + 4; sub-blocks 4–7 keep the low four bits in byte j + 4 (scale: low nibble,
+   minimum: high nibble) and the top two in the spare high bits of bytes j − 4 (scale) and j (minimum).
+   Inline: every kernel calls these once per sub-block. */
+static inline void ek_k4_scale_min(const uint8_t scales[12], int j, uint8_t *scale, uint8_t *min) {
+    if (j < 4) {
+        *scale = scales[j] & 63;
+        *min = scales[j + 4] & 63;
+    } else {
+        *scale = (uint8_t)((scales[j + 4] & 0x0f) | ((scales[j - 4] >> 6) << 4));
+        *min = (uint8_t)((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+}
+
+/* The 6-bit scale (0…63, before − 32) of sub-block j (0…15) of a Q3_K block: low four bits in bytes 0–7
+   (sub-blocks 0–7 the low nibbles, 8–15 the high ones), top two at bit 2·(j / 4) of byte 8 + j mod 4. */
+static inline int ek_q3_k_scale(const uint8_t scales[12], int j) {
+    int low = j < 8 ? scales[j] & 0x0f : scales[j - 8] >> 4;
+    int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return low | (high << 4);
+}
+
 /* The 6-bit scale (0…63, before − 32) of sub-block j (0…7) of an IQ4_XS block. */
-int ek_iq4_xs_scale(const ek_block_iq4_xs *block, int j);
+static inline int ek_iq4_xs_scale(const ek_block_iq4_xs *block, int j) {
+    int low = (block->scales_l[j / 2] >> (4 * (j % 2))) & 0x0f;
+    int high = (block->scales_h >> (2 * j)) & 3;
+    return low | (high << 4);
+}
 
 /*
  * Fills `count` blocks of `format` with pseudo-random quants from `seed`, and small positive fp16 scales
