@@ -36,7 +36,7 @@ let implementationTargets: [Target] = [
     .target(
         name: "_CEmberKernels",
         path: "CKernels",
-        exclude: ["x86_avx2_body.h", "x86_rows_body.h"],
+        exclude: ["x86_avx2_body.h", "x86_rows_body.h", "x86_interleaved_body.h"],
         cSettings: [.headerSearchPath(".")],
         linkerSettings: [.linkedLibrary("m")]
     ),

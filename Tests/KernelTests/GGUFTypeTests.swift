@@ -99,20 +99,7 @@ struct GGUFTypeTests {
                 let x = Quant.randomValues(m * k, &generator, scale: 3)
                 let (expected, _) = Self.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
                 let (got, _) = Self.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: isa, rows: 2..<(n - 1))
-                let dequantized = Quant.dequantize(type, blocks, rows: n, k: k)
-                for i in 0..<m {
-                    for r in 0..<n {
-                        let value = got[i * n + r]
-                        if r < 2 || r >= n - 1 {
-                            #expect(value.isNaN, "\(type) \(isa): row \(r) outside the range was written")
-                            continue
-                        }
-                        var bound: Float = 0
-                        for j in 0..<k { bound += abs(dequantized[r * k + j] * x[i * k + j]) }
-                        #expect(abs(value - expected[i * n + r]) <= 2e-6 * bound + 1e-6,
-                                "\(type) \(isa) m=\(m) n=\(n) k=\(k): [\(i), \(r)] \(value) vs \(expected[i * n + r])")
-                    }
-                }
+                Self.expectOracle(got, expected, type: type, blocks: blocks, x: x, m: m, n: n, k: k, rows: 2..<(n - 1), label: "\(isa)")
             }
         }
     }
@@ -172,6 +159,26 @@ struct GGUFTypeTests {
     }
 
     // MARK: Helpers
+
+    /// `got` equals the oracle's `expected` over `rows` within fp32 summation error (bounded by Σ|w·x|), NaN elsewhere.
+    static func expectOracle(_ got: [Float], _ expected: [Float], type: TensorType, blocks: [UInt8], x: [Float], m: Int, n: Int, k: Int,
+                             rows: Range<Int>, label: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let dequantized = Quant.dequantize(type, blocks, rows: n, k: k)
+        for i in 0..<m {
+            for r in 0..<n {
+                let value = got[i * n + r]
+                guard rows.contains(r) else {
+                    #expect(value.isNaN, "\(type) \(label): row \(r) outside \(rows) was written", sourceLocation: sourceLocation)
+                    continue
+                }
+                var bound: Float = 0
+                for j in 0..<k { bound += abs(dequantized[r * k + j] * x[i * k + j]) }
+                #expect(abs(value - expected[i * n + r]) <= 2e-6 * bound + 1e-6,
+                        "\(type) \(label) m=\(m) n=\(n) k=\(k): [\(i), \(r)] \(value) vs \(expected[i * n + r])",
+                        sourceLocation: sourceLocation)
+            }
+        }
+    }
 
     /// Random blocks with small finite scales (and minimums) so products stay in a sane range.
     static func randomBlocks(_ type: TensorType, rows: Int, k: Int, _ generator: inout SplitMix64) -> [UInt8] {

@@ -14,9 +14,11 @@ private let vectorOps: [OpSupport] =
 
 /// The neural-engine route's backend: Ember's hand-tuned SIMD kernels
 /// (`CKernels/x86_*.c`, `arm_neon.c`): Q8_0/Q4_0/Q4_1 on weights packed once
-/// at load, every other block type on its GGUF rows as they lie (SIMD where
-/// the ISA has a row kernel, the scalar reference otherwise — `ember info`
-/// says which), F16/BF16 widened in registers. It runs matmul-class ops only;
+/// at load, Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/IQ4_XS interleaved eight rows at a
+/// time at load where the ISA has those kernels, every other block type on
+/// its GGUF rows as they lie (SIMD where the ISA has a row kernel, the
+/// scalar reference otherwise — `ember info` says which), F16/BF16 widened
+/// in registers. It runs matmul-class ops only;
 /// the others fall back to the CPU route.
 final class SIMDBackend: Backend, @unchecked Sendable {
     let descriptor: BackendDescriptor
@@ -33,7 +35,10 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
         if weights.type.packedFormat != nil { return try .packed(weights, isa: isa, placement: placement) }
-        if weights.type.blockFormat != nil { return try .rows(weights, isa: isa, placement: placement) }
+        if let format = weights.type.blockFormat {
+            if ek_interleaved_available(isa.cValue, format) { return try .interleaved(weights, isa: isa, placement: placement) }
+            return try .rows(weights, isa: isa, placement: placement)
+        }
         return try .half(weights, isa: isa, placement: placement)
     }
 }

@@ -18,6 +18,7 @@ public final class WeightMatrix: @unchecked Sendable {
     private let owner: AnyObject?
     private let lock = NSLock()
     private var packedVariant: QuantizedMatrix?
+    private var interleavedVariant: TensorStorage?
     private var fp32Variant: Tensor?
     private var precisionVariants: [Precision: WeightMatrix] = [:]
     private var bindings: [String: AnyObject] = [:]
@@ -96,6 +97,29 @@ public final class WeightMatrix: @unchecked Sendable {
             let made = try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: bytes)
             packedVariant = made
             return made
+        }
+    }
+
+    /// The interleaved copy of a row-format matrix (`ek_interleaved.h`: eight rows side by side, the K-quants'
+    /// scales pre-decoded), built once; the SIMD kernels of the types that have one read it instead of the rows.
+    public func interleaved() throws -> TensorStorage {
+        try lock.withLock {
+            if let interleavedVariant { return interleavedVariant }
+            guard let format = type.blockFormat, ek_format_interleavable(format) else {
+                throw KernelError.invalidArgument(argument: "type", found: "\(type)",
+                                                  expected: "a type with an interleaved layout (q5_0, q5_1, iq4_nl, q4_k, q5_k, iq4_xs)")
+            }
+            let size = ek_interleaved_size(format, Int64(rows), Int64(columns))
+            guard size > 0 || rows == 0 || columns == 0 else {
+                throw KernelError.invalidArgument(argument: "rows", found: "\(rows)×\(columns)", expected: "a matrix whose interleaved copy fits in memory")
+            }
+            let storage = TensorStorage(uninitializedByteCount: size) // the interleaving writes every byte
+            if size > 0, let base = bytes.baseAddress {
+                try KernelError.check(ek_interleave_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),
+                                      kernel: "ek_interleave_weights", argument: { _ in "weights" })
+            }
+            interleavedVariant = storage
+            return storage
         }
     }
 

@@ -1,0 +1,53 @@
+/*
+ * interleaved_impl.h — private to CKernels: offsets inside one group-block of
+ * the interleaved layout (ek_interleaved.h) and the per-ISA kernel tables.
+ */
+#ifndef EK_INTERLEAVED_IMPL_H
+#define EK_INTERLEAVED_IMPL_H
+
+#include "ek_interleaved.h"
+
+/* Per-32 formats: d[8] at 0, Q5_1's m[8] at 16, then quants (4 registers), then Q5_x high bits (1 register). */
+#define EK_IL_Q5_0_BYTES 176
+#define EK_IL_Q5_1_BYTES 192
+#define EK_IL_IQ4_NL_BYTES 144
+#define EK_IL_Q5_0_QUANTS 16
+#define EK_IL_Q5_0_HIGH 144
+#define EK_IL_Q5_1_MINS 16
+#define EK_IL_Q5_1_QUANTS 32
+#define EK_IL_Q5_1_HIGH 160
+#define EK_IL_IQ4_NL_QUANTS 16
+
+/* Q4_K / Q5_K: d[8] at 0, dmin[8] at 16, scales[s][r] at 32, minimums[p][r][i] at 96, Q5_K's qh at 160. */
+#define EK_IL_K_DMIN 16
+#define EK_IL_K_SCALES 32
+#define EK_IL_K_MINS 96
+#define EK_IL_Q4_K_QUANTS 160
+#define EK_IL_Q4_K_BYTES 1184
+#define EK_IL_Q5_K_HIGH 160
+#define EK_IL_Q5_K_QUANTS 416
+#define EK_IL_Q5_K_BYTES 1440
+
+/* IQ4_XS: d[8] at 0, scales[s][r] − 32 (int8) at 16, quants at 80. */
+#define EK_IL_IQ4_XS_SCALES 16
+#define EK_IL_IQ4_XS_QUANTS 80
+#define EK_IL_IQ4_XS_BYTES 1104
+
+/* Bytes of one group-block of `format`; 0 when it has no interleaved layout. */
+size_t ek_il_group_block_bytes(ek_format format);
+
+/* One ISA's kernel over the interleaved layout; arguments validated, m ≥ 1, rows non-empty. */
+typedef void (*ek_il_kernel)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, int64_t m,
+                             float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
+
+/* What one ISA provides; NULL entries run the oracle. */
+typedef struct ek_il_kernels {
+    ek_il_kernel gemm[EK_FORMAT_COUNT];
+} ek_il_kernels;
+
+#if defined(__x86_64__)
+extern const ek_il_kernels ek_il_kernels_avx2;
+extern const ek_il_kernels ek_il_kernels_avx512;
+#endif
+
+#endif /* EK_INTERLEAVED_IMPL_H */

@@ -1,0 +1,21 @@
+/* x86_interleaved.c — the interleaved-layout kernels for AVX2 machines and, compiled with their features, AVX-512
+   ones (see x86_interleaved_body.h; 512-bit versions are still to come). */
+#if defined(__x86_64__)
+#define EK_IL_TARGET __attribute__((target("avx2,fma,f16c")))
+#define EK_IL_NAME(x) il_avx2_##x
+#define EK_IL_TABLE ek_il_kernels_avx2
+#include "x86_interleaved_body.h"
+#undef EK_IL_TARGET
+#undef EK_IL_NAME
+#undef EK_IL_TABLE
+#undef EK_IL_INLINE
+#undef EK_IL_TILE
+#undef EK_IL_TILE_ARGS
+#undef EK_IL_DRIVER
+#undef EK_IL_Q5
+#undef EK_IL_K45
+#define EK_IL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define EK_IL_NAME(x) il_avx512_##x
+#define EK_IL_TABLE ek_il_kernels_avx512
+#include "x86_interleaved_body.h"
+#endif

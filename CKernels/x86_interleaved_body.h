@@ -1,0 +1,283 @@
+/*
+ * x86_interleaved_body.h — the kernels over the interleaved layout
+ * (ek_interleaved.h) on 256-bit registers, included by x86_interleaved.c
+ * for AVX2 + FMA + F16C and, compiled with their features, for AVX-512
+ * machines. Before including, define
+ *   EK_IL_TARGET   the function attribute (target features),
+ *   EK_IL_NAME(x)  how to name this variant's functions,
+ *   EK_IL_TABLE    the ek_il_kernels table to define.
+ *
+ * A register is eight rows × four bytes. One broadcast of four activation
+ * bytes meets eight rows at once (VPMADDUBSW: unsigned weight × signed
+ * activation, or |w| × sign-moved activation for the signed IQ4 values);
+ * int16 pair sums are added while they cannot overflow, then VPMADDWD
+ * applies each row's integer sub-block scale (or 1) into int32 lanes, one
+ * lane per row; the fp32 scaling happens once per block, and no horizontal
+ * sum is needed: lane r is row r's output. Activation tiles of up to four
+ * rows share each decoded weight register (the prefill GEMM).
+ */
+#include <immintrin.h>
+#include <string.h>
+#include "interleaved_impl.h"
+#include "rows_impl.h"
+
+#define EK_IL_INLINE static inline __attribute__((always_inline))
+#define EK_IL_TILE 4
+
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(broadcast4)(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* Eight unsigned bytes (one per row) → each row's value in both int16 halves of its lane. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(scale_pairs_u8)(const uint8_t *p) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* The same for signed bytes. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(scale_pairs_i8)(const uint8_t *p) {
+    __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_blend_epi16(v, _mm256_slli_epi32(v, 16), 0xAA);
+}
+
+EK_IL_TARGET EK_IL_INLINE __m256 EK_IL_NAME(halves)(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* Bit v of every byte of `bits` moved to bit 4 (0x10), the rest cleared. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int v) {
+    const __m256i bit = _mm256_set1_epi8(0x10);
+    switch (v) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(bits, 4), bit);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(bits, 3), bit);
+    case 2: return _mm256_and_si256(_mm256_slli_epi16(bits, 2), bit);
+    case 3: return _mm256_and_si256(_mm256_slli_epi16(bits, 1), bit);
+    case 4: return _mm256_and_si256(bits, bit);
+    case 5: return _mm256_and_si256(_mm256_srli_epi16(bits, 1), bit);
+    case 6: return _mm256_and_si256(_mm256_srli_epi16(bits, 2), bit);
+    default: return _mm256_and_si256(_mm256_srli_epi16(bits, 3), bit);
+    }
+}
+
+/* Rows × activation tiles: every kernel is a tile function over one group (eight rows) and `tile` (1…4, a constant
+   after inlining) activation rows, writing eight fp32 lanes per activation row; the driver masks the stores to
+   [row_begin, row_end). */
+#define EK_IL_TILE_ARGS const uint8_t *group, int64_t blocks, const uint8_t *act, size_t act_row_bytes, const int tile, \
+                        __m256 *out
+#define EK_IL_DRIVER(name)                                                                                          \
+    EK_IL_TARGET static void EK_IL_NAME(name)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, \
+                                              int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) { \
+        const size_t group_bytes = (size_t)blocks * EK_IL_NAME(name##_block_bytes);                                 \
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                             \
+        for (int64_t first = (row_begin / 8) * 8; first < row_end; first += 8) {                                    \
+            const int64_t lo = row_begin > first ? row_begin - first : 0;                                          \
+            const int64_t hi = row_end - first < 8 ? row_end - first : 8;                                          \
+            const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane),            \
+                                                  _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));       \
+            const uint8_t *group = w + (size_t)(first / 8) * group_bytes;                                           \
+            for (int64_t i0 = 0; i0 < m; i0 += EK_IL_TILE) {                                                        \
+                const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
+                __m256 out[EK_IL_TILE];                                                                             \
+                int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                        \
+                switch (tile) {                                                                                     \
+                case 4: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 4, out); break;                    \
+                case 3: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 3, out); break;                    \
+                case 2: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 2, out); break;                    \
+                default: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 1, out); break;                   \
+                }                                                                                                   \
+                for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + (i0 + t) * ldy + first, mask, out[t]);     \
+            }                                                                                                       \
+        }                                                                                                           \
+    }
+
+/* ------------------------------------------------------ per-32 formats -- */
+
+/* Q5_0 ((u − 16)·d), Q5_1 (u·d + m): unsigned 5-bit u from the nibbles and the high-bit register; Σ u·a in int16
+   for four registers at a time (≤ 4·2·31·127 < 2¹⁵), Q5_0's −16·Σa from the activation block's exact sum. */
+#define EK_IL_Q5(name, five_one, bytes, quants, high)                                                               \
+    static const size_t EK_IL_NAME(name##_block_bytes) = bytes;                                                     \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
+        const __m256i low_mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);                               \
+        __m256 acc[EK_IL_TILE];                                                                                     \
+        for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
+        for (int64_t b = 0; b < blocks; b++) {                                                                      \
+            const uint8_t *gb = group + (size_t)b * bytes;                                                          \
+            const __m256i high_bits = _mm256_loadu_si256((const __m256i *)(gb + high));                             \
+            __m256i u[8];                                                                                           \
+            for (int c = 0; c < 4; c++) {                                                                           \
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + quants + 32 * c));                          \
+                u[c] = _mm256_and_si256(raw, low_mask);                                                             \
+                u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);                                   \
+            }                                                                                                       \
+            for (int v = 0; v < 8; v++) u[v] = _mm256_or_si256(u[v], EK_IL_NAME(bit_to_16)(high_bits, v));          \
+            const __m256 d = EK_IL_NAME(halves)(gb);                                                                \
+            for (int t = 0; t < tile; t++) {                                                                        \
+                const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;         \
+                __m256i s0 = _mm256_maddubs_epi16(u[0], EK_IL_NAME(broadcast4)(ab->qs));                            \
+                __m256i s1 = _mm256_maddubs_epi16(u[4], EK_IL_NAME(broadcast4)(ab->qs + 16));                       \
+                for (int v = 1; v < 4; v++) {                                                                       \
+                    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(u[v], EK_IL_NAME(broadcast4)(ab->qs + 4 * v)));  \
+                    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(u[4 + v], EK_IL_NAME(broadcast4)(ab->qs + 16 + 4 * v))); \
+                }                                                                                                   \
+                __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));           \
+                __m256 total = _mm256_cvtepi32_ps(dot);                                                             \
+                if (!five_one) total = _mm256_sub_ps(total, _mm256_set1_ps(16.0f * (float)ab->sum));                \
+                acc[t] = _mm256_fmadd_ps(total, _mm256_mul_ps(d, _mm256_set1_ps(ab->d)), acc[t]);                   \
+                if (five_one) acc[t] = _mm256_fmadd_ps(EK_IL_NAME(halves)(gb + EK_IL_Q5_1_MINS), _mm256_set1_ps(ab->s), acc[t]); \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
+    }                                                                                                               \
+    EK_IL_DRIVER(name)
+EK_IL_Q5(gemm_q5_0, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, EK_IL_Q5_0_HIGH)
+EK_IL_Q5(gemm_q5_1, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
+
+/* IQ4_NL: signed table values v, |v| × (a with v's sign); each pair sum (≤ 2·127²) widened at once. */
+static const size_t EK_IL_NAME(gemm_iq4_nl_block_bytes) = EK_IL_IQ4_NL_BYTES;
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_nl_tile)(EK_IL_TILE_ARGS) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ek_iq4_values));
+    __m256 acc[EK_IL_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_NL_BYTES;
+        __m256i sums[EK_IL_TILE];
+        for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_IQ4_NL_QUANTS + 32 * c));
+            __m256i v_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(raw, low_mask));
+            __m256i v_hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask));
+            __m256i m_lo = _mm256_sign_epi8(v_lo, v_lo), m_hi = _mm256_sign_epi8(v_hi, v_hi);
+            for (int t = 0; t < tile; t++) {
+                const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;
+                __m256i p_lo = _mm256_maddubs_epi16(m_lo, _mm256_sign_epi8(EK_IL_NAME(broadcast4)(ab->qs + 4 * c), v_lo));
+                __m256i p_hi = _mm256_maddubs_epi16(m_hi, _mm256_sign_epi8(EK_IL_NAME(broadcast4)(ab->qs + 16 + 4 * c), v_hi));
+                sums[t] = _mm256_add_epi32(sums[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+            }
+        }
+        const __m256 d = EK_IL_NAME(halves)(gb);
+        for (int t = 0; t < tile; t++) {
+            const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_mul_ps(d, _mm256_set1_ps(ab->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < tile; t++) out[t] = acc[t];
+}
+EK_IL_DRIVER(gemm_iq4_nl)
+
+/* -------------------------------------------------- per-256 formats --- */
+
+/* Q4_K and Q5_K: per sub-block s (32 elements, registers 8·(s/2) … + 7, low nibbles for even s, high for odd),
+   Σ u·a in int16 (eight registers for 4 bits: ≤ 8·2·15·127; four for 5 bits), × the rows' 6-bit scales by
+   VPMADDWD; the minimums' Σ min·Σa per pair of sub-blocks from the activations' sums of 16. */
+#define EK_IL_K45(name, five, bytes, quants)                                                                        \
+    static const size_t EK_IL_NAME(name##_block_bytes) = bytes;                                                     \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
+        const __m256i low_mask = _mm256_set1_epi8(0x0f);                                                            \
+        __m256 acc[EK_IL_TILE];                                                                                     \
+        for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
+        for (int64_t b = 0; b < blocks; b++) {                                                                      \
+            const uint8_t *gb = group + (size_t)b * bytes;                                                          \
+            const int8_t *aq[EK_IL_TILE];                                                                           \
+            __m256i sums[EK_IL_TILE];                                                                               \
+            for (int t = 0; t < tile; t++) {                                                                        \
+                aq[t] = ((const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b)->qs;                         \
+                sums[t] = _mm256_setzero_si256();                                                                   \
+            }                                                                                                       \
+            for (int s = 0; s < 8; s++) {                                                                           \
+                const uint8_t *regs = gb + quants + 32 * 8 * (s / 2);                                               \
+                const __m256i scale = EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * s);                      \
+                /* four-bit values: eight registers per int16 sum; five-bit: four */                                \
+                for (int g0 = 0; g0 < 8; g0 += five ? 4 : 8) {                                                      \
+                    __m256i part[EK_IL_TILE];                                                                       \
+                    for (int t = 0; t < tile; t++) part[t] = _mm256_setzero_si256();                                \
+                    for (int g = g0; g < g0 + (five ? 4 : 8); g++) {                                                \
+                        __m256i raw = _mm256_loadu_si256((const __m256i *)(regs + 32 * g));                         \
+                        __m256i u = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(raw, 4) : raw, low_mask);            \
+                        if (five) {                                                                                 \
+                            __m256i qh = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));      \
+                            u = _mm256_or_si256(u, EK_IL_NAME(bit_to_16)(qh, s));                                   \
+                        }                                                                                           \
+                        for (int t = 0; t < tile; t++)                                                              \
+                            part[t] = _mm256_add_epi16(part[t],                                                     \
+                                _mm256_maddubs_epi16(u, EK_IL_NAME(broadcast4)(aq[t] + 32 * s + 4 * g)));           \
+                    }                                                                                               \
+                    for (int t = 0; t < tile; t++) sums[t] = _mm256_add_epi32(sums[t], _mm256_madd_epi16(part[t], scale)); \
+                }                                                                                                   \
+            }                                                                                                       \
+            const __m256 d = EK_IL_NAME(halves)(gb), dmin = EK_IL_NAME(halves)(gb + EK_IL_K_DMIN);                  \
+            for (int t = 0; t < tile; t++) {                                                                        \
+                const ek_block_q8_k *ab = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;             \
+                /* sums of 32 per sub-block, as int16 pairs (s even, s odd) per 32-bit word */                      \
+                __m128i bsums_lo = _mm_loadu_si128((const __m128i *)ab->bsums);                                     \
+                __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(ab->bsums + 8));                               \
+                int32_t pairs[4];                                                                                   \
+                _mm_storeu_si128((__m128i *)pairs, _mm_hadd_epi16(bsums_lo, bsums_hi));                             \
+                __m256i min_sum = _mm256_setzero_si256();                                                           \
+                for (int p = 0; p < 4; p++) {                                                                       \
+                    __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_K_MINS + 16 * p))); \
+                    min_sum = _mm256_add_epi32(min_sum, _mm256_madd_epi16(mins, _mm256_set1_epi32(pairs[p])));      \
+                }                                                                                                   \
+                const __m256 da = _mm256_set1_ps(ab->d);                                                            \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_mul_ps(d, da), acc[t]);                \
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(dmin, da), acc[t]);            \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
+    }                                                                                                               \
+    EK_IL_DRIVER(name)
+EK_IL_K45(gemm_q4_k, 0, EK_IL_Q4_K_BYTES, EK_IL_Q4_K_QUANTS)
+EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_QUANTS)
+
+/* IQ4_XS: per sub-block s (registers 4s … 4s + 3: low nibbles elements 32s + 4j + t, high ones 16 further on),
+   signed table values, |v| × sign-moved activations, each pair sum × the sub-block's signed scale by VPMADDWD. */
+static const size_t EK_IL_NAME(gemm_iq4_xs_block_bytes) = EK_IL_IQ4_XS_BYTES;
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_xs_tile)(EK_IL_TILE_ARGS) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0f);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ek_iq4_values));
+    __m256 acc[EK_IL_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_XS_BYTES;
+        const int8_t *aq[EK_IL_TILE];
+        __m256i sums[EK_IL_TILE];
+        for (int t = 0; t < tile; t++) {
+            aq[t] = ((const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b)->qs;
+            sums[t] = _mm256_setzero_si256();
+        }
+        for (int s = 0; s < 8; s++) {
+            const __m256i scale = EK_IL_NAME(scale_pairs_i8)(gb + EK_IL_IQ4_XS_SCALES + 8 * s);
+            for (int j = 0; j < 4; j++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_IQ4_XS_QUANTS + 32 * (4 * s + j)));
+                __m256i v_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(raw, low_mask));
+                __m256i v_hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask));
+                __m256i m_lo = _mm256_sign_epi8(v_lo, v_lo), m_hi = _mm256_sign_epi8(v_hi, v_hi);
+                for (int t = 0; t < tile; t++) {
+                    __m256i p_lo = _mm256_maddubs_epi16(m_lo, _mm256_sign_epi8(EK_IL_NAME(broadcast4)(aq[t] + 32 * s + 4 * j), v_lo));
+                    __m256i p_hi = _mm256_maddubs_epi16(m_hi, _mm256_sign_epi8(EK_IL_NAME(broadcast4)(aq[t] + 32 * s + 16 + 4 * j), v_hi));
+                    sums[t] = _mm256_add_epi32(sums[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, scale), _mm256_madd_epi16(p_hi, scale)));
+                }
+            }
+        }
+        const __m256 d = EK_IL_NAME(halves)(gb);
+        for (int t = 0; t < tile; t++) {
+            const ek_block_q8_k *ab = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_mul_ps(d, _mm256_set1_ps(ab->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < tile; t++) out[t] = acc[t];
+}
+EK_IL_DRIVER(gemm_iq4_xs)
+
+const ek_il_kernels EK_IL_TABLE = {
+    .gemm = {
+        [EK_FORMAT_Q5_0] = EK_IL_NAME(gemm_q5_0),
+        [EK_FORMAT_Q5_1] = EK_IL_NAME(gemm_q5_1),
+        [EK_FORMAT_IQ4_NL] = EK_IL_NAME(gemm_iq4_nl),
+        [EK_FORMAT_Q4_K] = EK_IL_NAME(gemm_q4_k),
+        [EK_FORMAT_Q5_K] = EK_IL_NAME(gemm_q5_k),
+        [EK_FORMAT_IQ4_XS] = EK_IL_NAME(gemm_iq4_xs),
+    },
+};

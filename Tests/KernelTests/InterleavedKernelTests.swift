@@ -1,0 +1,119 @@
+import _CEmberKernels
+import Testing
+@testable import EmberCore
+import EmberTestSupport
+
+/// The interleaved layout of the row formats (ek_interleaved.h): lossless, and every ISA's kernels over it equal
+/// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
+/// 1–6 activation rows.
+@Suite("Interleaved kernels")
+struct InterleavedKernelTests {
+    static let types: [TensorType] = TensorType.table.filter { $0.blockFormat.map(ek_format_interleavable) ?? false }
+
+    @Test func theTypesThatMatterForSpeedHaveTheLayout() {
+        #expect(Set(Self.types.map(\.name)) == ["Q5_0", "Q5_1", "IQ4_NL", "Q4_K", "Q5_K", "IQ4_XS"])
+        for type in Self.types {
+            for isa in Quant.simdISAs where isa != .neon {
+                #expect(ek_interleaved_available(isa.cValue, type.blockFormat!), "\(type) on \(isa)")
+            }
+            #expect(!ek_interleaved_available(EK_ISA_SCALAR, type.blockFormat!))
+        }
+    }
+
+    /// Interleaving then de-interleaving gives the GGUF bytes back, whatever the row count.
+    @Test(arguments: InterleavedKernelTests.types)
+    func interleavingIsLossless(_ type: TensorType) throws {
+        let format = try #require(type.blockFormat)
+        var generator = SplitMix64(seed: UInt64(type.id) + 40)
+        for (n, blocksPerRow) in [(1, 1), (7, 2), (8, 1), (13, 3), (33, 2)] {
+            let k = blocksPerRow * type.blockSize
+            let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
+            let size = ek_interleaved_size(format, Int64(n), Int64(k))
+            #expect(size >= blocks.count && size <= (n + 7) / 8 * 8 * blocks.count / n * 103 / 100, "\(type): \(size) bytes for \(blocks.count)")
+            var interleaved = [UInt8](repeating: 0xEE, count: size)
+            #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
+            var back = [UInt8](repeating: 0, count: blocks.count)
+            #expect(ek_deinterleave_weights(format, interleaved, Int64(n), Int64(k), &back, back.count) == EK_OK)
+            #expect(back == blocks, "\(type) n=\(n) k=\(k): the round trip changed the blocks")
+        }
+    }
+
+    @Test(arguments: InterleavedKernelTests.types)
+    func kernelsMatchTheRowOracle(_ type: TensorType) throws {
+        let format = try #require(type.blockFormat)
+        var generator = SplitMix64(seed: UInt64(type.id) + 90)
+        for isa in [KernelISA.scalar] + Quant.simdISAs {
+            for (m, n, blocksPerRow, rows) in [(1, 37, 1, 2..<36), (3, 19, 3, 0..<19), (5, 17, 2, 9..<16), (4, 33, 1, 1..<33),
+                                               (2, 7, 5, 0..<7), (6, 64, 2, 16..<40)] {
+                let k = blocksPerRow * type.blockSize
+                let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
+                let x = Quant.randomValues(m * k, &generator, scale: 3)
+                let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
+                let size = ek_interleaved_size(format, Int64(n), Int64(k))
+                var interleaved = [UInt8](repeating: 0, count: size)
+                #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
+                let bytes = ek_row_activation_size(format, Int64(m), Int64(k))
+                var act = [UInt8](repeating: 0, count: bytes)
+                #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(m), Int64(k), &act, bytes) == EK_OK)
+                var got = [Float](repeating: .nan, count: m * n)
+                #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(m), &got, Int64(n),
+                                            Int64(rows.lowerBound), Int64(rows.upperBound)) == EK_OK)
+                GGUFTypeTests.expectOracle(got, expected, type: type, blocks: blocks, x: x, m: m, n: n, k: k, rows: rows,
+                                           label: "interleaved on \(isa)")
+            }
+        }
+    }
+
+    /// Extreme blocks: every quant at its largest (the int16 partial sums at their bound) against activations of ±127.
+    @Test(arguments: InterleavedKernelTests.types)
+    func largestQuantsDoNotOverflow(_ type: TensorType) throws {
+        let format = try #require(type.blockFormat)
+        let (n, k) = (8, type.blockSize * 2)
+        var generator = SplitMix64(seed: 5)
+        var blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
+        // Keep each block's fp16 scale fields (the random filler makes them sane) and set every other byte to 0xFF:
+        // the largest nibbles, high bits and 6-bit scales/minimums each format can hold.
+        let scaleFields = Self.scaleByteOffsets(type)
+        for b in 0..<(blocks.count / type.blockBytes) {
+            for j in 0..<type.blockBytes where !scaleFields.contains(j) { blocks[b * type.blockBytes + j] = 0xFF }
+        }
+        let x = (0..<k).map { j in Float(j % 3 == 0 ? -1 : 1) } // quantizes to ±127
+        let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: 1, n: n, k: k, isa: .scalar)
+        let size = ek_interleaved_size(format, Int64(n), Int64(k))
+        var interleaved = [UInt8](repeating: 0, count: size)
+        #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
+        for isa in Quant.simdISAs {
+            let bytes = ek_row_activation_size(format, 1, Int64(k))
+            var act = [UInt8](repeating: 0, count: bytes)
+            #expect(ek_quantize_row_activations(isa.cValue, format, x, 1, Int64(k), &act, bytes) == EK_OK)
+            var got = [Float](repeating: .nan, count: n)
+            #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, 1, &got, Int64(n), 0, Int64(n)) == EK_OK)
+            for r in 0..<n {
+                #expect(abs(got[r] - expected[r]) <= 1e-5 * max(1, abs(expected[r])), "\(type) \(isa) row \(r): \(got[r]) vs \(expected[r])")
+            }
+        }
+    }
+
+    @Test func badArgumentsAreRefused() {
+        var y = [Float](repeating: 0, count: 8)
+        let w = [UInt8](repeating: 0, count: 4096), act = [UInt8](repeating: 0, count: 4096)
+        #expect(ek_interleaved_size(EK_FORMAT_Q4_K, 8, 255) == 0)
+        #expect(ek_interleaved_size(EK_FORMAT_Q8_0, 8, 256) == 0)
+        #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q4_K, w, 2, 255, act, 1, &y, 2, 0, 2) == EK_ERR_SHAPE)
+        #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q4_K, w, 2, 256, act, 1, &y, 2, 0, 3) == EK_ERR_RANGE)
+        #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q6_K, w, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_FORMAT)
+        #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q4_K, nil, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_NULL_POINTER)
+        var small = [UInt8](repeating: 0, count: 10)
+        #expect(ek_interleave_weights(EK_FORMAT_Q5_0, w, 8, 32, &small, small.count) == EK_ERR_BUFFER_TOO_SMALL)
+        #expect(ek_deinterleave_weights(EK_FORMAT_Q5_0, w, 8, 32, &small, small.count) == EK_ERR_BUFFER_TOO_SMALL)
+    }
+
+    /// Byte offsets of the fp16 scale fields inside one GGUF block of `type` (left as the random filler made them).
+    static func scaleByteOffsets(_ type: TensorType) -> Set<Int> {
+        switch type.name {
+        case "Q5_0", "IQ4_NL", "IQ4_XS": [0, 1]
+        case "Q5_1", "Q4_K", "Q5_K": [0, 1, 2, 3]
+        default: []
+        }
+    }
+}
