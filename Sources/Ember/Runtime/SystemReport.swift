@@ -43,12 +43,15 @@ public struct SystemReport: Sendable, Codable {
         public var simdTypes: [String] = []
         /// The weight types it multiplies with the scalar reference (correct, slower: "scalar-vectorized" by the compiler).
         public var scalarTypes: [String] = []
+        /// The weight types it re-lays at load, eight rows interleaved (`ek_interleaved.h`), rather than reading GGUF rows.
+        public var interleavedTypes: [String] = []
 
         enum CodingKeys: String, CodingKey {
             case selected, best, override
             case overrideError = "override_error"
             case simdTypes = "simd_types"
             case scalarTypes = "scalar_types"
+            case interleavedTypes = "interleaved_types"
         }
     }
 
@@ -204,7 +207,8 @@ public struct SystemReport: Sendable, Codable {
                 selected: context.isa.rawValue, best: KernelISA.best(for: features).rawValue,
                 override: context.configuration.isaOverride, overrideError: context.isaOverrideError.map { "\($0)" },
                 simdTypes: TensorType.table.filter { $0.canDequantize && $0.hasSIMDKernel(context.isa) }.map(\.description),
-                scalarTypes: TensorType.table.filter { $0.canDequantize && !$0.hasSIMDKernel(context.isa) }.map(\.description)),
+                scalarTypes: TensorType.table.filter { $0.canDequantize && !$0.hasSIMDKernel(context.isa) }.map(\.description),
+                interleavedTypes: TensorType.table.filter { $0.hasInterleavedKernel(context.isa) }.map(\.description)),
             blas: BLAS(
                 library: "OpenBLAS", version: library.version, core: library.coreName,
                 coreLevel: library.coreLevel?.description, threads: library.threads,
@@ -237,7 +241,8 @@ public struct SystemReport: Sendable, Codable {
             "features   \(present.joined(separator: " "))" + (absent.isEmpty ? "" : "   (absent: \(absent.joined(separator: " ")))"),
             "kernels    \(kernelsLine)",
             "           SIMD matmul: \(kernels.simdTypes.joined(separator: " "))"
-                + (kernels.scalarTypes.isEmpty ? "" : "; scalar reference: \(kernels.scalarTypes.joined(separator: " "))"),
+                + (kernels.scalarTypes.isEmpty ? "" : "; scalar reference: \(kernels.scalarTypes.joined(separator: " "))")
+                + (kernels.interleavedTypes.isEmpty ? "" : "; interleaved at load: \(kernels.interleavedTypes.joined(separator: " "))"),
             "BLAS       \(blas.library) \(blas.version ?? "?"), core \(blas.core) (\(blas.coreLevel ?? "level unknown"))"
                 + "\(blas.coreTypeOverride.map { ", forced by OPENBLAS_CORETYPE=\($0)" } ?? ""), "
                 + "\(blas.threads) thread\(blas.threads == 1 ? "" : "s") (\(blas.parallelism)); "

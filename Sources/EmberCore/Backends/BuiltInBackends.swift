@@ -35,8 +35,8 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
         if weights.type.packedFormat != nil { return try .packed(weights, isa: isa, placement: placement) }
-        if let format = weights.type.blockFormat {
-            if ek_interleaved_available(isa.cValue, format) { return try .interleaved(weights, isa: isa, placement: placement) }
+        if weights.type.blockFormat != nil {
+            if weights.type.hasInterleavedKernel(isa) { return try .interleaved(weights, isa: isa, placement: placement) }
             return try .rows(weights, isa: isa, placement: placement)
         }
         return try .half(weights, isa: isa, placement: placement)

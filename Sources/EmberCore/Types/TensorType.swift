@@ -175,6 +175,11 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether `isa`'s SIMD backend re-lays this type at load, eight rows interleaved (`ek_interleaved.h`).
+    public func hasInterleavedKernel(_ isa: KernelISA) -> Bool {
+        blockFormat.map { ek_interleaved_available(isa.cValue, $0) } ?? false
+    }
+
     /// Bytes of a rows × columns matrix; nil when `columns` is not a whole number of blocks or the size overflows.
     public func byteCount(rows: Int, columns: Int) -> Int? {
         guard rows >= 0, columns >= 0, columns % blockSize == 0 else { return nil }
