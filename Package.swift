@@ -92,7 +92,7 @@ let testTargets: [Target] = [
     .target(name: "EmberTestSupport", dependencies: ["Ember"], path: "Tests/TestSupport"),
     .testTarget(name: "PolicyTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/PolicyTests"),
     .testTarget(name: "SchedulerTests", dependencies: ["Ember", "EmberTestSupport"], path: "Tests/SchedulerTests"),
-    .testTarget(name: "ModelTests", dependencies: ["EmberModels", "Ember", "EmberBenchmarks", "EmberTestSupport"],
+    .testTarget(name: "ModelTests", dependencies: ["EmberModels", "Ember", "EmberBenchmarks", "EmberTestSupport", "_CEmberKernels"],
                 path: "Tests/ModelTests", exclude: ["Fixtures"]),
     // The worker protocol's pieces, and `ember serve` driven by a Python client process.
     .testTarget(name: "ServiceTests", dependencies: ["EmberServer", "Ember", "EmberTestSupport"], path: "Tests/ServiceTests",

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Greedy tokens of Ember against llama.cpp's on the same GGUF files (the "every GGUF type" goal).
 
-Usage: greedy_vs_llamacpp.py LLAMA_BIN_DIR EMBER_BINARY N_TOKENS FILE.gguf [FILE.gguf ...]
+Usage: greedy_vs_llamacpp.py [--precision P] LLAMA_BIN_DIR EMBER_BINARY N_TOKENS FILE.gguf [FILE.gguf ...]
+
+--precision (default native) runs Ember at another precision: fp32 (the file's weights dequantized, no
+activation quantization) tells a difference in llama.cpp's arithmetic from one in Ember's.
 
 For each file: starts llama-server (2 threads), asks it for greedy continuations with the top two
 log-probabilities of every prompt below, runs `ember generate --precision native --json` on the same
@@ -47,12 +50,15 @@ def llama_refs(bin_dir, path, n, port=18181):
         server.wait()
 
 def main():
-    bin_dir, ember, n, files = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+    args, precision = sys.argv[1:], "native"
+    if args[:1] == ["--precision"]:
+        precision, args = args[1], args[2:]
+    bin_dir, ember, n, files = args[0], args[1], int(args[2]), args[3:]
     failures = 0
     for path in files:
         refs = llama_refs(bin_dir, path, n)
         for prompt, (prompt_ids, gen_ids, top2) in zip(PROMPTS, refs):
-            out = subprocess.run([ember, "generate", "-m", path, "--precision", "native", "-n", str(n), "--json", prompt],
+            out = subprocess.run([ember, "generate", "-m", path, "--precision", precision, "-n", str(n), "--json", prompt],
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 print(f"{os.path.basename(path)}  ERROR {out.stderr.strip()[:300]}")
