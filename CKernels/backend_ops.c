@@ -107,6 +107,21 @@ int32_t ek_op_swiglu(void *context, const float *gate, const float *up, float *o
     return 0;
 }
 
+int32_t ek_op_geglu(void *context, const float *gate, const float *up, float *out, int64_t n) {
+    (void)context;
+    if (gate == NULL || up == NULL || out == NULL || n < 0) return 1;
+    ek_geglu(gate, up, out, n);
+    return 0;
+}
+
+int32_t ek_op_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
+                        int64_t stride, int64_t visible, int64_t head_dim, float scale, float *out) {
+    if (q == NULL || keys == NULL || values == NULL || out == NULL) return 1;
+    if (cache_type != EMBER_TYPE_F32 && cache_type != EMBER_TYPE_F16) return 1;
+    return ek_attention_online_with(simd_of(context), cache_type == EMBER_TYPE_F16, q, keys, values, stride, visible, head_dim,
+                                    scale, out) ? 0 : 1;
+}
+
 int32_t ek_op_add(void *context, float *x, const float *y, int64_t n) {
     (void)context;
     if (x == NULL || y == NULL || n < 0) return 1;

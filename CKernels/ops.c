@@ -104,10 +104,16 @@ void ek_gelu_with(bool simd, float *x, int64_t n) {
 void ek_gelu(float *x, int64_t n) { ek_gelu_with(true, x, n); }
 
 void ek_rope_table(float *table, int64_t pairs, int64_t position, float theta_scale) {
+    ek_rope_table_scaled(table, pairs, position, theta_scale, 1.0f, NULL);
+}
+
+void ek_rope_table_scaled(float *table, int64_t pairs, int64_t position, float theta_scale, float frequency_scale,
+                          const float *factors) {
     float theta = (float)position;
     for (int64_t p = 0; p < pairs; p++) {
-        table[2 * p] = cosf(theta);
-        table[2 * p + 1] = sinf(theta);
+        float angle = frequency_scale * (factors != NULL ? theta / factors[p] : theta);
+        table[2 * p] = cosf(angle);
+        table[2 * p + 1] = sinf(angle);
         theta *= theta_scale;
     }
 }

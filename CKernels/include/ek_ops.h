@@ -29,11 +29,21 @@ void ek_gelu(float *x, int64_t n);
  * advanced by repeated multiplication in fp32. `table` holds 2·pairs floats.
  */
 void ek_rope_table(float *table, int64_t pairs, int64_t position, float theta_scale);
+/* The same with linear scaling and per-pair frequency factors (Llama 3's rope_freqs, NULL for none):
+   angle_i = frequency_scale · (position · theta_scale^i / factors[i]). */
+void ek_rope_table_scaled(float *table, int64_t pairs, int64_t position, float theta_scale, float frequency_scale,
+                          const float *factors);
 
 /* Rotates adjacent pairs (the "normal" mode, not NeoX) of `heads` heads of head_dim by `table`. */
 void ek_rope_apply(float *x, int64_t heads, int64_t head_dim, const float *table);
 /* Rotates the pairs (i, i + head_dim/2) (the NeoX mode) of `heads` heads of head_dim by `table`. */
 void ek_rope_apply_neox(float *x, int64_t heads, int64_t head_dim, const float *table);
+
+/* h = gelu(g) · u, n elements, GELU in its tanh form with g rounded to fp16 and the GELU value rounded to fp16 (a
+   table), as llama.cpp's CPU GEGLU; 0 for g ≤ −10, g for g ≥ 10 (geglu.c). */
+void ek_geglu(const float *g, const float *u, float *h, int64_t n);
+/* GELU, the tanh form, in fp32: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+float ek_gelu_tanh(float x);
 
 /* h = silu(g) · u, n elements. */
 void ek_swiglu(const float *g, const float *u, float *h, int64_t n);
@@ -69,6 +79,15 @@ void ek_attention_head_f32(const float *q, const float *keys, const float *value
 void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
                            int64_t visible, int64_t head_dim, float scale, float *scores, float *out);
 
+/*
+ * One query head over `visible` cached positions in one pass, the softmax
+ * online (flash attention): out = softmax(scale · q·Kᵀ) · V, key and value
+ * rows `stride` elements apart, fp16 when `half_cache` (widened on load),
+ * else fp32; the arithmetic is fp32. false on a head_dim outside 1…512, a
+ * negative `visible` or stride < head_dim (attention.c).
+ */
+bool ek_attention_online_with(bool simd, bool half_cache, const float *q, const void *keys, const void *values, int64_t stride,
+                              int64_t visible, int64_t head_dim, float scale, float *out);
 
 /* Whether this CPU and build run the AVX2 + FMA + F16C forms. */
 bool ek_ops_simd_available(void);

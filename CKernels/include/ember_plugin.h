@@ -14,7 +14,8 @@
  *
  * Every struct that crosses the ABI starts with its `size` and `abi_version`,
  * so Ember refuses a table built against another version of this header
- * instead of reading past its end; Ember reads the tables through a fault
+ * instead of reading past its end (a backend table of ABI 2's first size,
+ * before `attention` and `geglu` were appended, is read with those NULL); Ember reads the tables through a fault
  * guard. It checks every field, runs each declared op on test data against
  * its scalar reference (with guard values around every output, the matmul's
  * and the prepared activations' included, and the inputs compared after the
@@ -53,7 +54,9 @@ typedef enum ember_op {
     EMBER_OP_SWIGLU = 11,
     EMBER_OP_ADD = 12,
     EMBER_OP_MUL = 13,
-    EMBER_OP_QUANTIZE_ACTIVATIONS = 14 /* fp32 rows into the blocks the backend's matmul reads */
+    EMBER_OP_QUANTIZE_ACTIVATIONS = 14, /* fp32 rows into the blocks the backend's matmul reads */
+    EMBER_OP_ATTENTION = 15,           /* one head over its cached keys and values in one pass (online softmax) */
+    EMBER_OP_GEGLU = 16                /* gelu(gate)·up, GELU's tanh form (Gemma's feed-forward) */
 } ember_op;
 
 /* Tensor types, numbered as GGUF's: the ones Ember computes with may be declared (F32, F16, BF16 and the block types below);
@@ -151,9 +154,17 @@ typedef int32_t (*ember_softmax_fn)(void *context, float *x, int64_t rows, int64
 typedef int32_t (*ember_attention_values_fn)(void *context, uint32_t cache_type, const float *weights,
                                              const void *values, int64_t stride, int64_t visible, int64_t head_dim,
                                              float *out);
+/*
+ * out = softmax(scale · q·Kᵀ)·V over p < visible, keys and values as above (rows `stride` elements apart, in
+ * `cache_type`), in one pass: the softmax computed online — a running maximum and sum, the output rescaled whenever
+ * the maximum grows — as flash attention does.
+ */
+typedef int32_t (*ember_attention_fn)(void *context, uint32_t cache_type, const float *q, const void *keys,
+                                      const void *values, int64_t stride, int64_t visible, int64_t head_dim, float scale,
+                                      float *out);
 /* In place over n values: SiLU x·σ(x), or GELU 0.5·x·(1 + erf(x/√2)). */
 typedef int32_t (*ember_unary_fn)(void *context, float *x, int64_t n);
-/* out = silu(gate) · up over n values. */
+/* out = silu(gate) · up over n values (SWIGLU); out = gelu(gate) · up, GELU's tanh form, over n values (GEGLU). */
 typedef int32_t (*ember_swiglu_fn)(void *context, const float *gate, const float *up, float *out, int64_t n);
 /* x = x + y (ADD) or x = x · y (MUL) over n values. */
 typedef int32_t (*ember_binary_fn)(void *context, float *x, const float *y, int64_t n);
@@ -200,7 +211,15 @@ typedef struct ember_backend {
     ember_swiglu_fn swiglu;
     ember_binary_fn add;
     ember_binary_fn mul;
+
+    /* Added to ABI 2 later: a table built against the earlier header (its size EMBER_BACKEND_SIZE_2_0) is read
+       with these NULL, so it cannot declare their ops. */
+    ember_attention_fn attention;
+    ember_swiglu_fn geglu;
 } ember_backend;
+
+/* sizeof(ember_backend) in the first ABI 2 header, which ended at `mul`: Ember reads such tables too. */
+#define EMBER_BACKEND_SIZE_2_0 (offsetof(ember_backend, attention))
 
 /* What ember_plugin_entry returns. */
 typedef struct ember_plugin {

@@ -14,17 +14,17 @@ struct PluginTests {
         #expect(plugin.name == "example")
         #expect(plugin.backends == ["example-c"] && plugin.skipped.isEmpty)
         for units in [ComputeUnits.cpuOnly, .cpuAndGPU, .cpuAndNeuralEngine, .all] {
-            for op in [Op.rmsNorm, .swiglu, .softmax] {
-                let placement = try #require(context.backends.place(op, type: .f32, units: units)?.1)
+            for (op, type) in [(Op.rmsNorm, TensorType.f32), (.swiglu, .f32), (.add, .f32)] {
+                let placement = try #require(context.backends.place(op, type: type, units: units)?.1)
                 #expect(placement.backend == "example-c" && placement.plugin, "\(op) on \(units)")
             }
-            #expect(context.backends.place(.add, type: .f32, units: units)?.1.plugin == false, "ops it does not declare stay built-in")
+            #expect(context.backends.place(.mul, type: .f32, units: units)?.1.plugin == false, "ops it does not declare stay built-in")
         }
-        #expect(context.calibration.cost(backend: "example-c", OpSupport(.softmax, .f32))?.source == "measured")
+        #expect(context.calibration.cost(backend: "example-c", OpSupport(.add, .f32))?.source == "measured")
     }
 
     /// In a real forward pass (the synthetic decoder) the plugin's functions run, and the logits equal the built-in
-    /// backends' (its RMSNorm is the reference's arithmetic; SwiGLU and softmax round within an ulp).
+    /// backends' (its RMSNorm and add are the reference's arithmetic; SwiGLU rounds within an ulp).
     @Test func thePluginRunsInAForwardPassAndAgrees() throws {
         let path = try PluginBuilder.build(name: "example_backend_pass")
         let gguf = try SyntheticGGUF.tinyLlama().write()
@@ -34,7 +34,7 @@ struct PluginTests {
         let extended = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
         let options = ExecutionOptions(units: .cpuAndNeuralEngine, precision: .int4, threads: 2)
         let plan = try extended.plan(options)
-        #expect(Set(plan.steps.filter { $0.plugin }.map(\.op)) == [.rmsNorm, .swiglu, .softmax])
+        #expect(Set(plan.steps.filter { $0.plugin }.map(\.op)) == [.rmsNorm, .swiglu, .add])
         let before = (0..<3).map { PluginBuilder.calls(path, op: Int32($0)) }
         let tokens = [5, 17, 3, 40, 22]
         let a = try extended.forward(tokens, session: extended.makeSession(contextLength: 8), options: options, allLogits: true).scalars()
@@ -49,7 +49,7 @@ struct PluginTests {
         ("BROKEN_VERSION", "abi_version"),
         ("BROKEN_SHORT_TABLE", "size"),
         ("BROKEN_SHORT_BACKEND", "backends[0].size"),
-        ("BROKEN_NULL_FUNCTION", "backends[0].softmax"),
+        ("BROKEN_NULL_FUNCTION", "backends[0].add"),
         ("BROKEN_UNKNOWN_OP", "backends[0].supports[2].op"),
     ]
 
@@ -88,8 +88,8 @@ struct PluginTests {
         #expect(plugin.backends.isEmpty)
         #expect(plugin.skipped.count == 1 && plugin.skipped[0].contains(reason), "\(define): \(plugin.skipped)")
         #expect(context.backends.health(of: "example-c")?.reason?.contains(reason) == true)
-        for op in [Op.rmsNorm, .swiglu, .softmax] {
-            #expect(context.backends.place(op, type: .f32, units: .cpuOnly)?.1.plugin == false, "\(op) fell back")
+        for (op, type) in [(Op.rmsNorm, TensorType.f32), (.swiglu, .f32), (.add, .f32)] {
+            #expect(context.backends.place(op, type: type, units: .cpuOnly)?.1.plugin == false, "\(op) fell back")
         }
     }
 

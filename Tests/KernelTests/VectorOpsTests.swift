@@ -52,6 +52,66 @@ struct VectorOpsTests {
         for i in 0..<headDim { #expect(abs(Double(out[i]) - expected16[i]) < 2e-3, "fp16 \(headDim)×\(visible) [\(i)]") }
     }
 
+    /// The one-pass attention (online softmax), portable and SIMD, on fp32 and fp16 caches: the exact softmax in
+    /// double within fp32 rounding, head widths with and without the SIMD path, one position to many.
+    @Test(arguments: [(64, 1), (64, 7), (64, 130), (256, 61), (48, 9), (40, 33), (2, 5)])
+    func onlineAttentionMatchesTheExactSoftmax(headDim: Int, visible: Int) {
+        let stride = headDim * 3
+        let q = Self.random(headDim, seed: 11, scale: 6)
+        let keys = Self.random(visible * stride, seed: 12), values = Self.random(visible * stride, seed: 13)
+        let scale = 1 / Float(headDim).squareRoot()
+        let keys16 = keys.map { ek_fp32_to_fp16($0) }, values16 = values.map { ek_fp32_to_fp16($0) }
+        for simd in [false, true] {
+            var out = [Float](repeating: .nan, count: headDim)
+            #expect(ek_attention_online_with(simd, false, q, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, &out))
+            let expected = Self.attention(q: q, keys: keys, values: values, visible: visible, headDim: headDim, stride: stride,
+                                          scale: scale, fp16: false)
+            for i in 0..<headDim { #expect(abs(Double(out[i]) - expected[i]) < 2e-6, "fp32 simd \(simd) \(headDim)×\(visible) [\(i)]") }
+            #expect(ek_attention_online_with(simd, true, q, keys16, values16, Int64(stride), Int64(visible), Int64(headDim), scale, &out))
+            let widened = Self.attention(q: q, keys: keys.map(Self.half), values: values.map(Self.half), visible: visible,
+                                         headDim: headDim, stride: stride, scale: scale, fp16: false)
+            for i in 0..<headDim { #expect(abs(Double(out[i]) - widened[i]) < 2e-6, "fp16 simd \(simd) \(headDim)×\(visible) [\(i)]") }
+        }
+        var out = [Float](repeating: 0, count: headDim)
+        #expect(!ek_attention_online_with(true, false, q, keys, values, Int64(headDim - 1), Int64(visible), Int64(headDim), scale, &out),
+                "a stride below the head width is refused")
+        #expect(!ek_attention_online_with(true, false, q, keys, values, Int64(stride), -1, Int64(headDim), scale, &out))
+    }
+
+    @Test func onlineAttentionSurvivesScoresFarApartAndAMaximumThatGrows() {
+        // Scores rising then one huge one: the running maximum grows several times; all weight ends on position 15.
+        let headDim = 64, visible = 20
+        let q = [Float](repeating: 1, count: headDim)
+        var keys = (0..<(visible * headDim)).map { Float($0 / headDim) * 0.01 }
+        for i in 0..<headDim { keys[15 * headDim + i] = 60 }
+        let values = (0..<(visible * headDim)).map { Float($0 / headDim) }
+        for simd in [false, true] {
+            var out = [Float](repeating: 0, count: headDim)
+            #expect(ek_attention_online_with(simd, false, q, keys, values, Int64(headDim), Int64(visible), Int64(headDim), 1, &out))
+            #expect(out.allSatisfy { abs($0 - 15) < 1e-3 }, "simd \(simd): \(out.prefix(4))")
+        }
+    }
+
+    /// GeGLU as llama.cpp computes it: the gate rounded to fp16, GELU's tanh form rounded to fp16, 0 below −10 and the
+    /// gate itself above 10 — within an fp16 step of the exact function.
+    @Test func gegluIsTheTanhGELUOfTheHalfGate() {
+        let g = Self.random(1001, seed: 14, scale: 30) + [-10, 10, -10.5, 10.5, 0, 1e-8, -3]
+        let u = Self.random(g.count, seed: 15)
+        var h = [Float](repeating: 0, count: g.count)
+        ek_geglu(g, u, &h, Int64(g.count))
+        for i in g.indices {
+            let gelu = g[i] <= -10 ? 0 : g[i] >= 10 ? g[i] : Self.half(ek_gelu_tanh(Self.half(g[i])))
+            #expect(h[i] == gelu * u[i], "g \(g[i]): \(h[i]) vs \(gelu * u[i])")
+            #expect(abs(Double(h[i]) - 0.5 * Double(g[i]) * (1 + erf(Double(g[i]) / 2.squareRoot())) * Double(u[i])) < 0.02 * max(1, abs(Double(g[i] * u[i]))),
+                    "close to GELU itself")
+        }
+        // The fp32 tanh form against the formula in double.
+        for x in Self.random(500, seed: 16, scale: 24) {
+            let exact = 0.5 * Double(x) * (1 + tanh(0.7978845608028654 * Double(x) * (1 + 0.044715 * Double(x) * Double(x))))
+            #expect(abs(Double(ek_gelu_tanh(x)) - exact) <= 1e-6 * max(1, abs(exact)), "\(x)")
+        }
+    }
+
     @Test func attentionSurvivesScoresFarApart() {
         // One key aligned with q at a huge score: the softmax must not overflow or produce NaN.
         let headDim = 64, visible = 20

@@ -1,7 +1,7 @@
 /*
  * example_backend.c — an out-of-tree backend for Ember (plugin ABI 2,
- * CKernels/include/ember_plugin.h): RMSNorm, SwiGLU and softmax in plain C on
- * the CPU route, with a score above Ember's own CPU backends so it takes
+ * CKernels/include/ember_plugin.h): RMSNorm, SwiGLU and the residual add in
+ * plain C on the CPU route, with a score above Ember's own CPU backends so it takes
  * those ops in every plan. It counts its calls so a host (or a test) can see
  * it ran in a real forward pass.
  *
@@ -17,7 +17,7 @@
 
 static int64_t calls[3];
 
-/* How many times op 0 (RMSNorm), 1 (SwiGLU) or 2 (softmax) ran (for tests). */
+/* How many times op 0 (RMSNorm), 1 (SwiGLU) or 2 (add) ran (for tests). */
 int64_t example_backend_calls(int op) { return op >= 0 && op < 3 ? __atomic_load_n(&calls[op], __ATOMIC_RELAXED) : -1; }
 
 static int32_t rms_norm(void *context, const float *x, const float *weight, float *out, int64_t rows, int64_t n, float eps) {
@@ -55,23 +55,15 @@ static int32_t swiglu(void *context, const float *gate, const float *up, float *
     return 0;
 }
 
-static int32_t softmax(void *context, float *x, int64_t rows, int64_t n) {
+/* x += y over n values (the residual stream). */
+static int32_t add(void *context, float *x, const float *y, int64_t n) {
     (void)context;
-    if (x == NULL || rows < 0 || n <= 0) return 1;
+    if (x == NULL || y == NULL || n < 0) return 1;
     __atomic_add_fetch(&calls[2], 1, __ATOMIC_RELAXED);
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = x + r * n, maximum = -INFINITY;
-        for (int64_t i = 0; i < n; i++) maximum = row[i] > maximum ? row[i] : maximum;
-        double sum = 0;
-        for (int64_t i = 0; i < n; i++) {
-            row[i] = expf(row[i] - maximum);
-            sum += row[i];
-        }
-        for (int64_t i = 0; i < n; i++) row[i] = row[i] / (float)sum;
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
 #if defined(BROKEN_WRONG)
-        row[0] += 0.25f; /* a result that disagrees with the reference */
+    if (n > 0) x[0] += 0.25f; /* a result that disagrees with the reference */
 #endif
-    }
     return 0;
 }
 
@@ -81,7 +73,7 @@ static const ember_op_support supports[] = {
 #if defined(BROKEN_UNKNOWN_OP)
     {99, EMBER_TYPE_F32},
 #else
-    {EMBER_OP_SOFTMAX, EMBER_TYPE_F32},
+    {EMBER_OP_ADD, EMBER_TYPE_F32},
 #endif
 };
 
@@ -103,7 +95,7 @@ static const ember_backend backends[] = {{
     .rms_norm = rms_norm,
     .swiglu = swiglu,
 #if !defined(BROKEN_NULL_FUNCTION)
-    .softmax = softmax,
+    .add = add,
 #endif
 }};
 

@@ -32,6 +32,10 @@ public enum Op: String, Sendable, CaseIterable, Codable, CustomStringConvertible
     case mul
     /// fp32 activations into the blocks a backend's matmul reads.
     case quantizeActivations = "quantize_activations"
+    /// One head over its cached keys and values in one pass, the softmax online (flash attention).
+    case attention
+    /// gelu(gate)·up, GELU's tanh form (Gemma's feed-forward).
+    case geglu
 
     /// The plugin ABI's `ember_op` value.
     public var abiValue: UInt32 {
@@ -50,6 +54,8 @@ public enum Op: String, Sendable, CaseIterable, Codable, CustomStringConvertible
         case .add: EMBER_OP_ADD.rawValue
         case .mul: EMBER_OP_MUL.rawValue
         case .quantizeActivations: EMBER_OP_QUANTIZE_ACTIVATIONS.rawValue
+        case .attention: EMBER_OP_ATTENTION.rawValue
+        case .geglu: EMBER_OP_GEGLU.rawValue
         }
     }
 
@@ -60,7 +66,7 @@ public enum Op: String, Sendable, CaseIterable, Codable, CustomStringConvertible
     }
 
     /// Whether the op reads a weight matrix or table whose type is the weights' (matmul, embedding,
-    /// activation quantization for a weight type); the attention parts name the KV cache's type;
+    /// activation quantization for a weight type); attention and its parts name the KV cache's type;
     /// the rest work on fp32 activations.
     public var typeIsWeights: Bool { self == .matmul || self == .embedding || self == .quantizeActivations }
 

@@ -34,6 +34,7 @@ struct OpProbe {
         case .matmul: 2 * Double(rows * matmulShape.n * matmulShape.k)
         case .rope: Double(rows * Self.heads * Self.headDim)
         case .attentionScores, .attentionValues: Double(rows * Self.visible * Self.headDim)
+        case .attention: 2 * Double(rows * Self.visible * Self.headDim)
         case .embedding: 192
         default: Double(rows * Self.width)
         }
@@ -111,6 +112,18 @@ struct OpProbe {
                         : f(table.context, support.type.id, i[0], i[1], stride, Int64(v), Int64(d), out)
                 }
             }
+        case .attention:
+            let half = support.type == .f16
+            let keys = values(v * d * rows), cached = values(v * d * rows)
+            let (keyBytes, valueBytes) = half ? (Self.packHalves(keys), Self.packHalves(cached)) : (keys, cached)
+            return call(table, outputs: d, inputs: [values(d, scale: 6), keyBytes, valueBytes], repeating: repetitions) { out, i in
+                let stride = Int64(d * rows)
+                return table.attention.map { f in
+                    table.guarded
+                        ? ek_guarded_attention(f, table.context, support.type.id, i[0], i[1], i[2], stride, Int64(v), Int64(d), 0.125, out)
+                        : f(table.context, support.type.id, i[0], i[1], i[2], stride, Int64(v), Int64(d), 0.125, out)
+                }
+            }
         case .softmax:
             return call(table, outputs: rows * w, initial: values(rows * w, scale: 20), inputs: [], repeating: repetitions) { out, _ in
                 table.softmax.map { f in
@@ -124,9 +137,10 @@ struct OpProbe {
                     table.guarded ? ek_guarded_unary(f, table.context, out, Int64(rows * w)) : f(table.context, out, Int64(rows * w))
                 }
             }
-        case .swiglu:
+        case .swiglu, .geglu:
+            let function = support.op == .swiglu ? table.swiglu : table.geglu
             return call(table, outputs: rows * w, inputs: [values(rows * w, scale: 12), values(rows * w)], repeating: repetitions) { out, i in
-                table.swiglu.map { f in
+                function.map { f in
                     table.guarded ? ek_guarded_swiglu(f, table.context, i[0], i[1], out, Int64(rows * w))
                         : f(table.context, i[0], i[1], out, Int64(rows * w))
                 }
@@ -256,7 +270,7 @@ struct OpProbe {
         let scale = Double(expected.map { abs($0) }.max() ?? 0)
         let (relative, absolute): (Double, Double) = switch support.op {
         case .matmul: (0.02, 0.02 * scale + 1e-3)           // activations may be quantized differently
-        case .attentionScores, .attentionValues: (2e-3, 1e-3)
+        case .attentionScores, .attentionValues, .attention: (2e-3, 1e-3)
         default: (1e-3, 1e-5)
         }
         return zip(got, expected).allSatisfy { a, b in

@@ -23,12 +23,16 @@ public struct OpTable: @unchecked Sendable {
     public var softmax: ember_softmax_fn?
     /// Attention's weighted sum of one head's values.
     public var attentionValues: ember_attention_values_fn?
+    /// One head's attention in one pass (online softmax).
+    public var attention: ember_attention_fn?
     /// SiLU in place.
     public var silu: ember_unary_fn?
     /// GELU in place.
     public var gelu: ember_unary_fn?
     /// silu(gate)·up.
     public var swiglu: ember_swiglu_fn?
+    /// gelu(gate)·up (GELU's tanh form).
+    public var geglu: ember_swiglu_fn?
     /// x += y.
     public var add: ember_binary_fn?
     /// x *= y.
@@ -51,9 +55,11 @@ public struct OpTable: @unchecked Sendable {
         table.attentionScores = ek_op_attention_scores
         table.softmax = ek_op_softmax
         table.attentionValues = ek_op_attention_values
+        table.attention = ek_op_attention
         table.silu = ek_op_silu
         table.gelu = ek_op_gelu
         table.swiglu = ek_op_swiglu
+        table.geglu = ek_op_geglu
         table.add = ek_op_add
         table.mul = ek_op_mul
         return table
@@ -70,9 +76,11 @@ public struct OpTable: @unchecked Sendable {
         case .attentionScores: attentionScores != nil
         case .softmax: softmax != nil
         case .attentionValues: attentionValues != nil
+        case .attention: attention != nil
         case .silu: silu != nil
         case .gelu: gelu != nil
         case .swiglu: swiglu != nil
+        case .geglu: geglu != nil
         case .add: add != nil
         case .mul: mul != nil
         }
@@ -233,6 +241,29 @@ public final class BoundOp: @unchecked Sendable {
                 t.guarded
                     ? ek_guarded_attention_values(f, t.context, cacheType.id, weights, values, Int64(stride), Int64(visible), Int64(headDim), out)
                     : f(t.context, cacheType.id, weights, values, Int64(stride), Int64(visible), Int64(headDim), out)
+            }
+        }
+    }
+
+    /// One head's attention over `visible` cached keys and values of `cacheType` in one pass (online softmax).
+    public func attention(cacheType: TensorType, query: UnsafePointer<Float>, keys: UnsafeRawPointer,
+                          values: UnsafeRawPointer, stride: Int, visible: Int, headDim: Int, scale: Float,
+                          into out: UnsafeMutablePointer<Float>) -> Int32 {
+        run { t in
+            t.attention.map { f in
+                t.guarded
+                    ? ek_guarded_attention(f, t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim),
+                                           scale, out)
+                    : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, out)
+            }
+        }
+    }
+
+    /// gelu(gate)·up over `n` values (GELU's tanh form).
+    public func geglu(gate: UnsafePointer<Float>, up: UnsafePointer<Float>, into out: UnsafeMutablePointer<Float>, count n: Int) -> Int32 {
+        run { t in
+            t.geglu.map { f in
+                t.guarded ? ek_guarded_swiglu(f, t.context, gate, up, out, Int64(n)) : f(t.context, gate, up, out, Int64(n))
             }
         }
     }

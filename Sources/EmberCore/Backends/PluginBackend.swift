@@ -43,9 +43,11 @@ final class PluginBackend: Backend, @unchecked Sendable {
         ops.attentionScores = table.attention_scores
         ops.softmax = table.softmax
         ops.attentionValues = table.attention_values
+        ops.attention = table.attention
         ops.silu = table.silu
         ops.gelu = table.gelu
         ops.swiglu = table.swiglu
+        ops.geglu = table.geglu
         ops.add = table.add
         ops.mul = table.mul
         opTable = ops

@@ -39,6 +39,9 @@ struct PluginLoader {
         return try register(plugin, library: library, path: path)
     }
 
+    /// `sizeof(ember_backend)` in ABI 2's first header, which ended at `mul`.
+    static let firstBackendSize = MemoryLayout<ember_backend>.offset(of: \ember_backend.attention)!
+
     private func invalid(_ path: String, _ field: String, _ found: String, _ expected: String) -> PluginError {
         .invalidField(path: path, field: field, found: found, expected: expected)
     }
@@ -72,17 +75,28 @@ struct PluginLoader {
         guard (1...16).contains(count) else { throw invalid(path, "backend_count", "\(count)", "1…16") }
         guard let backendsPointer = table.backends else { throw invalid(path, "backends", "NULL", "an array of \(count) backends") }
         var result: [(BackendDescriptor, ember_backend)] = []
+        // The array's stride is the size the plugin was compiled with: this header's, or ABI 2's first (before
+        // `attention` and `geglu` were appended), read with the later fields NULL.
+        let sizes = [MemoryLayout<ember_backend>.size, Self.firstBackendSize]
+        let firstHeader = try read(UnsafeRawPointer(backendsPointer), as: UInt32.self, count: 2, path: path, field: "backends[0]")
+        let stride = Int(firstHeader[0])
         for index in 0..<count {
             let field = "backends[\(index)]"
-            let raw = UnsafeRawPointer(backendsPointer + index)
+            let raw = UnsafeRawPointer(backendsPointer).advanced(by: sizes.contains(stride) ? index * stride : 0)
             let backendHeader = try read(raw, as: UInt32.self, count: 2, path: path, field: field)
-            guard backendHeader[0] == MemoryLayout<ember_backend>.size else {
-                throw invalid(path, "\(field).size", "\(backendHeader[0])", "\(MemoryLayout<ember_backend>.size) (sizeof ember_backend)")
+            guard sizes.contains(Int(backendHeader[0])), Int(backendHeader[0]) == stride else {
+                throw invalid(path, "\(field).size", "\(backendHeader[0])",
+                              "\(MemoryLayout<ember_backend>.size) (sizeof ember_backend) or \(Self.firstBackendSize) (ABI 2's first size), the same for every backend")
             }
             guard backendHeader[1] == EMBER_PLUGIN_ABI_VERSION else {
                 throw invalid(path, "\(field).abi_version", "\(backendHeader[1])", "\(EMBER_PLUGIN_ABI_VERSION)")
             }
-            let backend = try read(raw, as: ember_backend.self, path: path, field: field)[0]
+            var copy = [UInt8](repeating: 0, count: MemoryLayout<ember_backend>.size)
+            let status = copy.withUnsafeMutableBytes { ek_guarded_read($0.baseAddress!, raw, stride) }
+            guard status == 0 else {
+                throw invalid(path, field, "memory Ember cannot read (\(signalName(ek_guard_last_signal())))", "\(stride) readable bytes")
+            }
+            let backend = copy.withUnsafeBytes { $0.load(as: ember_backend.self) }
             let descriptor = try describe(backend, field: field, plugin: name, path: path)
             guard result.allSatisfy({ $0.0.name != descriptor.name }) else {
                 throw invalid(path, "\(field).name", descriptor.name, "a name used once")
@@ -151,6 +165,8 @@ struct PluginLoader {
         case .silu: b.silu != nil
         case .gelu: b.gelu != nil
         case .swiglu: b.swiglu != nil
+        case .geglu: b.geglu != nil
+        case .attention: b.attention != nil
         case .add: b.add != nil
         case .mul: b.mul != nil
         }

@@ -1,0 +1,148 @@
+/*
+ * attention.c — one query head attending over a KV cache in one pass, with
+ * the softmax computed online (running maximum and sum, the output rescaled
+ * when the maximum grows), as flash attention does (see ek_ops.h).
+ *
+ * q as given, keys and values widened to fp32 from an fp16 cache, the
+ * output accumulated in fp32 (llama.cpp's CPU flash attention accumulates
+ * in fp16 for short batches; measured on SmolLM2, following it did not bring
+ * greedy tokens closer to llama.cpp's, so Ember keeps the exact form).
+ *
+ * The portable functions are the oracle; the AVX2 + FMA + F16C ones differ
+ * only in the order of the fp32 additions of each score.
+ */
+#include <math.h>
+#include <string.h>
+#include "ek_ops.h"
+#include "ek_quant.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define EK_ATTENTION_MAX_HEAD 512
+
+/* ---------------------------------------------------------- portable --- */
+
+static float dot_portable(const float *q, const void *key, int64_t head_dim, bool half_keys) {
+    float lanes[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= head_dim; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float k = half_keys ? ek_fp16_to_fp32(((const uint16_t *)key)[i + j]) : ((const float *)key)[i + j];
+            lanes[j] += q[i + j] * k;
+        }
+    float sum = 0;
+    for (int j = 0; j < 8; j++) sum += lanes[j];
+    for (; i < head_dim; i++) sum += q[i] * (half_keys ? ek_fp16_to_fp32(((const uint16_t *)key)[i]) : ((const float *)key)[i]);
+    return sum;
+}
+
+static void attention_portable(bool half_cache, const float *q, const void *keys, const void *values,
+                               int64_t stride, int64_t visible, int64_t head_dim, float scale, float *out) {
+    float query[EK_ATTENTION_MAX_HEAD], accumulator[EK_ATTENTION_MAX_HEAD];
+    const int64_t element = half_cache ? 2 : 4;
+    memcpy(query, q, (size_t)head_dim * sizeof(float));
+    memset(accumulator, 0, (size_t)head_dim * sizeof(float));
+    float maximum = -INFINITY, sum = 0.0f;
+    for (int64_t p = 0; p < visible; p++) {
+        const char *key = (const char *)keys + p * stride * element, *value = (const char *)values + p * stride * element;
+        float s = dot_portable(query, key, head_dim, half_cache) * scale;
+        float rescale = 1.0f, weight = 1.0f;
+        if (s > maximum) {
+            rescale = expf(maximum - s);
+            maximum = s;
+            for (int64_t i = 0; i < head_dim; i++) accumulator[i] *= rescale;
+        } else {
+            weight = expf(s - maximum);
+        }
+        for (int64_t i = 0; i < head_dim; i++) {
+            float v = half_cache ? ek_fp16_to_fp32(((const uint16_t *)value)[i]) : ((const float *)value)[i];
+            accumulator[i] = fmaf(v, weight, accumulator[i]);
+        }
+        sum = sum * rescale + weight;
+    }
+    float inverse = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int64_t i = 0; i < head_dim; i++) out[i] = accumulator[i] * inverse;
+}
+
+/* ------------------------------------------------- AVX2 + F16C + FMA --- */
+
+#if defined(__x86_64__)
+#define EK_ATTENTION_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *base, int64_t i, bool half) {
+    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)))
+                : _mm256_loadu_ps((const float *)base + i);
+}
+
+EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* head_dim a multiple of 16; inlined per cache type so the inner loops have no branches. */
+EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void attention_avx2(
+    bool half_cache, const float *q, const void *keys, const void *values, int64_t stride, int64_t visible, int64_t head_dim,
+    float scale, float *out) {
+    float accumulator[EK_ATTENTION_MAX_HEAD];
+    const int64_t element = half_cache ? 2 : 4;
+    memset(accumulator, 0, (size_t)head_dim * sizeof(float));
+    float maximum = -INFINITY, sum = 0.0f;
+    for (int64_t p = 0; p < visible; p++) {
+        const char *key = (const char *)keys + p * stride * element, *value = (const char *)values + p * stride * element;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int64_t i = 0; i < head_dim; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(key, i, half_cache), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(key, i + 8, half_cache), a1);
+        }
+        float s = hsum8(_mm256_add_ps(a0, a1)) * scale;
+        float rescale = 1.0f, weight = 1.0f;
+        if (s > maximum) {
+            rescale = expf(maximum - s);
+            maximum = s;
+            __m256 factor = _mm256_set1_ps(rescale);
+            for (int64_t i = 0; i < head_dim; i += 8)
+                _mm256_storeu_ps(accumulator + i, _mm256_mul_ps(_mm256_loadu_ps(accumulator + i), factor));
+        } else {
+            weight = expf(s - maximum);
+        }
+        __m256 w = _mm256_set1_ps(weight);
+        for (int64_t i = 0; i < head_dim; i += 8)
+            _mm256_storeu_ps(accumulator + i, _mm256_fmadd_ps(load8(value, i, half_cache), w, _mm256_loadu_ps(accumulator + i)));
+        sum = sum * rescale + weight;
+    }
+    __m256 inverse = _mm256_set1_ps(sum == 0.0f ? 0.0f : 1.0f / sum);
+    for (int64_t i = 0; i < head_dim; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(accumulator + i), inverse));
+}
+
+EK_ATTENTION_AVX2 static void attention_avx2_f32(const float *q, const void *k, const void *v, int64_t stride, int64_t visible,
+                                                 int64_t head_dim, float scale, float *out) {
+    attention_avx2(false, q, k, v, stride, visible, head_dim, scale, out);
+}
+
+EK_ATTENTION_AVX2 static void attention_avx2_f16(const float *q, const void *k, const void *v, int64_t stride, int64_t visible,
+                                                 int64_t head_dim, float scale, float *out) {
+    attention_avx2(true, q, k, v, stride, visible, head_dim, scale, out);
+}
+#endif
+
+/* ------------------------------------------------------------ entry --- */
+
+bool ek_attention_online_with(bool simd, bool half_cache, const float *q, const void *keys, const void *values, int64_t stride,
+                              int64_t visible, int64_t head_dim, float scale, float *out) {
+    if (head_dim <= 0 || head_dim > EK_ATTENTION_MAX_HEAD || visible < 0 || stride < head_dim) return false;
+#if defined(__x86_64__)
+    if (simd && ek_ops_simd_available() && head_dim % 16 == 0) {
+        if (half_cache) attention_avx2_f16(q, keys, values, stride, visible, head_dim, scale, out);
+        else attention_avx2_f32(q, keys, values, stride, visible, head_dim, scale, out);
+        return true;
+    }
+#else
+    (void)simd;
+#endif
+    attention_portable(half_cache, q, keys, values, stride, visible, head_dim, scale, out);
+    return true;
+}
