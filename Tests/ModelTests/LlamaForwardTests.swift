@@ -138,11 +138,11 @@ struct LlamaForwardTests {
         let simd = TestCompute.isa != .scalar
         let engine = try model.plan(ExecutionOptions(units: .cpuAndNeuralEngine, precision: .int4))
         #expect(engine.steps.filter { $0.op == .matmul }.allSatisfy { $0.unit == (simd ? .neuralEngine : .cpu) })
-        #expect(engine.steps.contains { $0.op == .attentionScores && $0.unit == .cpu && $0.type == .f16 })
-        #expect(engine.steps.contains { $0.op == .softmax && $0.fallbackReason?.contains("neural-engine has no softmax") == true })
+        #expect(engine.steps.contains { $0.op == .attention && $0.unit == .cpu && $0.type == .f16 })
+        #expect(engine.steps.contains { $0.op == .attention && $0.fallbackReason?.contains("neural-engine has no attention") == true })
         // Every op of every block, and the ones around them.
         let perLayer = engine.steps.filter { $0.layer == 0 }.map(\.op)
-        #expect(Set(perLayer).isSuperset(of: [.rmsNorm, .matmul, .rope, .attentionScores, .softmax, .attentionValues, .swiglu, .add]))
+        #expect(Set(perLayer).isSuperset(of: [.rmsNorm, .matmul, .rope, .attention, .swiglu, .add]))
         #expect(engine.steps.filter { $0.layer == 1 }.count == perLayer.count)
         #expect(engine.steps.first?.op == .embedding && engine.steps.last?.op == .matmul)
         let gpu = try model.plan(ExecutionOptions(units: .cpuAndGPU, precision: .fp32))

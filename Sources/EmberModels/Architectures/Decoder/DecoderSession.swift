@@ -24,7 +24,7 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     init(config: DecoderModel.Config, capacity: Int, halfPrecision: Bool) {
         self.capacity = capacity
         self.halfPrecision = halfPrecision
-        kvWidth = config.kvHeads * config.headDim
+        kvWidth = config.kvWidth
         let bytes = 2 * capacity * kvWidth * (halfPrecision ? 2 : 4)
         cache = (0..<config.layers).map { _ in
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
@@ -60,28 +60,26 @@ final class DecoderWorkspace {
 
     // Shared [rows × width] fp32 activations.
     let x, normed, q, k, v, attention, projected, gate, up, hidden: UnsafeMutablePointer<Float>
-    /// RoPE (cos, sin) per row.
-    let rope: UnsafeMutablePointer<Float>
+    /// RoPE (cos, sin) per row: of the global layers, and of the sliding layers (the same buffer without them).
+    let rope, slidingRope: UnsafeMutablePointer<Float>
     /// Prepared activations and per-thread inputs of the stages.
     let stages: StageBuffers
-    /// Per thread: attention scores.
-    let scores: [UnsafeMutablePointer<Float>]
 
-    init(config: DecoderModel.Config, rows: Int, threads: Int, capacity: Int, preparedBytes: (Int, Int) -> Int) {
+    init(config: DecoderModel.Config, rows: Int, threads: Int, preparedBytes: (Int, Int) -> Int) {
         self.rows = rows
         self.threads = threads
         let arena = BufferArena()
         let floats = arena.floats
-        let (d, ff, kvWidth) = (config.hidden, config.feedForward, config.kvHeads * config.headDim)
-        let width = max(d, ff)
-        x = floats(rows * d); normed = floats(rows * d); q = floats(rows * d)
+        let (d, ff, kvWidth, queries) = (config.hidden, config.feedForward, config.kvWidth, config.queryWidth)
+        let width = max(d, ff, queries)
+        x = floats(rows * d); normed = floats(rows * d); q = floats(rows * queries)
         k = floats(rows * kvWidth); v = floats(rows * kvWidth)
-        attention = floats(rows * d); projected = floats(rows * d)
+        attention = floats(rows * queries); projected = floats(rows * d)
         gate = floats(rows * ff); up = floats(rows * ff); hidden = floats(rows * ff)
         rope = floats(rows * config.headDim)
+        slidingRope = config.slidingWindow == nil ? rope : floats(rows * config.headDim)
         stages = StageBuffers(rows: rows, width: width, threads: threads, preparedBytes: preparedBytes)
         self.preparedBytes = stages.preparedBytes
-        scores = (0..<threads).map { _ in floats(capacity) }
         self.arena = arena
     }
 }
