@@ -357,13 +357,7 @@ public final class WorkerServer: @unchecked Sendable {
     private func ignoreBrokenPipes() { signal(SIGPIPE, SIG_IGN) }
 
     /// The model's chat format, or an error saying the file has none Ember applies.
-    static func chatTemplate(of model: any TextGenerator) throws -> ChatTemplate {
-        guard let template = model.chatTemplate else {
-            throw ModelFileError.invalidField(file: model.path, field: "tokenizer.chat_template", found: "missing or not ChatML",
-                                              expected: "a ChatML chat template (for \"chat\": true)")
-        }
-        return template
-    }
+    static func chatTemplate(of model: any TextGenerator) throws -> ChatTemplate { try ChatTemplate.resolve(for: model) }
 }
 
 /// `listen(2)` with a backlog of 64 (the method of the same name hides it inside the class).

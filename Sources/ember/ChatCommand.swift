@@ -6,7 +6,7 @@ import Foundation
 struct ChatCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chat",
-        abstract: "Chat with a GGUF chat model (its ChatML template applied); replies stream to stdout.",
+        abstract: "Chat with a GGUF chat model (its chat template applied: ChatML, Gemma or Llama 3); replies stream to stdout.",
         discussion: """
             Each line on stdin is one user message; /reset starts over, /exit (or end of input) leaves. \
             The KV cache is kept between turns, so each turn only processes its new tokens.
@@ -19,6 +19,10 @@ struct ChatCommand: ParsableCommand {
 
     @Option(help: "A system message (default: the template's own).")
     var system: String?
+
+    @Option(name: .customLong("chat-template"),
+            help: "The chat format when the file has none or one Ember does not recognise: chatml, gemma or llama3.")
+    var chatTemplate: String?
 
     @Option(name: .customLong("context"), help: "Context length in tokens.")
     var contextLength = 4096
@@ -43,9 +47,8 @@ struct ChatCommand: ParsableCommand {
         let runtime = try options.overrides.makeRuntime()
         let loaded = try options.load(in: runtime)
         let (model, decision, loadMs) = (loaded.model, loaded.decision, loaded.milliseconds)
-        guard let template = model.chatTemplate else {
-            throw ValidationError("\(options.model): the file has no ChatML chat template (tokenizer.chat_template); use `ember generate`")
-        }
+        let template: ChatTemplate
+        do { template = try ChatTemplate.resolve(for: model, override: chatTemplate) } catch { throw ValidationError("\(error)") }
         let chat = ChatSession(model: model, template: template, system: system, contextLength: contextLength,
                                sampler: sampler, options: decision.executionOptions())
         let interactive = isatty(STDIN_FILENO) != 0

@@ -51,6 +51,39 @@ struct ChatTests {
 
     @Test func otherTemplatesAreRefusedNamingTheField() {
         #expect(throws: ModelFileError.self) { try ChatTemplate(template: "{{ bos_token }}[INST] {{ message['content'] }} [/INST]") }
+        #expect(throws: KernelError.self) { try ChatTemplate(named: "vicuna") }
+    }
+
+    /// Gemma's and Llama 3's turns as llama.cpp writes them: Gemma folds a system message into the next user turn and
+    /// calls the assistant "model"; both trim contents; Llama 3 puts two line breaks after each header.
+    @Test func gemmaAndLlama3TurnsAreWrittenAsLlamaCppWritesThem() throws {
+        let conversation = [ChatMessage(role: "system", content: " Be brief. "), ChatMessage(role: "user", content: "Hi\n"),
+                            ChatMessage(role: "assistant", content: "Hello."), ChatMessage(role: "user", content: "Bye")]
+        let gemma = try ChatTemplate(template: "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ role }}\n{{ message['content'] | trim }}<end_of_turn>\n{% endfor %}")
+        #expect(gemma.format == .gemma)
+        #expect(gemma.format(conversation) == "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+            + "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n")
+        let llama3 = try ChatTemplate(template: "{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n{{ message['content'] | trim }}<|eot_id|>{% endfor %}")
+        #expect(llama3.format == .llama3)
+        #expect(llama3.format(Array(conversation.prefix(2))) == "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            + "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+        let qwen = try ChatTemplate(template: "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}")
+        #expect(qwen.format == .chatml && qwen.defaultSystemMessage == nil)
+        #expect(try ChatTemplate(named: "Gemma").format == .gemma)
+    }
+
+    /// Gemma 3 270M's file has no template (a base model): naming the format works, and its tokens are the marker
+    /// ids with BOS first — what llama.cpp's tokenizer makes of the same text with special tokens parsed.
+    @Test(.enabled(if: GemmaFile.present))
+    func aBaseModelWithoutATemplateTakesANamedFormat() throws {
+        let model = try TestCompute.textGenerator(path: GemmaFile.path)
+        #expect(model.chatTemplate == nil)
+        #expect(throws: ModelFileError.self) { try ChatTemplate.resolve(for: model) }
+        let template = try ChatTemplate.resolve(for: model, override: "gemma")
+        let messages = [ChatMessage(role: "user", content: "What is the capital of France?")]
+        let ids = try template.tokens(messages, tokenizer: model.tokenizer)
+        #expect(ids == model.tokenizer.encode(template.format(messages)))
+        #expect(ids.first == 2 && ids[1] == 105 && ids.contains(106), "BOS, <start_of_turn>, <end_of_turn>")
     }
 
     /// Sampler settings changed after the session was made apply to the next turn.

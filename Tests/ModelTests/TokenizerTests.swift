@@ -36,12 +36,26 @@ struct TokenizerTests {
         }
     }
 
-    @Test func pretokenizerSplitsLikeGPT2WithSeparateDigits() {
-        #expect(ByteLevelBPE.pretokenize("Hello world's 2024!!  ok\n\nYes") ==
-                ["Hello", " world", "'s", " ", "2", "0", "2", "4", "!!", " ", " ok", "\n", "\n", "Yes"]) // as the regex splits (the reference's 198, 198)
-        #expect(ByteLevelBPE.pretokenize("a  1") == ["a", "  ", "1"])
-        #expect(ByteLevelBPE.pretokenize("x   ") == ["x", "   "])
-        #expect(ByteLevelBPE.pretokenize("Ünïcödé café") == ["Ünïcödé", " café"])
+    @Test func smolLMPretokenizerIsolatesDigitsThenSplitsLikeGPT2() {
+        let split = { (text: String) in BPEPretokenizer.smollm.split(Substring(text)) }
+        #expect(split("Hello world's 2024!!  ok\n\nYes") ==
+                ["Hello", " world", "'s", " ", "2", "0", "2", "4", "!!", " ", " ok", "\n", "\n", "Yes"]) // as the reference's 198, 198
+        #expect(split("a  1") == ["a", "  ", "1"])
+        #expect(split("x   ") == ["x", "   "])
+        #expect(split("Ünïcödé café") == ["Ünïcödé", " café"])
+    }
+
+    /// Llama 3's words: contractions in any case, a symbol or space before letters, numbers by three, symbols with
+    /// the line breaks after them, whitespace up to its last line break; Qwen2's the same with single digits.
+    @Test func llama3AndQwen2PretokenizersCutAsTheirPatterns() {
+        let llama3 = { (text: String) in BPEPretokenizer.llama3.split(Substring(text)) }, qwen2 = { (text: String) in BPEPretokenizer.qwen2.split(Substring(text)) }
+        #expect(llama3("I'M here, DON'T 1234567!\n\n  ok") == ["I", "'M", " here", ",", " DON", "'T", " ", "123", "456", "7", "!\n\n", " ", " ok"])
+        #expect(qwen2("I'M 2026") == ["I", "'M", " ", "2", "0", "2", "6"])
+        #expect(llama3("a \n\n b") == ["a", " \n\n", " b"])
+        #expect(llama3("(x) ...end") == ["(x", ")", " ...", "end"])
+        #expect(llama3("tail   ") == ["tail", "   "])
+        #expect(BPEPretokenizer.gpt2.split("it's ABC'S") == ["it", "'s", " ABC", "'", "S"])
+        #expect(BPEPretokenizer.standard.split("x=1234, y") == ["x", "=", "123", "4", ",", " y"])
     }
 
     @Test func roundTripsText() throws {

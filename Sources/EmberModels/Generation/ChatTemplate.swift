@@ -15,42 +15,87 @@ public struct ChatMessage: Sendable, Equatable, Codable {
     }
 }
 
-/// The chat format a GGUF file's `tokenizer.chat_template` describes, for the
-/// ChatML family (SmolLM2, Qwen, …): `<|im_start|>role\ncontent<|im_end|>\n`
-/// per message, `<|im_start|>assistant\n` to ask for a reply, and the default
-/// system message the template inserts when a conversation has none.
+/// The chat format a GGUF file's `tokenizer.chat_template` describes.
 ///
-/// Ember does not run the Jinja template: it recognises the ChatML shape and
-/// reads the default system message out of it; a template of another shape
-/// is refused, naming the field.
+/// Ember does not run the Jinja template: it recognises the format as
+/// llama.cpp does, by what the template contains, and writes the turns the
+/// way that format writes them —
+///
+/// - ChatML (SmolLM2, Qwen2/2.5/3): `<|im_start|>role\ncontent<|im_end|>\n`,
+///   with the default system message a template inserts when a conversation
+///   has none;
+/// - Gemma: `<start_of_turn>user\n…<end_of_turn>\n`, the assistant's role
+///   written `model`, a system message folded into the next turn;
+/// - Llama 3: `<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>`.
+///
+/// A template of another shape is refused naming the field; a host (or
+/// `--chat-template`) can name the format instead (``init(named:)``), which is
+/// also the way for a file without a template (a base model).
 public struct ChatTemplate: Sendable, Equatable {
-    /// Inserted first when the conversation does not start with a system message.
+    /// The chat formats Ember writes.
+    public enum Format: String, Sendable, CaseIterable {
+        case chatml, gemma, llama3
+    }
+
+    /// The format the turns are written in.
+    public var format: Format
+    /// Inserted first when the conversation does not start with a system message (ChatML templates that have one).
     public var defaultSystemMessage: String?
 
-    /// A ChatML template with the given default system message (nil: none is inserted).
-    public init(defaultSystemMessage: String? = nil) {
+    /// A template of `format` (ChatML by default) with the given default system message (nil: none is inserted).
+    public init(format: Format = .chatml, defaultSystemMessage: String? = nil) {
+        self.format = format
         self.defaultSystemMessage = defaultSystemMessage
     }
 
-    /// Reads the template from the file's metadata.
+    /// The format called `name` (`chatml`, `gemma`, `llama3`); another name is refused listing the known ones.
+    public init(named name: String) throws {
+        guard let format = Format(rawValue: name.lowercased()) else {
+            throw KernelError.invalidArgument(argument: "chat template", found: name,
+                                              expected: "one of \(Format.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        self.init(format: format)
+    }
+
+    /// The format a chat with `model` uses: the one named by `override` when given, else the file's own; a file
+    /// without one Ember recognises is refused, saying how to name a format.
+    public static func resolve(for model: any TextGenerator, override: String? = nil) throws -> ChatTemplate {
+        if let override { return try ChatTemplate(named: override) }
+        guard let template = model.chatTemplate else {
+            throw ModelFileError.invalidField(
+                file: model.path, field: "tokenizer.chat_template", found: "missing, or of a format Ember does not recognise",
+                expected: "ChatML, Gemma or Llama 3; name the format instead (--chat-template \(Format.allCases.map(\.rawValue).joined(separator: "|")))")
+        }
+        return template
+    }
+
+    /// Reads the template from the file's metadata; a file without one is refused, saying how to name a format.
     public init(gguf: GGUFFile) throws {
         guard let template = gguf.metadata["tokenizer.chat_template"]?.string else {
-            throw ModelFileError.invalidField(file: gguf.path, field: "tokenizer.chat_template", found: "missing",
-                                              expected: "a ChatML chat template")
+            throw ModelFileError.invalidField(file: gguf.path, field: "tokenizer.chat_template", found: "missing (a base model?)",
+                                              expected: "a chat template; name a format instead: \(Format.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         try self.init(template: template, file: gguf.path)
     }
 
-    /// Recognises a ChatML Jinja template.
+    /// Recognises a Jinja chat template by what it contains, as llama.cpp does: `<|im_start|>` is ChatML,
+    /// `<start_of_turn>` Gemma, `<|start_header_id|>` with `<|end_header_id|>` Llama 3.
     public init(template: String, file: String = "chat template") throws {
-        guard template.contains("<|im_start|>"), template.contains("<|im_end|>"),
-              template.contains("message['role']") || template.contains("message.role") else {
+        if template.contains("<|im_start|>"), template.contains("<|im_end|>"), !template.contains("<|im_sep|>") {
+            self.init(format: .chatml, defaultSystemMessage: Self.defaultSystemMessage(inChatML: template))
+        } else if template.contains("<start_of_turn>") {
+            self.init(format: .gemma)
+        } else if template.contains("<|start_header_id|>"), template.contains("<|end_header_id|>") {
+            self.init(format: .llama3)
+        } else {
             throw ModelFileError.invalidField(file: file, field: "tokenizer.chat_template", found: "\(template.prefix(60))…",
-                                              expected: "a ChatML template (<|im_start|>role … <|im_end|>)")
+                                              expected: "a ChatML, Gemma or Llama 3 template, or a format named with --chat-template")
         }
-        // A literal system turn inside the template is its default system message: the first
-        // `<|im_start|>system` turn whose text is a plain string (no Jinja expression), with
-        // escaped newlines unescaped.
+    }
+
+    /// A literal system turn inside a ChatML template is its default system message: the first
+    /// `<|im_start|>system` turn whose text is a plain string (no Jinja expression), escaped newlines unescaped.
+    private static func defaultSystemMessage(inChatML template: String) -> String? {
         var searchFrom = template.startIndex
         while let start = template.range(of: "<|im_start|>system", range: searchFrom..<template.endIndex),
               let end = template.range(of: "<|im_end|>", range: start.upperBound..<template.endIndex) {
@@ -58,37 +103,90 @@ public struct ChatTemplate: Sendable, Equatable {
             var text = String(template[start.upperBound..<end.lowerBound])
             if text.hasPrefix("\\n") { text.removeFirst(2) } else if text.hasPrefix("\n") { text.removeFirst() } else { continue }
             guard !["'", "\"", "+", "{{", "}}", "{%", "%}"].contains(where: { text.contains($0) }) else { continue }
-            defaultSystemMessage = text.replacingOccurrences(of: "\\n", with: "\n")
-            break
+            return text.replacingOccurrences(of: "\\n", with: "\n")
         }
+        return nil
     }
 
-    /// Token ids for `messages`: the turn markers as special tokens, the roles and
-    /// contents as plain text — a message cannot smuggle in control tokens.
-    public func tokens(_ messages: [ChatMessage], tokenizer: any TextTokenizer, addGenerationPrompt: Bool = true) throws -> [Int] {
-        guard let start = tokenizer.id(of: "<|im_start|>"), let end = tokenizer.id(of: "<|im_end|>") else {
-            throw KernelError.invalidArgument(argument: "tokenizer", found: "no <|im_start|>/<|im_end|> tokens", expected: "a ChatML vocabulary")
+    /// One turn's pieces: the markers (special tokens) and the text between them.
+    private enum Piece {
+        case marker(String)
+        case text(String)
+    }
+
+    /// The conversation as markers and text, ending with the assistant's opening when `addGenerationPrompt`.
+    private func pieces(_ messages: [ChatMessage], addGenerationPrompt: Bool) -> [Piece] {
+        var pieces: [Piece] = []
+        switch format {
+        case .chatml:
+            for turn in turns(messages) {
+                pieces += [.marker("<|im_start|>"), .text("\(turn.role)\n\(turn.content)"), .marker("<|im_end|>"), .text("\n")]
+            }
+            if addGenerationPrompt { pieces += [.marker("<|im_start|>"), .text("assistant\n")] }
+        case .gemma:
+            var system = ""
+            for message in messages {
+                if message.role == "system" {
+                    system += Self.trimmed(message.content)
+                    continue
+                }
+                let role = message.role == "assistant" ? "model" : message.role
+                var text = role + "\n"
+                if !system.isEmpty, role != "model" {
+                    text += system + "\n\n"
+                    system = ""
+                }
+                pieces += [.marker("<start_of_turn>"), .text(text + Self.trimmed(message.content)), .marker("<end_of_turn>"), .text("\n")]
+            }
+            if addGenerationPrompt { pieces += [.marker("<start_of_turn>"), .text("model\n")] }
+        case .llama3:
+            for turn in turns(messages) {
+                pieces += [.marker("<|start_header_id|>"), .text(turn.role), .marker("<|end_header_id|>"),
+                           .text("\n\n" + Self.trimmed(turn.content)), .marker("<|eot_id|>")]
+            }
+            if addGenerationPrompt { pieces += [.marker("<|start_header_id|>"), .text("assistant"), .marker("<|end_header_id|>"), .text("\n\n")] }
         }
-        func plain(_ text: String) -> [Int] { tokenizer.encode(text, parseSpecial: false, withBOS: false) }
+        return pieces
+    }
+
+    /// Token ids for `messages`: the turn markers as special tokens, the roles and contents as plain text — a
+    /// message cannot smuggle in control tokens; BOS first when the tokenizer adds one.
+    public func tokens(_ messages: [ChatMessage], tokenizer: any TextTokenizer, addGenerationPrompt: Bool = true) throws -> [Int] {
         var ids = tokenizer.addBOS ? tokenizer.bosID.map { [$0] } ?? [] : []
-        for turn in turns(messages) { ids += [start] + plain("\(turn.role)\n\(turn.content)") + [end] + plain("\n") }
-        if addGenerationPrompt { ids += [start] + plain("assistant\n") }
+        for piece in pieces(messages, addGenerationPrompt: addGenerationPrompt) {
+            switch piece {
+            case let .marker(name):
+                guard let id = tokenizer.id(of: name) else {
+                    throw KernelError.invalidArgument(argument: "tokenizer", found: "no \(name) token",
+                                                      expected: "a vocabulary with the \(format.rawValue) chat format's markers")
+                }
+                ids.append(id)
+            case let .text(text):
+                ids += tokenizer.encode(text, parseSpecial: false, withBOS: false)
+            }
+        }
         return ids
     }
 
-    /// The prompt text for `messages` (special tokens written out, to be parsed
-    /// by the tokenizer), ending with the assistant's opening when `addGenerationPrompt`.
+    /// The prompt text for `messages` (markers written out, to be parsed by the tokenizer), ending with the
+    /// assistant's opening when `addGenerationPrompt`.
     public func format(_ messages: [ChatMessage], addGenerationPrompt: Bool = true) -> String {
-        var text = ""
-        for message in turns(messages) { text += "<|im_start|>\(message.role)\n\(message.content)<|im_end|>\n" }
-        if addGenerationPrompt { text += "<|im_start|>assistant\n" }
-        return text
+        pieces(messages, addGenerationPrompt: addGenerationPrompt).map { piece in
+            switch piece {
+            case let .marker(text), let .text(text): text
+            }
+        }.joined()
     }
 
     /// `messages`, led by the template's default system message when they do not start with one.
     private func turns(_ messages: [ChatMessage]) -> [ChatMessage] {
         guard let defaultSystemMessage, messages.first?.role != "system" else { return messages }
         return [ChatMessage(role: "system", content: defaultSystemMessage)] + messages
+    }
+
+    /// `text` without leading and trailing spaces, tabs and line breaks (how Gemma's and Llama 3's templates trim).
+    private static func trimmed(_ text: String) -> String {
+        text.trimmingCharacters(in: CharacterSet(charactersIn: " \t\n\r\u{0B}\u{0C}"))
     }
 }
 

@@ -3,10 +3,10 @@ import Foundation
 
 /// Byte-level BPE as GPT-2 defined it, read from a GGUF's tokenizer metadata
 /// (`tokenizer.ggml.model = gpt2`): special tokens are found in the text
-/// first; the rest is pre-tokenized (digits one by one, then GPT-2's split
-/// into contractions, letter runs, number runs, symbol runs and whitespace),
-/// each piece's UTF-8 bytes are mapped to printable characters, and merges
-/// are applied by rank.
+/// first; the rest is cut into words by the file's pre-tokenizer
+/// (``BPEPretokenizer``: SmolLM's, GPT-2's, Llama 3's, Qwen2's…), each word's
+/// UTF-8 bytes are mapped to printable characters, and merges are applied by
+/// rank.
 public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
     /// The vocabulary, indexed by token id, in GPT-2's byte-to-character form (special tokens as their text).
     public let tokens: [String]
@@ -24,6 +24,8 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
     public let endOfGenerationIDs: Set<Int>
     /// Each token's type, control for the end-of-generation tokens.
     private let types: [GGUFTokenType]
+    /// How text is cut into words before merging.
+    public let pretokenizer: BPEPretokenizer
 
     /// GPT-2's byte ⇄ character table: printable bytes stand for themselves, the rest map to U+0100…
     static let byteToCharacter: [Character] = {
@@ -45,7 +47,9 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
         uniqueKeysWithValues: byteToCharacter.enumerated().map { ($0.element, UInt8($0.offset)) })
 
     /// A tokenizer from its parts: `merges` as "left right" pairs by rank, `tokenTypes` as GGUF's (3 control and 4 user-defined tokens are matched whole in text).
-    public init(tokens: [String], merges: [String], tokenTypes: [Int], bosID: Int?, eosID: Int?, addBOS: Bool, endOfTurnID: Int? = nil) {
+    public init(tokens: [String], merges: [String], tokenTypes: [Int], bosID: Int?, eosID: Int?, addBOS: Bool, endOfTurnID: Int? = nil,
+                pretokenizer: BPEPretokenizer = .smollm) {
+        self.pretokenizer = pretokenizer
         self.tokens = tokens
         var ids: [String: Int] = [:]
         ids.reserveCapacity(tokens.count)
@@ -80,14 +84,25 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
         guard model == "gpt2" else {
             throw ModelFileError.invalidField(file: gguf.path, field: "tokenizer.ggml.model", found: model ?? "?", expected: "gpt2")
         }
+        let pre = gguf.metadata["tokenizer.ggml.pre"]
+        guard let pretokenizer = BPEPretokenizer(ggufName: pre?.string) else {
+            throw ModelFileError.invalidField(file: gguf.path, field: "tokenizer.ggml.pre", found: pre.map { "\($0)" } ?? "?",
+                                              expected: "a pre-tokenizer Ember knows (\(BPEPretokenizer.knownNames))")
+        }
         let tokens = try strings("tokenizer.ggml.tokens")
         let merges = try strings("tokenizer.ggml.merges")
         let types = gguf.metadata["tokenizer.ggml.token_type"]?.array?.compactMap(\.integer) ?? []
+        func tokenID(_ key: String) throws -> Int? {
+            guard let value = gguf.metadata[key] else { return nil }
+            guard let id = value.integer, tokens.indices.contains(id) else {
+                throw ModelFileError.invalidField(file: gguf.path, field: key, found: "\(value)", expected: "a token id below \(tokens.count)")
+            }
+            return id
+        }
         self.init(tokens: tokens, merges: merges, tokenTypes: types,
-                  bosID: gguf.metadata["tokenizer.ggml.bos_token_id"]?.integer,
-                  eosID: gguf.metadata["tokenizer.ggml.eos_token_id"]?.integer,
-                  addBOS: gguf.metadata["tokenizer.ggml.add_bos_token"]?.bool ?? false,
-                  endOfTurnID: gguf.metadata["tokenizer.ggml.eot_token_id"]?.integer)
+                  bosID: try tokenID("tokenizer.ggml.bos_token_id"), eosID: try tokenID("tokenizer.ggml.eos_token_id"),
+                  addBOS: gguf.metadata["tokenizer.ggml.add_bos_token"]?.bool ?? pretokenizer.addsBOSByDefault,
+                  endOfTurnID: try tokenID("tokenizer.ggml.eot_token_id"), pretokenizer: pretokenizer)
     }
 
     // MARK: Encoding
@@ -103,77 +118,17 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
             switch fragment {
             case let .token(id): result.append(id)
             case let .text(range):
-                for piece in Self.pretokenize(Substring(String(decoding: bytes[range], as: UTF8.self))) { result += bpe(piece) }
+                for word in pretokenizer.split(Substring(String(decoding: bytes[range], as: UTF8.self))) { result += bpe(word) }
             }
         }
         return result
-    }
-
-    /// Splits text as GPT-2's pattern does, after isolating every digit
-    /// (`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`).
-    static func pretokenize(_ text: Substring) -> [String] {
-        let scalars = Array(text.unicodeScalars)
-        var pieces: [String] = []
-        func isLetter(_ s: Unicode.Scalar) -> Bool {
-            switch s.properties.generalCategory {
-            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter: true
-            default: false
-            }
-        }
-        func isNumber(_ s: Unicode.Scalar) -> Bool {
-            switch s.properties.generalCategory {
-            case .decimalNumber, .letterNumber, .otherNumber: true
-            default: false
-            }
-        }
-        func isSpace(_ s: Unicode.Scalar) -> Bool { s.properties.isWhitespace }
-        func emit(_ range: Range<Int>) {
-            var piece = String.UnicodeScalarView()
-            piece.append(contentsOf: scalars[range])
-            pieces.append(String(piece))
-        }
-        var i = 0
-        let n = scalars.count
-        while i < n {
-            let c = scalars[i]
-            if isNumber(c) { emit(i..<(i + 1)); i += 1; continue } // digits one by one
-            // Contractions.
-            if c == "'" && i + 1 < n {
-                let next = scalars[i + 1]
-                if ["s", "t", "m", "d"].contains(next) { emit(i..<(i + 2)); i += 2; continue }
-                if i + 2 < n, ["re", "ve", "ll"].contains(String(String.UnicodeScalarView([next, scalars[i + 2]]))) {
-                    emit(i..<(i + 3)); i += 3; continue
-                }
-            }
-            // ` ?X+` for letters, then symbols (numbers were isolated above).
-            let start = i
-            var j = i
-            if scalars[j] == " " && j + 1 < n && !isSpace(scalars[j + 1]) && !isNumber(scalars[j + 1]) { j += 1 }
-            if j < n && isLetter(scalars[j]) {
-                while j < n && isLetter(scalars[j]) { j += 1 }
-                emit(start..<j); i = j; continue
-            }
-            if j < n && !isSpace(scalars[j]) && !isLetter(scalars[j]) && !isNumber(scalars[j]) {
-                while j < n && !isSpace(scalars[j]) && !isLetter(scalars[j]) && !isNumber(scalars[j]) { j += 1 }
-                emit(start..<j); i = j; continue
-            }
-            // Whitespace: a run, leaving its last character to the next piece when one follows
-            // (a digit ends the piece, as the digit split came first: then the run stays whole).
-            var k = i
-            while k < n && isSpace(scalars[k]) { k += 1 }
-            if k > i {
-                if k < n && k - i >= 2 && !isNumber(scalars[k]) { emit(i..<(k - 1)); i = k - 1; continue }
-                emit(i..<k); i = k; continue
-            }
-            emit(i..<(i + 1)); i += 1 // not reached for valid scalars; never loop forever
-        }
-        return pieces
     }
 
     /// Merges one pre-token's byte characters by rank and maps them to ids.
     private func bpe(_ piece: String) -> [Int] {
         var symbols = piece.utf8.map { String(Self.byteToCharacter[Int($0)]) }
         guard !symbols.isEmpty else { return [] }
+        if pretokenizer.wordsThatAreTokensStayWhole, let id = ids[symbols.joined()] { return [id] }
         while symbols.count > 1 {
             var best: (rank: Int, index: Int)?
             for index in 0..<(symbols.count - 1) {
