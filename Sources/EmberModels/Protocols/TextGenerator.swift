@@ -33,9 +33,18 @@ public protocol TextGenerator: AnyObject, Sendable {
     /// fp16 keys and values unless `halfPrecisionCache` is false.
     func makeSession(contextLength: Int, halfPrecisionCache: Bool) -> any GenerationSession
 
+    /// Runs `tokens` from the session's position and returns the logits of the last `lastLogits` of them
+    /// [lastLogits, vocabulary] (1 to tokens.count; the output projection runs for those rows only); the session
+    /// then holds the tokens.
+    func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions, lastLogits: Int) throws -> Tensor
+}
+
+extension TextGenerator {
     /// Runs `tokens` from the session's position and returns the logits [tokens.count, vocabulary] with `allLogits`,
     /// else [1, vocabulary] for the last token; the session then holds them.
-    func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions, allLogits: Bool) throws -> Tensor
+    public func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions, allLogits: Bool) throws -> Tensor {
+        try forward(tokens, session: session, options: options, lastLogits: allLogits ? tokens.count : 1)
+    }
 }
 
 /// One conversation's state with a ``TextGenerator``: the KV cache and what the passes cost.

@@ -3,8 +3,8 @@ import EmberCore
 import Foundation
 
 extension DecoderModel {
-    /// Runs `tokens` from the session's position and returns the logits
-    /// [tokens.count, vocabulary] with `allLogits`, else [1, vocabulary] for the last token.
+    /// Runs `tokens` from the session's position and returns the logits of the last `lastLogits` tokens
+    /// [lastLogits, vocabulary].
     ///
     /// The whole pass is one job on the route that runs its matmuls (the
     /// neural-engine queue, the GPU submission queue, or the caller's CPU
@@ -12,7 +12,7 @@ extension DecoderModel {
     /// each stage splits rows, heads or weight rows between them, with a
     /// barrier where a stage needs the previous one's whole output. Each op
     /// calls the backend it was placed on.
-    func forward(_ tokens: [Int], session generic: any GenerationSession, options: ExecutionOptions, allLogits: Bool) throws -> Tensor {
+    func forward(_ tokens: [Int], session generic: any GenerationSession, options: ExecutionOptions, lastLogits: Int) throws -> Tensor {
         guard let session = generic as? DecoderSession else {
             throw KernelError.invalidArgument(argument: "session", found: "\(type(of: generic))", expected: "a session this model made")
         }
@@ -59,7 +59,10 @@ extension DecoderModel {
             }
         }
 
-        let outputRows = allLogits ? t : 1
+        guard (1...t).contains(lastLogits) else {
+            throw KernelError.invalidArgument(argument: "lastLogits", found: "\(lastLogits)", expected: "1 to \(t), the tokens fed")
+        }
+        let outputRows = lastLogits
         var logits = try Tensor(zeros: [outputRows, config.vocabulary])
         try logits.makeWritable(argument: "logits")
         let pass = DecoderPass(model: self, plan: plan, session: session, workspace: workspace, tokens: tokens,
