@@ -16,9 +16,8 @@ public final class SentencePieceTokenizer: TextTokenizer, @unchecked Sendable {
     /// Each token's type.
     public let types: [GGUFTokenType]
     private let scores: [Float]
-    /// Token ids by their UTF-8 bytes: Swift strings compare canonically equivalent text as equal ("fé" composed and
-    /// decomposed), SentencePiece compares bytes.
-    private let ids: [[UInt8]: Int]
+    /// Token ids by their exact UTF-8 bytes.
+    private let ids: ByteStringTable
     /// The id of byte token `<0xXX>` for each byte, -1 where the vocabulary has none.
     private let byteTokens: [Int]
     private let splitter: SpecialTokenSplitter
@@ -36,20 +35,18 @@ public final class SentencePieceTokenizer: TextTokenizer, @unchecked Sendable {
     /// A tokenizer from its parts (`scores` and `types` indexed like `tokens`).
     public init(tokens: [String], scores: [Float], types: [GGUFTokenType], bosID: Int?, eosID: Int?, addBOS: Bool,
                 addSpacePrefix: Bool, endOfTurnID: Int? = nil) {
-        var ids: [[UInt8]: Int] = [:]
-        ids.reserveCapacity(tokens.count)
-        for (id, token) in tokens.enumerated() where ids[Array(token.utf8)] == nil { ids[Array(token.utf8)] = id }
+        let ids = ByteStringTable(tokens)
         self.ids = ids
         var named: [String: Int] = [:]
         for name in VocabularyConventions.endOfGenerationNames.union(VocabularyConventions.endOfTurnNames) {
-            named[name] = ids[Array(name.utf8)]
+            named[name] = ids.id(of: name)
         }
         let conventions = VocabularyConventions(ids: named, types: types, eosID: eosID, endOfTurnID: endOfTurnID)
         self.tokens = tokens
         self.scores = scores
         self.types = conventions.types
         endOfGenerationIDs = conventions.endOfGeneration
-        byteTokens = (0..<256).map { byte in ids[Array(String(format: "<0x%02X>", byte).utf8)] ?? -1 }
+        byteTokens = (0..<256).map { byte in ids.id(of: String(format: "<0x%02X>", byte)) ?? -1 }
         splitter = SpecialTokenSplitter(tokens: tokens, types: conventions.types)
         self.bosID = bosID
         self.eosID = eosID
@@ -144,11 +141,11 @@ public final class SentencePieceTokenizer: TextTokenizer, @unchecked Sendable {
             offset += length
         }
         var queue = BinaryHeap<Bigram>()
-        func bytes(_ start: Int, _ length: Int) -> [UInt8] { Array(text[start..<(start + length)]) }
+        func lookup(_ start: Int, _ length: Int) -> Int? { ids.id(of: text[start..<(start + length)]) }
         func consider(_ left: Int, _ right: Int) {
             guard left >= 0, right >= 0 else { return }
             let (start, length) = (symbols[left].start, symbols[left].length + symbols[right].length)
-            guard let id = ids[bytes(start, length)] else { return }
+            guard let id = lookup(start, length) else { return }
             queue.push(Bigram(left: left, right: right, score: scores[id], length: length))
         }
         for index in 1..<symbols.count { consider(index - 1, index) }
@@ -167,7 +164,7 @@ public final class SentencePieceTokenizer: TextTokenizer, @unchecked Sendable {
         var index = 0
         while index != -1 {
             let symbol = symbols[index]
-            if let id = ids[bytes(symbol.start, symbol.length)] {
+            if let id = lookup(symbol.start, symbol.length) {
                 output.append(id)
             } else {
                 for byte in text[symbol.start..<(symbol.start + symbol.length)] where byteTokens[Int(byte)] >= 0 {
@@ -199,7 +196,7 @@ public final class SentencePieceTokenizer: TextTokenizer, @unchecked Sendable {
     public var count: Int { tokens.count }
 
     /// The id of the token spelled `token`, if any.
-    public func id(of token: String) -> Int? { ids[Array(token.utf8)] }
+    public func id(of token: String) -> Int? { ids.id(of: token) }
 
     /// Whether `id` ends a generation (end of sequence, end of turn, or another end marker).
     public func endsGeneration(_ id: Int) -> Bool { endOfGenerationIDs.contains(id) }
