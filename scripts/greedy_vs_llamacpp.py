@@ -28,7 +28,7 @@ def post(port, path, body):
     return json.loads(urllib.request.urlopen(req, timeout=300).read())
 
 def llama_refs(bin_dir, path, n, port=18181):
-    server = subprocess.Popen([os.path.join(bin_dir, "llama-server"), "-m", path, "--port", str(port), "-t", "2", "-c", "512"],
+    server = subprocess.Popen([os.path.join(bin_dir, "llama-server"), "-m", path, "--port", str(port), "-t", "2", "-c", "512"] + os.environ.get("LLAMA_ARGS", "").split(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):

@@ -52,7 +52,7 @@ public enum WorkerMessage: Sendable, Equatable {
         case .null: "null"
         case let .bool(value): "the Boolean \(value)"
         case let .float(value): "the number \(value)"
-        case let .number(value): "the number \(value.rounded() == value ? String(Int64(value)) : String(value))"
+        case let .number(value): "the number \(Int64(exactly: value).map(String.init) ?? String(value))"
         case let .string(text): text.count <= 40 ? JSONValue.quoted(text) : "a string of \(text.count) characters"
         case .array: "an array"
         case .object: "an object"

@@ -34,6 +34,15 @@ struct WorkerProtocolTests {
         #expect(one.texts == ["a cat"] && many.texts == ["a", "b"] && fromPrompt.texts == ["p"])
     }
 
+    /// Numbers no integer holds were a trap in the error message itself (issue: `{"id":1e19}` ended the server).
+    @Test(arguments: [#"{"id":1e19}"#, #"{"id":"x","prompt":"hi","maxTokens":1e308}"#, #"{"id":"x","prompt":"hi","maxTokens":9223372036854775807}"#,
+                      #"{"id":"x","prompt":"hi","maxTokens":-1e19}"#, #"{"runOnlyWhileCharging":1e300}"#, #"{"cancel":-9.3e18}"#,
+                      #"{"id":"x","prompt":"hi","maxTokens":18446744073709551616}"#, #"{"id":-0.0}"#])
+    func hugeNumbersAreRefusedNotTrapped(line: String) throws {
+        let error = try #require(invalid(line))
+        #expect(!error.message.isEmpty)
+    }
+
     @Test func settingsAndCancel() throws {
         #expect(try parse(#"{"runOnlyWhileCharging":true}"#) == .settings(runOnlyWhileCharging: true))
         #expect(try parse(#"{"cancel":"r1"}"#) == .cancel(id: "r1"))
