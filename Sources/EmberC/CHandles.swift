@@ -2,8 +2,84 @@ import _CEmberAPI
 import Ember
 import Foundation
 
-// The objects behind the C API's opaque handles. A handle is a retained
-// reference (`Unmanaged`) handed to C; releasing the handle balances it.
+// The objects behind the C API's opaque handles, and the table that hands the
+// handles out: a handle is an id in the table, never a pointer C could misuse.
+
+/// The C API's handles: each is a slot of this table with the kind of object
+/// behind it and a generation that changes when the handle is released, so a
+/// released (double release, use after release), forged or wrong-kind handle
+/// is refused with `EMBER_ERROR_INVALID_HANDLE` and a message instead of being
+/// dereferenced. A lookup returns a strong reference, so an object another
+/// thread releases meanwhile lives until the call using it returns. The table
+/// is process-wide on purpose: C hosts hold handles as plain values.
+final class CHandleTable: @unchecked Sendable {
+    /// What a handle stands for.
+    enum Kind: String {
+        case runtime, model, request
+    }
+
+    /// The one table of this process.
+    static let shared = CHandleTable()
+
+    private struct Slot {
+        var generation: UInt32 = 1
+        var kind: Kind?
+        var object: AnyObject?
+    }
+
+    private let lock = NSLock()
+    private var slots: [Slot] = []
+    private var vacant: [Int] = []
+
+    /// A new handle for `object`.
+    func insert(_ object: AnyObject, as kind: Kind) -> OpaquePointer {
+        lock.withLock {
+            let index = vacant.popLast() ?? { slots.append(Slot()); return slots.count - 1 }()
+            slots[index].kind = kind
+            slots[index].object = object
+            return Self.handle(index: index, generation: slots[index].generation)
+        }
+    }
+
+    /// The `T` behind a live handle of `kind`, or the refusal (its message recorded) naming `argument`.
+    func lookup<T: AnyObject>(_ handle: OpaquePointer?, _ kind: Kind, as type: T.Type, argument: String) -> Result<T, CStatus.Refusal> {
+        lock.withLock { find(handle, kind, argument: argument).flatMap { index in
+            guard let object = slots[index].object as? T else { return .failure(Self.refuse(argument, "not a \(kind) handle")) }
+            return .success(object)
+        } }
+    }
+
+    /// Takes the `T` out of a live handle of `kind` (the handle is dead from then on), or the refusal.
+    func remove<T: AnyObject>(_ handle: OpaquePointer?, _ kind: Kind, as type: T.Type, argument: String) -> Result<T, CStatus.Refusal> {
+        lock.withLock { find(handle, kind, argument: argument).flatMap { index in
+            guard let object = slots[index].object as? T else { return .failure(Self.refuse(argument, "not a \(kind) handle")) }
+            slots[index] = Slot(generation: slots[index].generation &+ 1 == 0 ? 1 : slots[index].generation &+ 1)
+            vacant.append(index)
+            return .success(object)
+        } }
+    }
+
+    private func find(_ handle: OpaquePointer?, _ kind: Kind, argument: String) -> Result<Int, CStatus.Refusal> {
+        guard let handle else {
+            return .failure(CStatus.Refusal(CStatus.invalid(argument, found: "NULL", expected: "a \(kind) handle")))
+        }
+        let bits = UInt(bitPattern: handle)
+        let (index, generation) = (Int(bits >> 32) - 1, UInt32(truncatingIfNeeded: bits))
+        guard slots.indices.contains(index), slots[index].generation == generation, let found = slots[index].kind else {
+            return .failure(Self.refuse(argument, "a \(kind) handle that is no longer live (released already) or was never made by Ember"))
+        }
+        guard found == kind else { return .failure(Self.refuse(argument, "a \(found) handle, expected a \(kind) handle")) }
+        return .success(index)
+    }
+
+    private static func handle(index: Int, generation: UInt32) -> OpaquePointer {
+        OpaquePointer(bitPattern: UInt(index + 1) << 32 | UInt(generation))!
+    }
+
+    private static func refuse(_ argument: String, _ what: String) -> CStatus.Refusal {
+        CStatus.Refusal(CStatus.fail(EMBER_ERROR_INVALID_HANDLE, "\(argument): \(what)"))
+    }
+}
 
 /// Behind `ember_runtime_t`: the runtime and the requests still running, so
 /// releasing the runtime can cancel them.
@@ -101,9 +177,3 @@ final class CRequest: @unchecked Sendable {
     var current: (ember_status_t, String) { condition.withLock { (status, message) } }
 }
 
-extension Unmanaged {
-    /// The object behind a C handle, without changing its retain count.
-    static func object(_ handle: OpaquePointer?) -> Instance? {
-        handle.map { Unmanaged<Instance>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
-    }
-}

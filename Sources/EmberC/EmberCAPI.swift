@@ -46,7 +46,7 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
     }
     do {
         let runtime = CRuntime(try Runtime(configuration: configuration))
-        outRuntime.pointee = OpaquePointer(Unmanaged.passRetained(runtime).toOpaque())
+        outRuntime.pointee = CHandleTable.shared.insert(runtime, as: .runtime)
         return EMBER_OK
     } catch {
         return CStatus.fail(error)
@@ -54,16 +54,23 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
 }
 
 @_cdecl("ember_runtime_release")
-public func ember_runtime_release(_ runtime: OpaquePointer?) {
-    guard let runtime else { return }
-    let object = Unmanaged<CRuntime>.fromOpaque(UnsafeRawPointer(runtime))
-    object.takeUnretainedValue().cancelAll()
-    object.release()
+public func ember_runtime_release(_ runtime: OpaquePointer?) -> ember_status_t {
+    guard runtime != nil else { return EMBER_OK }
+    switch CHandleTable.shared.remove(runtime, .runtime, as: CRuntime.self, argument: "runtime") {
+    case let .success(object):
+        object.cancelAll()
+        return EMBER_OK
+    case let .failure(refusal): return refusal.status
+    }
 }
 
 @_cdecl("ember_runtime_set_power_state")
-public func ember_runtime_set_power_state(_ runtime: OpaquePointer?, _ state: UnsafePointer<ember_power_state_t>?) -> ember_status_t {
-    guard let runtime = Unmanaged<CRuntime>.object(runtime) else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
+public func ember_runtime_set_power_state(_ handle: OpaquePointer?, _ state: UnsafePointer<ember_power_state_t>?) -> ember_status_t {
+    let runtime: CRuntime
+    switch CHandleTable.shared.lookup(handle, .runtime, as: CRuntime.self, argument: "runtime") {
+    case let .success(object): runtime = object
+    case let .failure(refusal): return refusal.status
+    }
     guard let state else { return CStatus.invalid("state", found: "NULL", expected: "an ember_power_state_t") }
     switch CConversions.powerState(state.pointee, name: "state") {
     case let .success(power):
@@ -80,11 +87,15 @@ public func ember_runtime_set_power_state(_ runtime: OpaquePointer?, _ state: Un
 // MARK: - Models
 
 @_cdecl("ember_model_load")
-public func ember_model_load(_ runtime: OpaquePointer?, _ nameOrPath: UnsafePointer<CChar>?, _ kind: ember_model_kind_t,
+public func ember_model_load(_ handle: OpaquePointer?, _ nameOrPath: UnsafePointer<CChar>?, _ kind: ember_model_kind_t,
                              _ outModel: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
     guard let outModel else { return CStatus.invalid("out_model", found: "NULL", expected: "a pointer to store the handle") }
     outModel.pointee = nil
-    guard let runtime = Unmanaged<CRuntime>.object(runtime)?.runtime else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
+    let runtime: Runtime
+    switch CHandleTable.shared.lookup(handle, .runtime, as: CRuntime.self, argument: "runtime") {
+    case let .success(object): runtime = object.runtime
+    case let .failure(refusal): return refusal.status
+    }
     guard let nameOrPath else { return CStatus.invalid("name_or_path", found: "NULL", expected: "a model name or path") }
     let name = String(cString: nameOrPath)
     let loaded: Result<CModel, Error>
@@ -95,7 +106,7 @@ public func ember_model_load(_ runtime: OpaquePointer?, _ nameOrPath: UnsafePoin
     }
     switch loaded {
     case let .success(model):
-        outModel.pointee = OpaquePointer(Unmanaged.passRetained(CModel.Box(model)).toOpaque())
+        outModel.pointee = CHandleTable.shared.insert(CModel.Box(model), as: .model)
         return EMBER_OK
     case let .failure(error):
         return CStatus.fail(error)
@@ -104,7 +115,11 @@ public func ember_model_load(_ runtime: OpaquePointer?, _ nameOrPath: UnsafePoin
 
 @_cdecl("ember_model_embedding_dimension")
 public func ember_model_embedding_dimension(_ model: OpaquePointer?, _ outDimension: UnsafeMutablePointer<Int>?) -> ember_status_t {
-    guard let box = Unmanaged<CModel.Box>.object(model) else { return CStatus.invalid("model", found: "NULL", expected: "a model handle") }
+    let box: CModel.Box
+    switch CHandleTable.shared.lookup(model, .model, as: CModel.Box.self, argument: "model") {
+    case let .success(object): box = object
+    case let .failure(refusal): return refusal.status
+    }
     guard let outDimension else { return CStatus.invalid("out_dimension", found: "NULL", expected: "a pointer to a size_t") }
     guard case let .embedding(bert) = box.model else {
         return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")
@@ -114,9 +129,12 @@ public func ember_model_embedding_dimension(_ model: OpaquePointer?, _ outDimens
 }
 
 @_cdecl("ember_model_release")
-public func ember_model_release(_ model: OpaquePointer?) {
-    guard let model else { return }
-    Unmanaged<CModel.Box>.fromOpaque(UnsafeRawPointer(model)).release()
+public func ember_model_release(_ model: OpaquePointer?) -> ember_status_t {
+    guard model != nil else { return EMBER_OK }
+    switch CHandleTable.shared.remove(model, .model, as: CModel.Box.self, argument: "model") {
+    case .success: return EMBER_OK
+    case let .failure(refusal): return refusal.status
+    }
 }
 
 // MARK: - Text generation
@@ -129,8 +147,12 @@ public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePoin
                                   _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
     guard let outRequest else { return CStatus.invalid("out_request", found: "NULL", expected: "a pointer to store the handle") }
     outRequest.pointee = nil
-    guard let owner = Unmanaged<CRuntime>.object(runtime) else { return CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle") }
-    guard let box = Unmanaged<CModel.Box>.object(model) else { return CStatus.invalid("model", found: "NULL", expected: "a model handle") }
+    let (owner, box): (CRuntime, CModel.Box)
+    switch (CHandleTable.shared.lookup(runtime, .runtime, as: CRuntime.self, argument: "runtime"),
+            CHandleTable.shared.lookup(model, .model, as: CModel.Box.self, argument: "model")) {
+    case let (.success(a), .success(b)): (owner, box) = (a, b)
+    case let (.failure(refusal), _), let (_, .failure(refusal)): return refusal.status
+    }
     guard case let .language(llm) = box.model else {
         return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found an embedding model, expected a language model")
     }
@@ -149,27 +171,39 @@ public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePoin
             callback.call(piece)
         })
     }, then: { owner.untrack(request) })
-    outRequest.pointee = OpaquePointer(Unmanaged.passRetained(request).toOpaque())
+    outRequest.pointee = CHandleTable.shared.insert(request, as: .request)
     return EMBER_OK
 }
 
 @_cdecl("ember_request_wait")
-public func ember_request_wait(_ request: OpaquePointer?) -> ember_status_t {
-    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+public func ember_request_wait(_ handle: OpaquePointer?) -> ember_status_t {
+    let request: CRequest
+    switch CHandleTable.shared.lookup(handle, .request, as: CRequest.self, argument: "request") {
+    case let .success(object): request = object
+    case let .failure(refusal): return refusal.status
+    }
     let (status, message) = request.wait()
     return status == EMBER_OK ? status : CStatus.fail(status, message)
 }
 
 @_cdecl("ember_request_cancel")
-public func ember_request_cancel(_ request: OpaquePointer?) -> ember_status_t {
-    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+public func ember_request_cancel(_ handle: OpaquePointer?) -> ember_status_t {
+    let request: CRequest
+    switch CHandleTable.shared.lookup(handle, .request, as: CRequest.self, argument: "request") {
+    case let .success(object): request = object
+    case let .failure(refusal): return refusal.status
+    }
     request.cancel()
     return EMBER_OK
 }
 
 @_cdecl("ember_request_text")
-public func ember_request_text(_ request: OpaquePointer?, _ outText: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> ember_status_t {
-    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+public func ember_request_text(_ handle: OpaquePointer?, _ outText: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> ember_status_t {
+    let request: CRequest
+    switch CHandleTable.shared.lookup(handle, .request, as: CRequest.self, argument: "request") {
+    case let .success(object): request = object
+    case let .failure(refusal): return refusal.status
+    }
     guard let outText else { return CStatus.invalid("out_text", found: "NULL", expected: "a pointer to a const char *") }
     let (status, message) = request.current
     guard status == EMBER_OK else {
@@ -185,8 +219,12 @@ public func ember_request_text(_ request: OpaquePointer?, _ outText: UnsafeMutab
 }
 
 @_cdecl("ember_request_decision")
-public func ember_request_decision(_ request: OpaquePointer?, _ outDecision: UnsafeMutablePointer<ember_decision_t>?) -> ember_status_t {
-    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+public func ember_request_decision(_ handle: OpaquePointer?, _ outDecision: UnsafeMutablePointer<ember_decision_t>?) -> ember_status_t {
+    let request: CRequest
+    switch CHandleTable.shared.lookup(handle, .request, as: CRequest.self, argument: "request") {
+    case let .success(object): request = object
+    case let .failure(refusal): return refusal.status
+    }
     guard let outDecision else { return CStatus.invalid("out_decision", found: "NULL", expected: "a pointer to an ember_decision_t") }
     guard outDecision.pointee.size == MemoryLayout<ember_decision_t>.size else {
         return CStatus.invalid("out_decision->size", found: "\(outDecision.pointee.size)",
@@ -201,12 +239,15 @@ public func ember_request_decision(_ request: OpaquePointer?, _ outDecision: Uns
 }
 
 @_cdecl("ember_request_release")
-public func ember_request_release(_ request: OpaquePointer?) {
-    guard let request else { return }
-    let object = Unmanaged<CRequest>.fromOpaque(UnsafeRawPointer(request))
-    object.takeUnretainedValue().callback.close() // after this returns the host's user data is no longer touched
-    object.takeUnretainedValue().cancel()
-    object.release()
+public func ember_request_release(_ request: OpaquePointer?) -> ember_status_t {
+    guard request != nil else { return EMBER_OK }
+    switch CHandleTable.shared.remove(request, .request, as: CRequest.self, argument: "request") {
+    case let .success(object):
+        object.callback.close() // after this returns the host's user data is no longer touched
+        object.cancel()
+        return EMBER_OK
+    case let .failure(refusal): return refusal.status
+    }
 }
 
 // MARK: - Embeddings
@@ -214,11 +255,11 @@ public func ember_request_release(_ request: OpaquePointer?) {
 /// The checked inputs of an embedding call, or the status that refuses them (the message already set).
 private func embeddingInputs(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ texts: UnsafePointer<UnsafePointer<CChar>?>?,
                              _ count: Int, _ tier: ember_tier_t) -> Result<(CRuntime, any Embedder, [String], Tier), CStatus.Refusal> {
-    guard let owner = Unmanaged<CRuntime>.object(runtime) else {
-        return .failure(.init(CStatus.invalid("runtime", found: "NULL", expected: "a runtime handle")))
-    }
-    guard let box = Unmanaged<CModel.Box>.object(model) else {
-        return .failure(.init(CStatus.invalid("model", found: "NULL", expected: "a model handle")))
+    let (owner, box): (CRuntime, CModel.Box)
+    switch (CHandleTable.shared.lookup(runtime, .runtime, as: CRuntime.self, argument: "runtime"),
+            CHandleTable.shared.lookup(model, .model, as: CModel.Box.self, argument: "model")) {
+    case let (.success(a), .success(b)): (owner, box) = (a, b)
+    case let (.failure(refusal), _), let (_, .failure(refusal)): return .failure(refusal)
     }
     guard case let .embedding(bert) = box.model else {
         return .failure(.init(CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found a language model, expected an embedding model")))
@@ -297,14 +338,18 @@ public func ember_embed_submit(_ runtime: OpaquePointer?, _ model: OpaquePointer
     let request = CRequest(callback: CCallback(function: nil, userData: nil))
     owner.track(request)
     request.start({ .embeddings(try await owner.runtime.embedding(bert, input, tier: requestTier)) }, then: { owner.untrack(request) })
-    outRequest.pointee = OpaquePointer(Unmanaged.passRetained(request).toOpaque())
+    outRequest.pointee = CHandleTable.shared.insert(request, as: .request)
     return EMBER_OK
 }
 
 @_cdecl("ember_request_embeddings")
-public func ember_request_embeddings(_ request: OpaquePointer?, _ outVectors: UnsafeMutablePointer<Float>?, _ capacity: Int,
+public func ember_request_embeddings(_ handle: OpaquePointer?, _ outVectors: UnsafeMutablePointer<Float>?, _ capacity: Int,
                                      _ outCount: UnsafeMutablePointer<Int>?) -> ember_status_t {
-    guard let request = Unmanaged<CRequest>.object(request) else { return CStatus.invalid("request", found: "NULL", expected: "a request handle") }
+    let request: CRequest
+    switch CHandleTable.shared.lookup(handle, .request, as: CRequest.self, argument: "request") {
+    case let .success(object): request = object
+    case let .failure(refusal): return refusal.status
+    }
     let (status, message) = request.current
     guard status == EMBER_OK else {
         return CStatus.fail(status, status == EMBER_ERROR_PENDING ? "the request has not finished: call ember_request_wait first" : message)

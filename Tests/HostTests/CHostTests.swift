@@ -16,10 +16,10 @@ struct CHostTests {
     }
 
     /// Compiles a C host program with `cc -Werror -pedantic` against ember.h and libEmberC.so into `binary`.
-    static func compile(_ source: String, _ binary: String) async throws -> ExternalProcess.Outcome {
+    static func compile(_ source: String, _ binary: String, flags: [String] = []) async throws -> ExternalProcess.Outcome {
         let root = ExternalProcess.repositoryRoot
         let products = ExternalProcess.productsDirectory
-        return try await ExternalProcess.run("cc", [
+        return try await ExternalProcess.run("cc", flags + [
             "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic",
             "-I", root.appendingPathComponent("Sources/EmberC/include").path, source,
             "-L", products.path, "-lEmberC", "-lm", "-Wl,-rpath," + products.path, "-o", binary,
@@ -42,6 +42,24 @@ struct CHostTests {
         #expect(run.standardOutput.contains("release checks passed"))
         #expect(run.standardOutput.contains("released from inside its own callback"))
         #expect(run.standardOutput.contains("empty prompt: status 1 (prompt: found an empty string"))
+    }
+
+    /// Double release, use after release, wrong-kind and forged handles: EMBER_ERROR_INVALID_HANDLE with a message,
+    /// the host under AddressSanitizer (which reports any use of freed or wild memory on its side of the boundary).
+    @Test func checkedHandlesRefuseWhatACarelessHostPasses() async throws {
+        let root = ExternalProcess.repositoryRoot
+        try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
+                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-handles-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: binary) }
+        let source = root.appendingPathComponent("Tests/HostTests/Programs/checked_handles.c").path
+        let compile = try await Self.compile(source, binary, flags: ["-fsanitize=address", "-fno-omit-frame-pointer"])
+        try #require(compile.status == 0, "cc failed: \(compile.standardError)")
+        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path],
+                                                environment: ["ASAN_OPTIONS": "detect_leaks=0"], timeout: 300)
+        #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.contains("handle checks passed"))
+        #expect(!run.standardError.contains("AddressSanitizer"), "\(run.standardError)")
     }
 
     @Test func cHostBuildsRunsAndGeneratesTheReferenceText() async throws {

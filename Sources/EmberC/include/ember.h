@@ -7,15 +7,19 @@
  * device's power state — or defers or refuses the request.
  *
  * Rules every function follows:
- *  - It returns an ember_status_t (EMBER_OK on success) unless it only
- *    releases something or reports a version.
+ *  - It returns an ember_status_t (EMBER_OK on success) unless it reports a
+ *    version or the last error.
  *  - On failure, ember_last_error() returns a message naming what was wrong
  *    (the file, the field, the value found and expected). The message belongs
  *    to the calling thread and stays valid until that thread's next failing
  *    call.
  *  - No Swift error, exception or crash crosses this boundary; NULL handles
  *    and NULL out-pointers give EMBER_ERROR_INVALID_ARGUMENT.
- *  - Handles are opaque. Release each with its own function, once.
+ *  - Handles are opaque ids, checked on every call: a handle already
+ *    released (a double release, a use after release), one Ember never made,
+ *    or one of another kind (a request handle where a model is expected)
+ *    gives EMBER_ERROR_INVALID_HANDLE and a message — never a crash. Release
+ *    each with its own function; releasing NULL does nothing.
  *  - Functions that block (loading, waiting, embedding) must not be called
  *    from inside a token callback.
  *
@@ -56,6 +60,7 @@ typedef enum ember_status {
     EMBER_ERROR_CANCELLED = 6,        /* ember_request_cancel, or the runtime went away */
     EMBER_ERROR_BUFFER_TOO_SMALL = 7, /* the output buffer cannot hold the result */
     EMBER_ERROR_PENDING = 8,          /* the request has not finished yet         */
+    EMBER_ERROR_INVALID_HANDLE = 9,   /* released already, never made by Ember, or of another kind */
     EMBER_ERROR_INTERNAL = 99         /* anything else; see ember_last_error()   */
 } ember_status_t;
 
@@ -157,7 +162,7 @@ const char *ember_last_error(void);
 
 ember_status_t ember_runtime_create(const ember_runtime_options_t *options, ember_runtime_t **out_runtime);
 /* Cancels the runtime's unfinished requests and releases it. */
-void ember_runtime_release(ember_runtime_t *runtime);
+ember_status_t ember_runtime_release(ember_runtime_t *runtime);
 /* Only for a runtime created with EMBER_POWER_INJECTED. */
 ember_status_t ember_runtime_set_power_state(ember_runtime_t *runtime, const ember_power_state_t *state);
 
@@ -169,7 +174,7 @@ ember_status_t ember_model_load(ember_runtime_t *runtime, const char *name_or_pa
                                 ember_model_t **out_model);
 /* The length of the vectors an embedding model produces. */
 ember_status_t ember_model_embedding_dimension(const ember_model_t *model, size_t *out_dimension);
-void ember_model_release(ember_model_t *model);
+ember_status_t ember_model_release(ember_model_t *model);
 
 /* ---- Text generation ----------------------------------------------------------- */
 
@@ -195,7 +200,7 @@ ember_status_t ember_request_decision(ember_request_t *request, ember_decision_t
  * When it returns, the callback is not running and will not be called again
  * (it waits for a call in progress on another thread; do not call it from a
  * thread that callback is waiting for). It may be called from the callback. */
-void ember_request_release(ember_request_t *request);
+ember_status_t ember_request_release(ember_request_t *request);
 
 /* ---- Embeddings ------------------------------------------------------------------ */
 
