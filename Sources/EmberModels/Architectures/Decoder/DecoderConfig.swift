@@ -58,7 +58,7 @@ struct DecoderConfig: Sendable, Equatable {
                 throw refuse(key, "missing", "an integer in \(range.lowerBound)…\(range.upperBound)")
             }
             guard let number = value.integer, range.contains(number) else {
-                throw refuse(key, "\(value)", "an integer in \(range.lowerBound)…\(range.upperBound)")
+                throw refuse(key, value.summary, "an integer in \(range.lowerBound)…\(range.upperBound)")
             }
             return number
         }
@@ -66,7 +66,7 @@ struct DecoderConfig: Sendable, Equatable {
             let key = description.key(name)
             guard let value = file.metadata[key] else { return fallback }
             guard let number = value.number, number.isFinite, range.contains(number), Float(number).isFinite, Float(number) > 0 else {
-                throw refuse(key, "\(value)", "a finite number in \(range.lowerBound)…\(range.upperBound)")
+                throw refuse(key, value.summary, "a finite number in \(range.lowerBound)…\(range.upperBound)")
             }
             return Float(number)
         }
@@ -86,13 +86,14 @@ struct DecoderConfig: Sendable, Equatable {
             throw refuse(description.key("attention.head_count_kv"), "\(kvHeads) KV heads of \(headDim) for \(heads) heads",
                          "a divisor of the head count, and an even head width")
         }
-        guard hidden % 32 == 0, feedForward % 32 == 0, (heads * headDim) % 32 == 0 else {
-            throw refuse(description.key("embedding_length"), "\(hidden) (feed-forward \(feedForward), queries \(heads * headDim))",
-                         "multiples of 32 (whole quantization blocks)")
+        for (name, width) in [("embedding_length", hidden), ("feed_forward_length", feedForward), ("attention.head_count", heads * headDim)]
+        where width % 32 != 0 {
+            throw refuse(description.key(name), name == "attention.head_count" ? "\(heads) heads of \(headDim) (\(width) wide)" : "\(width)",
+                         "widths that are multiples of 32 (whole quantization blocks)")
         }
         if let rotated = file.metadata[description.key("rope.dimension_count")] {
             guard rotated.integer == headDim else {
-                throw refuse(description.key("rope.dimension_count"), "\(rotated)", "\(headDim), the head width (Ember rotates whole heads)")
+                throw refuse(description.key("rope.dimension_count"), rotated.summary, "\(headDim), the head width (Ember rotates whole heads)")
             }
         }
         let present = Self.blocksPresent(file)
@@ -144,7 +145,7 @@ struct DecoderConfig: Sendable, Equatable {
                 return bools
             }
             guard let number = value.integer, (0...maximumLayers).contains(number) else {
-                throw ModelFileError.invalidField(file: file.path, field: key, found: "\(value)", expected: "a period 0…\(maximumLayers)")
+                throw ModelFileError.invalidField(file: file.path, field: key, found: value.summary, expected: "a period 0…\(maximumLayers)")
             }
             period = number
         }

@@ -39,4 +39,18 @@ public enum GGUFValue: Sendable, Equatable {
     public var bool: Bool? { if case let .bool(v) = self { v } else { nil } }
     /// The value's elements, nil when it is not an array.
     public var array: [GGUFValue]? { if case let .array(v) = self { v } else { nil } }
+
+    /// The value as an error message shows it: a number as written (`4294967295`, `nan`), a string quoted, an array
+    /// by its length.
+    public var summary: String {
+        switch self {
+        case let .uint64(v): String(v)
+        case let .float32(v): String(v)
+        case let .float64(v): String(v)
+        case let .bool(v): String(v)
+        case let .string(v): "\"\(v.prefix(60))\""
+        case let .array(v): "an array of \(v.count)"
+        default: integer.map(String.init) ?? "\(self)"
+        }
+    }
 }

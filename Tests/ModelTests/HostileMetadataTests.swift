@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+@testable import EmberModels
+import Ember
+import EmberTestSupport
+
+/// Every number a decoder's metadata holds, at its extremes (0, 1, 2³¹, 2³²−1, 2⁶⁴−1, −1, NaN, ±∞): Ember either
+/// refuses the file with a ModelFileError naming the key, or loads it with the number within its bounds — no crash,
+/// no allocation sized by a hostile count, no silent load of nonsense (a block count the tensors disagree with, a
+/// zero context, a NaN RoPE base or epsilon).
+@Suite("Hostile metadata")
+struct HostileMetadataTests {
+    static let integers: [GGUFValue] = [.uint32(0), .uint32(1), .uint32(1 << 31), .uint32(.max), .uint64(.max), .int32(-1), .int64(.min)]
+    static let reals: [GGUFValue] = [.float32(.nan), .float32(.infinity), .float32(-.infinity), .float32(0), .float32(-1), .float32(1e30)]
+
+    /// Keys whose extreme values must be refused (they decide shapes or arithmetic).
+    static let mustRefuseAnyExtreme: Set<String> = ["llama.block_count", "llama.embedding_length", "llama.feed_forward_length",
+                                                    "llama.attention.head_count"]
+
+    @Test func everyNumericKeyAtItsExtremes() throws {
+        let base = SyntheticGGUF.tinyLlama()
+        var mutants = 0, refused = 0
+        for (index, (key, value)) in base.metadata.enumerated() {
+            let candidates: [GGUFValue] = switch value {
+            case .float32, .float64: Self.reals
+            case .uint8, .int8, .uint16, .int16, .uint32, .int32, .uint64, .int64: Self.integers
+            default: []
+            }
+            for candidate in candidates {
+                var gguf = base
+                gguf.metadata[index].1 = candidate
+                let path = try gguf.write()
+                defer { try? FileManager.default.removeItem(atPath: path) }
+                mutants += 1
+                do {
+                    let model = try #require(try TestCompute.textGenerator(path: path) as? DecoderModel)
+                    let config = model.config
+                    #expect(!Self.mustRefuseAnyExtreme.contains(key) || candidate == value, "\(key) = \(candidate) loaded")
+                    #expect(config.contextLength >= 1 && config.ropeBase.isFinite && config.ropeBase > 0, "\(key) = \(candidate)")
+                    #expect(config.rmsEpsilon.isFinite && config.rmsEpsilon > 0, "\(key) = \(candidate)")
+                    #expect(config.layers == 2 && config.hidden == 64, "\(key) = \(candidate)")
+                } catch let error as ModelFileError {
+                    refused += 1
+                    #expect(error.description.contains(key) || error.description.contains("tensors["), "\(key) = \(candidate): \(error)")
+                }
+            }
+        }
+        #expect(mutants >= 50 && refused >= 45, "\(refused) of \(mutants) refused")
+    }
+
+    /// The crash the issue reported: a block count of 2³²−1 was an allocation of 309 GB before any check.
+    @Test(arguments: [UInt32.max, 1 << 31, 3, 0])
+    func aBlockCountTheTensorsDisagreeWithIsRefused(count: UInt32) throws {
+        var gguf = SyntheticGGUF.tinyLlama()
+        let index = try #require(gguf.metadata.firstIndex { $0.0 == "llama.block_count" })
+        gguf.metadata[index].1 = .uint32(count)
+        let path = try gguf.write()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let error = try #require(throws: ModelFileError.self) { try TestCompute.textGenerator(path: path) }
+        #expect(error.description.contains("llama.block_count"), "\(error)")
+    }
+
+    /// A norm weight of NaN is refused naming the tensor (a small tensor: checked whole at load).
+    @Test func nanInASmallTensorIsRefused() throws {
+        var gguf = SyntheticGGUF.tinyLlama()
+        let index = try #require(gguf.tensors.firstIndex { $0.name == "output_norm.weight" })
+        withUnsafeBytes(of: Float.nan.bitPattern.littleEndian) { gguf.tensors[index].data.replaceSubrange(8..<12, with: $0) }
+        let path = try gguf.write()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let error = try #require(throws: ModelFileError.self) { try TestCompute.textGenerator(path: path) }
+        #expect(error.description.contains("output_norm.weight") && error.description.contains("NaN"), "\(error)")
+    }
+}
