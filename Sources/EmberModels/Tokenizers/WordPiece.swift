@@ -62,30 +62,31 @@ public final class WordPiece: @unchecked Sendable {
 
     /// Reads `tokenizer.json` (Hugging Face tokenizers: a WordPiece model and a BertNormalizer).
     public convenience init(tokenizerJSON path: String, maxLength: Int) throws {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ModelFileError.unreadable(file: path, reason: "cannot read")
+        let root = try JSONFields.load(path)!
+        guard let model = try root.object("model") else {
+            throw ModelFileError.invalidField(file: path, field: "model", found: "missing", expected: "a tokenizer.json object")
         }
-        guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-              let model = root["model"] as? [String: Any] else {
-            throw ModelFileError.invalidField(file: path, field: "model", found: "missing or not JSON", expected: "a tokenizer.json object")
-        }
-        guard model["type"] as? String == "WordPiece", let entries = model["vocab"] as? [String: Any] else {
-            throw ModelFileError.invalidField(file: path, field: "model.type", found: "\(model["type"] ?? "missing")", expected: "WordPiece with a vocab")
+        guard try model.string("type") == "WordPiece", let entries = model.object["vocab"] as? [String: Any] else {
+            throw ModelFileError.invalidField(file: path, field: "model.type", found: "\(model.object["type"].map(JSONFields.describe) ?? "missing")",
+                                              expected: "WordPiece with a vocab")
         }
         var vocabulary: [String: Int] = [:]
         vocabulary.reserveCapacity(entries.count)
         for (token, value) in entries {
-            guard let id = (value as? NSNumber)?.intValue, id >= 0, id < 10_000_000 else {
-                throw ModelFileError.invalidField(file: path, field: "model.vocab[\(token)]", found: "\(value)", expected: "a token id")
+            guard let id = JSONFields.integer(value), id >= 0, id < 10_000_000 else {
+                throw ModelFileError.invalidField(file: path, field: "model.vocab[\(token)]", found: JSONFields.describe(value),
+                                                  expected: "a token id (a whole number 0…9999999)")
             }
             vocabulary[token] = id
         }
-        let normalizer = root["normalizer"] as? [String: Any] ?? [:]
-        try self.init(vocabulary: vocabulary, lowercase: normalizer["lowercase"] as? Bool ?? true,
-                      stripAccents: normalizer["strip_accents"] as? Bool, splitsCJK: normalizer["handle_chinese_chars"] as? Bool ?? true,
-                      cleansText: normalizer["clean_text"] as? Bool ?? true,
-                      continuingPrefix: model["continuing_subword_prefix"] as? String ?? "##",
-                      maxCharactersPerWord: model["max_input_chars_per_word"] as? Int ?? 100, maxLength: maxLength, file: path)
+        let normalizer = try root.object("normalizer") ?? JSONFields([:], file: path)
+        try self.init(vocabulary: vocabulary, lowercase: try normalizer.bool("lowercase", default: true),
+                      stripAccents: try normalizer.optionalBool("strip_accents"),
+                      splitsCJK: try normalizer.bool("handle_chinese_chars", default: true),
+                      cleansText: try normalizer.bool("clean_text", default: true),
+                      continuingPrefix: try model.string("continuing_subword_prefix", default: "##") ?? "##",
+                      maxCharactersPerWord: try model.integer("max_input_chars_per_word", in: 1...1000, default: 100),
+                      maxLength: maxLength, file: path)
     }
 
     /// Token ids for `text`: [CLS], the WordPiece tokens (cut to fit), [SEP].

@@ -144,9 +144,14 @@ extension BertModel {
         return try plans.plan(for: key, stale: { $0.generation != generation }) { try EncoderPlan(model: self, key: key) }
     }
 
-    /// Embeds `texts` in one batch: tokenized (truncated to the model's
-    /// maximum), encoded back to back without padding, mean-pooled and
-    /// L2-normalised. Each embedding has `config.hidden` values.
+    /// Tokens one encoder pass takes at most: a batch of any size runs in slices of sentences up to this many
+    /// tokens, so its working memory is bounded (about 8 MB of activations per thousand tokens for MiniLM).
+    static let tokensPerPass = 4096
+
+    /// Embeds `texts`: tokenized (truncated to the model's maximum), encoded
+    /// back to back without padding in passes of at most ``tokensPerPass``
+    /// tokens, mean-pooled and L2-normalised. Each embedding has
+    /// `config.hidden` values; one that is not finite is an error, never a result.
     func embed(_ texts: [String], options: ExecutionOptions) throws -> EmbeddingBatch {
         let tokenizeStart = DispatchTime.now().uptimeNanoseconds
         let ids = texts.map { tokenizer.encode($0) }
@@ -156,7 +161,25 @@ extension BertModel {
                                   energy: EnergyEstimate(joules: 0, source: .modelled))
         }
         let start = DispatchTime.now().uptimeNanoseconds
-        let (embeddings, energy) = try encode(ids, options: options)
+        var embeddings: [[Float]] = [], joules = 0.0, source = EnergyEstimate.Source.modelled
+        var first = 0
+        while first < ids.count {
+            var end = first, tokens = 0
+            while end < ids.count, end == first || tokens + ids[end].count <= Self.tokensPerPass {
+                tokens += ids[end].count
+                end += 1
+            }
+            let (slice, energy) = try encode(Array(ids[first..<end]), options: options)
+            if let bad = slice.firstIndex(where: { !$0.allSatisfy(\.isFinite) }) {
+                throw KernelError.rejected(kernel: "encoder", argument: "texts[\(first + bad)]",
+                                           status: "its embedding has NaN or infinite values (the weights or a backend are broken)")
+            }
+            embeddings += slice
+            joules += energy.joules
+            source = energy.source
+            first = end
+        }
+        let energy = EnergyEstimate(joules: joules, source: source)
         return EmbeddingBatch(embeddings: embeddings, tokenIDs: ids, tokenizeSeconds: tokenizeSeconds,
                               encodeSeconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, energy: energy)
     }

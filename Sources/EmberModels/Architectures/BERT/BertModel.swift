@@ -72,57 +72,50 @@ final class BertModel: Embedder, @unchecked Sendable {
     init(directory: String, context: ComputeContext) throws {
         self.directory = directory
         self.context = context
-        func json(_ name: String) throws -> [String: Any] {
-            let path = (directory as NSString).appendingPathComponent(name)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ModelFileError.unreadable(file: path, reason: "missing or unreadable")
-            }
-            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-                throw ModelFileError.invalidField(file: path, field: "(root)", found: "not a JSON object", expected: "a JSON object")
-            }
-            return object
-        }
-        let configPath = (directory as NSString).appendingPathComponent("config.json")
-        let settings = try json("config.json")
-        func integer(_ key: String, in object: [String: Any] = settings, file: String = configPath, range: ClosedRange<Int>) throws -> Int {
-            guard let value = (object[key] as? NSNumber)?.intValue, range.contains(value) else {
-                throw ModelFileError.invalidField(file: file, field: key, found: "\(object[key] ?? "missing")", expected: "an integer in \(range)")
-            }
-            return value
-        }
-        let modelType = settings["model_type"] as? String ?? "?"
+        func path(_ name: String) -> String { (directory as NSString).appendingPathComponent(name) }
+        let settings = try JSONFields.load(path("config.json"))!
+        let modelType = try settings.string("model_type", default: "missing") ?? "missing"
         guard modelType == "bert" else {
-            throw ModelFileError.invalidField(file: configPath, field: "model_type", found: modelType, expected: "bert")
+            throw ModelFileError.invalidField(file: settings.file, field: "model_type", found: modelType, expected: "bert")
         }
-        guard (settings["hidden_act"] as? String ?? "gelu") == "gelu" else {
-            throw ModelFileError.invalidField(file: configPath, field: "hidden_act", found: "\(settings["hidden_act"]!)", expected: "gelu")
+        let activation = try settings.string("hidden_act", default: "gelu") ?? "gelu"
+        guard activation == "gelu" else {
+            throw ModelFileError.invalidField(file: settings.file, field: "hidden_act", found: activation, expected: "gelu")
         }
-        let sentenceConfigPath = (directory as NSString).appendingPathComponent("sentence_bert_config.json")
-        let sentenceConfig = (try? json("sentence_bert_config.json")) ?? [:]
-        let maxPositions = try integer("max_position_embeddings", range: 2...65_536)
+        let maxPositions = try settings.integer("max_position_embeddings", in: 2...65_536)
         var config = Config(
-            layers: try integer("num_hidden_layers", range: 1...256), hidden: try integer("hidden_size", range: 16...16_384),
-            heads: try integer("num_attention_heads", range: 1...256), intermediate: try integer("intermediate_size", range: 16...65_536),
-            vocabulary: try integer("vocab_size", range: 10...10_000_000), maxPositions: maxPositions,
-            typeVocabulary: try integer("type_vocab_size", range: 1...16),
-            layerNormEpsilon: Float((settings["layer_norm_eps"] as? NSNumber)?.doubleValue ?? 1e-12),
+            layers: try settings.integer("num_hidden_layers", in: 1...256), hidden: try settings.integer("hidden_size", in: 16...16_384),
+            heads: try settings.integer("num_attention_heads", in: 1...256), intermediate: try settings.integer("intermediate_size", in: 16...65_536),
+            vocabulary: try settings.integer("vocab_size", in: 10...10_000_000), maxPositions: maxPositions,
+            typeVocabulary: try settings.integer("type_vocab_size", in: 1...16),
+            layerNormEpsilon: Float(try settings.real("layer_norm_eps", in: 1e-30...0.1, default: 1e-12)),
             maxSequenceLength: maxPositions)
-        if sentenceConfig["max_seq_length"] != nil {
-            config.maxSequenceLength = try integer("max_seq_length", in: sentenceConfig, file: sentenceConfigPath, range: 2...maxPositions)
+        // Optional files: absent means the format's default; present but unreadable or wrongly typed is an error.
+        if let sentence = try JSONFields.load(path("sentence_bert_config.json"), optional: true), sentence.object["max_seq_length"] != nil {
+            config.maxSequenceLength = try sentence.integer("max_seq_length", in: 2...maxPositions)
         }
         guard config.hidden % config.heads == 0, config.headDim <= 512, config.hidden % 32 == 0, config.intermediate % 32 == 0 else {
-            throw ModelFileError.invalidField(file: configPath, field: "hidden_size", found: "\(config.hidden) for \(config.heads) heads, intermediate \(config.intermediate)",
+            throw ModelFileError.invalidField(file: settings.file, field: "hidden_size", found: "\(config.hidden) for \(config.heads) heads, intermediate \(config.intermediate)",
                                               expected: "multiples of 32 with a head size of at most 512")
         }
         self.config = config
-        let pooling = (try? json("1_Pooling/config.json")) ?? ["pooling_mode_mean_tokens": true]
-        guard pooling["pooling_mode_mean_tokens"] as? Bool == true, pooling["pooling_mode_cls_token"] as? Bool != true,
-              pooling["pooling_mode_max_tokens"] as? Bool != true else {
-            throw ModelFileError.invalidField(file: (directory as NSString).appendingPathComponent("1_Pooling/config.json"),
-                                              field: "pooling_mode_mean_tokens", found: "another pooling", expected: "mean pooling")
+        if let pooling = try JSONFields.load(path("1_Pooling/config.json"), optional: true) {
+            guard try pooling.bool("pooling_mode_mean_tokens", default: false), !(try pooling.bool("pooling_mode_cls_token", default: false)),
+                  !(try pooling.bool("pooling_mode_max_tokens", default: false)) else {
+                throw ModelFileError.invalidField(file: pooling.file, field: "pooling_mode_mean_tokens", found: "another pooling",
+                                                  expected: "mean pooling (pooling_mode_mean_tokens true, the others false)")
+            }
         }
-        let modules = (try? String(contentsOfFile: (directory as NSString).appendingPathComponent("modules.json"), encoding: .utf8)) ?? ""
-        normalizes = modules.isEmpty || modules.contains("Normalize")
+        if FileManager.default.fileExists(atPath: path("modules.json")) {
+            guard let data = FileManager.default.contents(atPath: path("modules.json")),
+                  (try? JSONSerialization.jsonObject(with: data)) is [Any] else {
+                throw ModelFileError.invalidField(file: path("modules.json"), field: "(root)", found: "unreadable or not a JSON array",
+                                                  expected: "a list of sentence-transformers modules")
+            }
+            normalizes = String(decoding: data, as: UTF8.self).contains("Normalize")
+        } else {
+            normalizes = true
+        }
         tokenizer = try WordPiece(tokenizerJSON: (directory as NSString).appendingPathComponent("tokenizer.json"),
                                   maxLength: config.maxSequenceLength)
         let file = try SafetensorsFile(path: (directory as NSString).appendingPathComponent("model.safetensors"))
@@ -131,6 +124,10 @@ final class BertModel: Embedder, @unchecked Sendable {
         var owned: [UnsafeMutablePointer<Float>] = []
         func vector(_ name: String, _ shape: [Int]) throws -> UnsafePointer<Float> {
             let values = try file.floats(name, shape: shape)
+            // Every weight is copied to fp32 here, so checking them all for NaN and infinity costs little.
+            guard values.allSatisfy(\.isFinite) else {
+                throw ModelFileError.invalidField(file: file.path, field: "tensors[\(name)]", found: "a NaN or infinite value", expected: "finite weights")
+            }
             let copy = UnsafeMutablePointer<Float>.allocate(capacity: max(1, values.count))
             copy.initialize(from: values, count: values.count)
             owned.append(copy)
@@ -163,9 +160,17 @@ final class BertModel: Embedder, @unchecked Sendable {
                 outputNormBeta: try vector(prefix + "output.LayerNorm.bias", [d]))
         }
         self.owned = owned
+        let layerNames = Set(file.tensors.keys.compactMap { name -> Int? in
+            guard name.hasPrefix("encoder.layer."), let index = Int(name.dropFirst("encoder.layer.".count).prefix { $0.isNumber }) else { return nil }
+            return index
+        })
+        guard layerNames.count == config.layers else {
+            throw ModelFileError.invalidField(file: settings.file, field: "num_hidden_layers", found: "\(config.layers)",
+                                              expected: "\(layerNames.count), the encoder.layer.N tensor groups in model.safetensors")
+        }
         let largestID = tokenizer.vocabulary.values.max() ?? 0
         if largestID >= config.vocabulary {
-            throw ModelFileError.invalidField(file: configPath, field: "vocab_size", found: "\(config.vocabulary)",
+            throw ModelFileError.invalidField(file: settings.file, field: "vocab_size", found: "\(config.vocabulary)",
                                               expected: "more than the tokenizer's largest id \(largestID)")
         }
     }

@@ -72,8 +72,12 @@ extension DecoderModel {
             context.pool.region(threads: threads, qos: qos) { pass.run(on: $0) }
         }
         if let failure = pass.failure { throw failure }
+        let values = logits.baseAddress.assumingMemoryBound(to: Float.self)
+        if let row = (0..<outputRows).first(where: { row in !(0..<config.vocabulary).allSatisfy { values[row * config.vocabulary + $0].isFinite } }) {
+            throw KernelError.rejected(kernel: "decoder", argument: "logits[\(row)]",
+                                       status: "NaN or infinite values (the weights or a backend are broken)")
+        }
         if let cap = config.finalLogitSoftcap {
-            let values = logits.baseAddress.assumingMemoryBound(to: Float.self)
             for index in 0..<(outputRows * config.vocabulary) { values[index] = cap * tanh(values[index] / cap) }
         }
         session.advance(by: t)
