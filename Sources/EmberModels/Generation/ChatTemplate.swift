@@ -34,7 +34,12 @@ public struct ChatMessage: Sendable, Equatable, Codable {
 public struct ChatTemplate: Sendable, Equatable {
     /// The chat formats Ember writes.
     public enum Format: String, Sendable, CaseIterable {
-        case chatml, gemma, llama3
+        /// ChatML: `<|im_start|>role\n…<|im_end|>` (SmolLM2, Qwen2/Qwen3).
+        case chatml
+        /// Gemma's `<start_of_turn>user|model\n…<end_of_turn>`, the system message folded into the first user turn.
+        case gemma
+        /// Llama 3's `<|start_header_id|>role<|end_header_id|>\n\n…<|eot_id|>`.
+        case llama3
     }
 
     /// The format the turns are written in.

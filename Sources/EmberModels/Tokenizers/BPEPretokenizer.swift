@@ -17,7 +17,16 @@ import EmberCore
 /// - `standard` (no or `default` pre-tokenizer): runs of punctuation, GPT-2's
 ///   pattern, runs of numbers, then ASCII digits in threes.
 public enum BPEPretokenizer: String, Sendable, CaseIterable {
-    case gpt2, smollm, llama3, qwen2, standard
+    /// GPT-2's pattern.
+    case gpt2
+    /// Every number character alone, then GPT-2's pattern (SmolLM2, StarCoder).
+    case smollm
+    /// Llama 3's `llama-bpe` pattern; whole words that are tokens skip the merges.
+    case llama3
+    /// Llama 3's pattern with every number character alone (Qwen2, Qwen3).
+    case qwen2
+    /// The pre-tokenizer for files that name none (or `default`).
+    case standard
 
     /// The kind `tokenizer.ggml.pre` names (nil or "default": the standard one); nil for a name Ember does not know.
     public init?(ggufName: String?) {
