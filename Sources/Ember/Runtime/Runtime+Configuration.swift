@@ -49,6 +49,10 @@ extension Runtime {
         public var calibration: CalibrationMode
         /// The model families Ember can load.
         public var architectures: ArchitectureRegistry
+        /// Bytes of working memory (KV caches and buffers) the requests running at once may need together; a request
+        /// beyond it waits for others to end, one that needs more than all of it is refused. Default: a quarter of the
+        /// machine's memory; nil: no limit.
+        public var memoryBudget: Int? = Int(clamping: ProcessInfo.processInfo.physicalMemory / 4)
 
         /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
         /// when given, sets the ceiling (else the policy's own, `.all` by default).

@@ -14,7 +14,9 @@ extension Runtime {
     func generationRequest(_ model: any TextGenerator, prompt: String, maxTokens: Int, requirements: RequestRequirements,
                            sampler: SamplerSettings) -> InferenceRequest {
         let tier = requirements.tier
-        return InferenceRequest(requirements: requirements) { decision, context in
+        // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
+        let contextLength = min(model.contextLength, prompt.utf8.count + 1 + min(max(maxTokens, 0), model.contextLength))
+        return InferenceRequest(requirements: requirements, memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
             await context.checkpoint()
             let cancelled = CancellationFlag()
             let result = try await withTaskCancellationHandler {

@@ -73,7 +73,7 @@ public final class Runtime: Sendable {
         }
         var policy = configuration.policy
         policy.threads = min(policy.threads, context.maximumThreads)
-        scheduler = InferenceScheduler(source: powerSource, configuration: policy)
+        scheduler = InferenceScheduler(source: powerSource, configuration: policy, memoryBudget: configuration.memoryBudget)
     }
 
     /// Sets the power state; only for a runtime configured with `.injected`.

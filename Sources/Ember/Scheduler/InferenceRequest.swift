@@ -33,14 +33,19 @@ public struct InferenceRequest: Sendable {
     public var batch: Batch?
     /// Runs the request alone, at the decision's precision, units and QoS.
     public var run: @Sendable (_ decision: Decision, _ context: RunContext) async throws -> any Sendable
+    /// Bytes of working memory the run needs at most (a generation's KV cache and buffers), known before it starts:
+    /// the scheduler admits runs against its memory budget. 0: too little to count.
+    public var memoryBytes: Int
 
-    /// A request that `run` executes alone. `signature` lets identical requests share a run, `deadline` drops it if it has not started by then, `batch` lets it run batched (nil for each: none).
+    /// A request that `run` executes alone. `signature` lets identical requests share a run, `deadline` drops it if it
+    /// has not started by then, `batch` lets it run batched (nil for each: none); `memoryBytes` is what it needs at most.
     public init(requirements: RequestRequirements, signature: String? = nil, deadline: Date? = nil, batch: Batch? = nil,
-                run: @escaping @Sendable (Decision, RunContext) async throws -> any Sendable) {
+                memoryBytes: Int = 0, run: @escaping @Sendable (Decision, RunContext) async throws -> any Sendable) {
         self.requirements = requirements
         self.signature = signature
         self.deadline = deadline
         self.batch = batch
+        self.memoryBytes = max(0, memoryBytes)
         self.run = run
     }
 }
@@ -149,6 +154,8 @@ public struct SchedulerMetrics: Sendable {
     public var deferrals: [String: Int] = [:]
     /// How many requests were dropped, by reason (the policy's, "deadline passed" or "deferred queue full").
     public var drops: [String: Int] = [:]
+    /// Runs that waited for memory under the scheduler's budget before starting.
+    public var memoryWaits = 0
     /// Runs started; a batch counts once, callers coalesced onto another request not at all.
     public var executions = 0
     /// Callers served by an identical request's run instead of one of their own.

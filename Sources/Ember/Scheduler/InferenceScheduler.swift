@@ -17,6 +17,10 @@ import Foundation
 ///   within ``batchingWindow`` run as one batch.
 /// - Preemption: a running non-critical request waits at its next
 ///   ``RunContext/checkpoint()`` while critical work runs on its route.
+/// - Memory: with a ``memoryBudget``, a run starts only when the memory the
+///   running requests need (``InferenceRequest/memoryBytes``) leaves room for
+///   it; the others wait, highest tier first, and start as runs end. A request
+///   that needs more than the whole budget is dropped with the two numbers.
 /// Every request ends exactly once: a result, an error, or a drop with a reason.
 public actor InferenceScheduler {
     /// The policy settings every decision is made with.
@@ -27,6 +31,10 @@ public actor InferenceScheduler {
     public let batchingWindow: Double
     /// Requests the deferred queue holds at most (≥ 1, default 256); beyond it the oldest lowest-tier one is dropped.
     public let deferredCapacity: Int
+    /// Bytes the running requests may need together (nil: no limit).
+    public let memoryBudget: Int?
+    /// Bytes the running requests need now.
+    public private(set) var memoryInUse = 0
     /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
     public private(set) var powerState: PowerState {
         didSet { observed.publish(powerState) }
@@ -118,6 +126,8 @@ public actor InferenceScheduler {
     private var jobs: [Int: Job] = [:]
     private var deferred: [Int] = []            // job ids, oldest first
     private var batchQueues: [String: [Int]] = [:]
+    /// Runs waiting for memory: the jobs of each and the decision they run under, in arrival order.
+    private var waitingForMemory: [(ids: [Int], decision: Decision)] = []
     private var criticalRunning: [ComputeUnit: Int] = [:]
     private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
     /// Results of recent requests by signature, kept for the coalescing window.
@@ -127,8 +137,10 @@ public actor InferenceScheduler {
 
     /// A scheduler that reads the power state from `source` and follows its changes; windows are in seconds.
     public init(source: any PowerSource, configuration: PolicyConfiguration = PolicyConfiguration(),
-                coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256) {
+                coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256,
+                memoryBudget: Int? = nil) {
         self.configuration = configuration
+        self.memoryBudget = memoryBudget.map { max(0, $0) }
         self.coalescingWindow = coalescingWindow
         self.batchingWindow = batchingWindow
         self.deferredCapacity = max(1, deferredCapacity)
@@ -330,6 +342,21 @@ public actor InferenceScheduler {
 
     private func start(_ group: [Job], decision: Decision) {
         guard !group.isEmpty else { return }
+        let need = group.reduce(0) { $0 + $1.request.memoryBytes }
+        if let budget = memoryBudget {
+            guard need <= budget else {
+                let reason = "needs \(Self.megabytes(need)) of memory, more than the budget of \(Self.megabytes(budget))"
+                for job in group { finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason) }
+                return
+            }
+            if memoryInUse + need > budget {
+                for job in group { job.phase = .pending }
+                waitingForMemory.append((group.map(\.id), decision))
+                metrics.memoryWaits += 1
+                return
+            }
+        }
+        memoryInUse += need
         let route = decision.computeUnits.searchOrder.first ?? .cpu
         let topTier = group.map(\.tier).max() ?? .background
         for job in group {
@@ -347,6 +374,7 @@ public actor InferenceScheduler {
             yieldPoint: { [weak self] in await self?.checkpoint(tier: topTier, route: route) },
             sink: { piece in sinks.forEach { $0(piece) } })
         let requests = group.map(\.request)
+        let heldMemory = need
         let task = Task.detached(priority: decision.qos.taskPriority) {
             let outcome: Result<[any Sendable], Error>
             do {
@@ -364,13 +392,41 @@ public actor InferenceScheduler {
                 outcome = .failure(error)
             }
             await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route,
-                                 energy: context.energy)
+                                 energy: context.energy, memory: heldMemory)
         }
         group.forEach {
             $0.task = task
             $0.context = context
         }
     }
+
+    /// Starts the runs waiting for memory that fit now, highest tier first (then oldest); forgets the jobs that
+    /// left meanwhile.
+    private func admitWaiting() {
+        waitingForMemory = waitingForMemory.compactMap { entry in
+            let ids = entry.ids.filter { jobs[$0]?.phase == .pending }
+            return ids.isEmpty ? nil : (ids, entry.decision)
+        }
+        let order = waitingForMemory.indices.sorted { a, b in
+            let tier = { (index: Int) in self.waitingForMemory[index].ids.compactMap { self.jobs[$0]?.tier }.max() ?? .background }
+            return tier(a) != tier(b) ? tier(a) > tier(b) : a < b
+        }
+        var started: Set<Int> = []
+        for index in order {
+            let entry = waitingForMemory[index]
+            let need = entry.ids.compactMap { jobs[$0]?.request.memoryBytes }.reduce(0, +)
+            guard let budget = memoryBudget, memoryInUse + need <= budget else { continue }
+            started.insert(index)
+            start(entry.ids.compactMap { jobs[$0] }, decision: entry.decision)
+        }
+        waitingForMemory = waitingForMemory.enumerated().filter { !started.contains($0.offset) }.map(\.element)
+    }
+
+    /// "512 MB", for messages.
+    static func megabytes(_ bytes: Int) -> String { String(format: "%.0f MB", Double(bytes) / 1e6) }
+
+    /// Runs waiting for memory now.
+    public var waitingForMemoryCount: Int { waitingForMemory.count }
 
     private func checkpoint(tier: Tier, route: ComputeUnit) async {
         guard tier < .critical, criticalRunning[route, default: 0] > 0 else { return }
@@ -379,8 +435,10 @@ public actor InferenceScheduler {
     }
 
     private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit,
-                           energy: EnergyEstimate?) {
+                           energy: EnergyEstimate?, memory: Int) {
         let finished = now
+        memoryInUse -= memory
+        defer { admitWaiting() }
         if let energy { metrics.energy = metrics.energy.map { $0 + energy } ?? energy }
         for (index, id) in ids.enumerated() {
             guard let job = jobs[id] else { continue }

@@ -29,6 +29,10 @@ public protocol TextGenerator: AnyObject, Sendable {
     /// Where each op of one forward pass runs under `options` (binding the weights if needed).
     func plan(_ options: ExecutionOptions) throws -> ExecutionPlan
 
+    /// Bytes a session of `contextLength` tokens takes at most while it runs (its fp16 KV cache and pass buffers):
+    /// what a scheduler admits requests against.
+    func sessionBytes(contextLength: Int) -> Int
+
     /// A new, empty conversation state whose KV cache holds `contextLength` tokens (capped at ``contextLength``);
     /// fp16 keys and values unless `halfPrecisionCache` is false.
     func makeSession(contextLength: Int, halfPrecisionCache: Bool) -> any GenerationSession

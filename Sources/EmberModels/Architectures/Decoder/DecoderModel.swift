@@ -133,6 +133,15 @@ final class DecoderModel: TextGenerator, @unchecked Sendable {
 
     // MARK: Sessions
 
+    func sessionBytes(contextLength: Int) -> Int {
+        let c = config, tokens = max(1, min(contextLength, c.contextLength))
+        let cache = c.layers * 2 * tokens * c.kvWidth * 2
+        // The pass buffers for the longest prompt a session takes at once (prefill rows), and the logits.
+        let rows = min(tokens, 512)
+        let buffers = rows * (5 * c.hidden + 2 * c.queryWidth + 2 * c.kvWidth + 3 * c.feedForward) * 4 + rows * c.hidden * 2
+        return cache + buffers + c.vocabulary * 4 * 2
+    }
+
     func makeSession(contextLength: Int, halfPrecisionCache: Bool) -> any GenerationSession {
         DecoderSession(config: config, capacity: max(1, min(contextLength, config.contextLength)), halfPrecision: halfPrecisionCache)
     }
