@@ -67,10 +67,12 @@ let implementationTargets: [Target] = [
     // `ember.h`'s types, so the Swift exports below use exactly the C layout the header declares.
     .target(name: "_CEmberAPI", path: "Sources/EmberC/include", publicHeadersPath: "."),
     .target(name: "EmberC", dependencies: ["Ember", "_CEmberAPI"], path: "Sources/EmberC", exclude: ["include"]),
+    // The `ember` tool's check of the address-space limit, made before Swift's runtime starts.
+    .target(name: "_CEmberCLIStartup", path: "Sources/_CEmberCLIStartup"),
     .executableTarget(
         name: "EmberCLI",
         dependencies: [
-            "Ember", "EmberCatalog", "EmberServer", "EmberBenchmarks",
+            "Ember", "EmberCatalog", "EmberServer", "EmberBenchmarks", "_CEmberCLIStartup",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ],
         path: "Sources/ember"

@@ -90,13 +90,13 @@ public struct QoSBenchmark: Sendable {
         private var stopped = false
         private var finished: [DispatchSemaphore] = []
 
-        init(qos: QoSClass, parallel: Bool, threads: Int, cap: Double, mapping: QoSMapping, work: [Work]) {
+        init(qos: QoSClass, parallel: Bool, threads: Int, cap: Double, mapping: QoSMapping, work: [Work]) throws {
             let pool = WorkerPool(threadsPerClass: threads, mapping: mapping)
             let deadline = Date().addingTimeInterval(cap)
             // Parallel load: one caller splitting over `threads` workers; else one single-threaded caller per core.
             for index in 0..<(parallel ? 1 : threads) {
                 let unit = work[index % work.count]
-                finished.append(QoSThread.start(qos: qos, mapping: mapping, name: "ember-load-\(index)") { [self] in
+                finished.append(try QoSThread.start(qos: qos, mapping: mapping, name: "ember-load-\(index)") { [self] in
                     while !isStopped && Date() < deadline {
                         try? unit.run(threads: parallel ? threads : 1, pool: pool)
                     }
@@ -124,14 +124,14 @@ public struct QoSBenchmark: Sendable {
         let pool = WorkerPool(threadsPerClass: threads, mapping: mapping)
         let threads = self.threads
         // Chain length for ~5 ms alone.
-        let single = QoSThread.run(qos: .userInteractive, mapping: mapping) {
+        let single = try QoSThread.run(qos: .userInteractive, mapping: mapping) {
             (try? job.run(threads: threads, pool: pool)).map { _ in
                 Measurement.median((0..<9).map { _ in Measurement.seconds { try? job.run(threads: threads, pool: pool) } })
             } ?? 0.001
         }
         let chain = max(1, Int((0.005 / max(single, 1e-6)).rounded()))
-        func latencies(_ count: Int) -> [Double] {
-            QoSThread.run(qos: .userInteractive, mapping: mapping) {
+        func latencies(_ count: Int) throws -> [Double] {
+            try QoSThread.run(qos: .userInteractive, mapping: mapping) {
                 (0..<count).map { _ in
                     Measurement.seconds { for _ in 0..<chain { try? job.run(threads: threads, pool: pool) } } * 1000
                 }
@@ -140,17 +140,17 @@ public struct QoSBenchmark: Sendable {
         // The three cases alternate in blocks, so drift and noisy neighbours hit each alike.
         var unloaded = [Double](), background = [Double](), same = [Double]()
         let blocks = 4, perBlock = (repetitions + blocks - 1) / blocks
-        func loaded(at qos: QoSClass) -> [Double] {
-            let load = Load(qos: qos, parallel: true, threads: threads, cap: 60, mapping: mapping, work: loadWork)
+        func loaded(at qos: QoSClass) throws -> [Double] {
+            let load = try Load(qos: qos, parallel: true, threads: threads, cap: 60, mapping: mapping, work: loadWork)
             Thread.sleep(forTimeInterval: 0.05) // let the load get going
-            let result = latencies(perBlock)
+            let result = try latencies(perBlock)
             load.stop()
             return result
         }
         for _ in 0..<blocks {
-            unloaded += latencies(perBlock)
-            background += loaded(at: .background)
-            same += loaded(at: .userInteractive)
+            unloaded += try latencies(perBlock)
+            background += try loaded(at: .background)
+            same += try loaded(at: .userInteractive)
         }
         return Contention(
             unloadedP50Ms: Self.percentile(unloaded, 0.5), unloadedP99Ms: Self.percentile(unloaded, 0.99),
@@ -166,18 +166,18 @@ public struct QoSBenchmark: Sendable {
         let mapping = self.mapping
         let pool = WorkerPool(threadsPerClass: 1, mapping: mapping)
         // The holder's job: single-threaded int8 matmuls, ~40 ms on an idle machine.
-        let single = QoSThread.run(qos: .background, mapping: mapping) {
+        let single = try QoSThread.run(qos: .background, mapping: mapping) {
             Measurement.median((0..<5).map { _ in Measurement.seconds { try? holderWork.run(threads: 1, pool: pool) } })
         }
         let steps = max(1, Int((0.04 / max(single, 1e-6)).rounded()))
-        let holderAlone = QoSThread.run(qos: .background, mapping: mapping) {
+        let holderAlone = try QoSThread.run(qos: .background, mapping: mapping) {
             Measurement.seconds { for _ in 0..<steps { try? holderWork.run(threads: 1, pool: pool) } }
         }
 
-        func wait(promotes: Bool) -> Double {
+        func wait(promotes: Bool) throws -> Double {
             let queue = PromotingSerialQueue(label: "ember-inversion", mapping: mapping, promotes: promotes)
             defer { queue.stop() }
-            let load = Load(qos: .default, parallel: false, threads: threads, cap: loadCapSeconds, mapping: mapping,
+            let load = try Load(qos: .default, parallel: false, threads: threads, cap: loadCapSeconds, mapping: mapping,
                             work: loadWork)
             Thread.sleep(forTimeInterval: 0.02)
             let started = DispatchSemaphore(value: 0)
@@ -187,7 +187,7 @@ public struct QoSBenchmark: Sendable {
             }
             started.wait()
             Thread.sleep(forTimeInterval: 0.005)
-            let waited = QoSThread.run(qos: .userInteractive, mapping: mapping) { () -> Double in
+            let waited = try QoSThread.run(qos: .userInteractive, mapping: mapping) { () -> Double in
                 let submitted = DispatchTime.now().uptimeNanoseconds
                 let began = queue.sync(qos: .userInteractive) { DispatchTime.now().uptimeNanoseconds }
                 return Double(began - submitted) / 1e6
@@ -195,8 +195,8 @@ public struct QoSBenchmark: Sendable {
             load.stop()
             return waited
         }
-        let promoted = wait(promotes: true)
-        let unpromoted = wait(promotes: false)
+        let promoted = try wait(promotes: true)
+        let unpromoted = try wait(promotes: false)
         return Inversion(promotedWaitMs: promoted, unpromotedWaitMs: unpromoted, holderAloneMs: holderAlone * 1000,
                          loadCapMs: loadCapSeconds * 1000)
     }

@@ -116,10 +116,15 @@ public final class WorkerServer: @unchecked Sendable {
         let connection = WorkerConnection(input: 0, output: 1, isSocket: false, name: "stdio",
                                           runOnlyWhileCharging: configuration.runOnlyWhileCharging)
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread { [self] in
-                serve(connection)
+            do {
+                try OSThread.start(name: "ember-stdio") { [self] in
+                    serve(connection)
+                    done.resume()
+                }
+            } catch {
+                configuration.log("\(error)")
                 done.resume()
-            }.start()
+            }
         }
     }
 
@@ -154,8 +159,13 @@ public final class WorkerServer: @unchecked Sendable {
             throw ServeError.socket(path: path, call: "bind/listen", reason: reason)
         }
         lock.withLock { (listener, socketPath) = (fd, path) }
+        do {
+            try OSThread.start(name: "ember-accept") { [self] in acceptLoop(fd) }
+        } catch {
+            stop()
+            throw ServeError.socket(path: path, call: "accept", reason: "\(error)")
+        }
         configuration.log("listening on \(path)")
-        Thread { [self] in acceptLoop(fd) }.start()
     }
 
     /// Stops listening, removes the socket file, and cancels every client's requests.
@@ -191,10 +201,18 @@ public final class WorkerServer: @unchecked Sendable {
             }
             let connection = WorkerConnection(input: client, output: client, isSocket: true, name: name,
                                               runOnlyWhileCharging: configuration.runOnlyWhileCharging)
-            Thread { [self] in
-                serve(connection)
-                connection.afterWrites { close(client) }
-            }.start()
+            do {
+                try OSThread.start(name: "ember-\(name.replacingOccurrences(of: " ", with: "-"))") { [self] in
+                    serve(connection)
+                    connection.afterWrites { close(client) }
+                }
+            } catch {
+                // No thread for this client: it is told why and let go; the server and its other clients go on.
+                configuration.log("\(name) refused: \(error)")
+                let line = Array("{\"id\":null,\"ok\":false,\"error\":\"the server cannot start a thread for this connection (out of memory or threads); try again later\"}\n".utf8)
+                _ = line.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                close(client)
+            }
         }
     }
 

@@ -98,6 +98,40 @@ int et_nice_floor_from_rlimit(void) {
 #endif
 }
 
+struct et_start { void (*body)(void *); void *context; char name[16]; };
+
+static void *et_started(void *argument) {
+    struct et_start start = *(struct et_start *)argument;
+    free(argument);
+#if defined(__linux__)
+    if (start.name[0]) pthread_setname_np(pthread_self(), start.name);
+#elif defined(__APPLE__)
+    if (start.name[0]) pthread_setname_np(start.name);
+#endif
+    start.body(start.context);
+    return NULL;
+}
+
+int et_thread_start(void (*body)(void *context), void *context, size_t stack_bytes, const char *name) {
+    struct et_start *start = calloc(1, sizeof *start);
+    if (!start) return ENOMEM;
+    start->body = body;
+    start->context = context;
+    if (name) {
+        size_t n = 0;
+        while (name[n] && n < sizeof start->name - 1) { start->name[n] = name[n]; n++; }
+    }
+    pthread_attr_t attributes;
+    int error = pthread_attr_init(&attributes);
+    if (error == 0) error = pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    if (error == 0 && stack_bytes > 0) error = pthread_attr_setstacksize(&attributes, stack_bytes);
+    pthread_t thread;
+    if (error == 0) error = pthread_create(&thread, &attributes, et_started, start);
+    pthread_attr_destroy(&attributes);
+    if (error != 0) free(start);
+    return error;
+}
+
 struct probe { int nice; int result; };
 
 static void *probe_thread(void *argument) {

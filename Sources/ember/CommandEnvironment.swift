@@ -31,7 +31,18 @@ enum CommandEnvironment {
     static func runtime(units: ComputeUnits? = nil, threads: Int? = nil, power: Runtime.Configuration.Power? = nil) throws -> Runtime {
         var configuration = configuration(units: units, threads: threads)
         if let power { configuration.power = power }
-        let runtime = try Runtime(configuration: configuration)
+        let runtime: Runtime
+        do {
+            runtime = try Runtime(configuration: configuration)
+        } catch let error as KernelError {
+            // Too little address space for OpenBLAS: its own thread is retrying its buffer allocation, and an
+            // ordinary exit would wait for that thread forever. Say why and leave at once.
+            if case .outOfMemory = error {
+                printError("Error: \(error)")
+                _exit(1)
+            }
+            throw error
+        }
         for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
         for plugin in runtime.context.backends.plugins {
             for skipped in plugin.skipped { printError("warning: plugin \(plugin.name): backend \(skipped)") }

@@ -127,7 +127,7 @@ struct ComputeUnitTests {
         // Threads of our own: Dispatch's pool may not start a thread per blocked job.
         var finished = [DispatchSemaphore]()
         for units in [ComputeUnits.cpuAndNeuralEngine, .cpuAndNeuralEngine, .cpuOnly, .cpuOnly] {
-            finished.append(QoSThread.start(qos: .default) { _ = try? context.matmul(x, w, units: units) })
+            finished.append(try QoSThread.start(qos: .default) { _ = try? context.matmul(x, w, units: units) })
         }
         for done in finished { #expect(done.wait(timeout: .now() + 60) == .success) }
         let neural = log.spans["neural-engine"]!.sorted { $0.start < $1.start }

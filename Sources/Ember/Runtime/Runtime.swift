@@ -34,10 +34,11 @@ public final class Runtime: Sendable {
     /// A runtime as `configuration` says: a compute context (or `context`, to share one between runtimes), its
     /// plugins loaded (a bad one is refused with a reason in ``pluginFailures``, not fatal), calibration run or read
     /// from its cache now — never inside a request — and power read from its source. Throws when `.system` power is
-    /// given an override it cannot parse.
+    /// given an override it cannot parse, and when the context cannot compute (``ComputeContext/startupError``).
     public init(configuration: Configuration = Configuration(), context: ComputeContext? = nil) throws {
         self.configuration = configuration
         let context = context ?? ComputeContext(configuration: configuration.compute)
+        if let error = context.startupError { throw error } // before calibration runs a single BLAS call
         self.context = context
         var failures: [String] = []
         for path in configuration.pluginPaths {

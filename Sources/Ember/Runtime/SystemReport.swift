@@ -160,6 +160,7 @@ public struct SystemReport: Sendable, Codable {
         let features = context.features
         var warnings = [String]()
         if let error = context.isaOverrideError { warnings.append("\(error); using \(context.isa) instead.") }
+        if let failure = context.pool.threadStartFailure { warnings.append("\(failure); running on the threads that started.") }
         let library = context.blas
         if let warning = library.coreWarning(cpu: features, forcedCore: openBLASCoreType) { warnings.append(warning) }
         var powerState: PowerState?

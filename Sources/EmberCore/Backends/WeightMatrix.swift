@@ -113,7 +113,7 @@ public final class WeightMatrix: @unchecked Sendable {
             guard size > 0 || rows == 0 || columns == 0 else {
                 throw KernelError.invalidArgument(argument: "rows", found: "\(rows)×\(columns)", expected: "a matrix whose interleaved copy fits in memory")
             }
-            let storage = TensorStorage(uninitializedByteCount: size) // the interleaving writes every byte
+            let storage = try TensorStorage(uninitializedByteCount: size) // the interleaving writes every byte
             if size > 0, let base = bytes.baseAddress {
                 try KernelError.check(ek_interleave_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),
                                       kernel: "ek_interleave_weights", argument: { _ in "weights" })
@@ -132,7 +132,7 @@ public final class WeightMatrix: @unchecked Sendable {
                 made = try Tensor(borrowing: bytes.baseAddress!, shape: [rows, columns], owner: owner)
             } else {
                 var values = Tensor(shape: [rows, columns], dtype: .float32, // every row is written below
-                                    storage: TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
+                                    storage: try TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
                 let rowBytes = rowBytes
                 try values.withUnsafeMutableBufferPointer { out in
                     for row in 0..<rows {

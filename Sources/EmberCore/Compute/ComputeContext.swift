@@ -76,6 +76,12 @@ public final class ComputeContext: @unchecked Sendable {
         calibrationValue = defaultCalibration()
     }
 
+    /// Why this context cannot compute at all (an address-space limit too tight for OpenBLAS's buffers, the
+    /// workers' threads impossible to start), nil when it can. A ``Runtime`` refuses to start with it.
+    public var startupError: KernelError? {
+        pool.blasShortfall.map { KernelError.outOfMemory(reason: $0) }
+    }
+
     /// The BLAS library as loaded in this process.
     public var blas: BLASLibrary { .current }
 

@@ -10,6 +10,8 @@ public enum KernelError: Error, Equatable, CustomStringConvertible {
     case rejected(kernel: String, argument: String, status: String)
     /// An argument a kernel wrapper cannot take.
     case invalidArgument(argument: String, found: String, expected: String)
+    /// Memory (or address space, or threads) the work needs cannot be had; the reason says how much and what to do.
+    case outOfMemory(reason: String)
 
     /// One line naming the ISA, kernel or argument at fault and what was expected.
     public var description: String {
@@ -22,6 +24,8 @@ public enum KernelError: Error, Equatable, CustomStringConvertible {
             "\(kernel): \(argument): \(status)"
         case let .invalidArgument(argument, found, expected):
             "\(argument): \(found), expected \(expected)"
+        case let .outOfMemory(reason):
+            "out of memory: \(reason)"
         }
     }
 }

@@ -80,7 +80,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
         guard size > 0 || rows == 0 || columns == 0 else {
             throw KernelError.invalidArgument(argument: "rows", found: "\(rows)", expected: "a matrix whose packed size fits in memory")
         }
-        let storage = TensorStorage(uninitializedByteCount: size) // the packing writes every byte
+        let storage = try TensorStorage(uninitializedByteCount: size) // the packing writes every byte
         if size > 0, let base = blocks.baseAddress {
             try KernelError.check(
                 ek_pack_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),

@@ -24,7 +24,11 @@ public final class TensorStorage: @unchecked Sendable {
     /// Allocates `byteCount` zeroed bytes.
     public init(zeroedByteCount byteCount: Int) {
         precondition(byteCount >= 0, "byteCount must not be negative")
-        baseAddress = .allocate(byteCount: max(byteCount, 1), alignment: Self.alignment)
+        var memory: UnsafeMutableRawPointer?
+        guard posix_memalign(&memory, Self.alignment, max(byteCount, 1)) == 0, let memory else {
+            fatalError("cannot allocate \(Self.describe(byteCount))") // as Swift's own allocator would; callers bound their sizes
+        }
+        baseAddress = memory
         baseAddress.initializeMemory(as: UInt8.self, repeating: 0, count: max(byteCount, 1))
         self.byteCount = byteCount
         isOwned = true
@@ -35,23 +39,29 @@ public final class TensorStorage: @unchecked Sendable {
     /// Allocates `byteCount` bytes for a caller that writes every one of them
     /// before reading (packed or dequantized weights). Large allocations are
     /// advised onto transparent huge pages on Linux, so tens of megabytes of
-    /// weights cost tens of page faults rather than thousands.
-    init(uninitializedByteCount byteCount: Int) {
+    /// weights cost tens of page faults rather than thousands. Memory that
+    /// cannot be had (the machine's, or `ulimit -v`) is an error, not an abort.
+    init(uninitializedByteCount byteCount: Int) throws {
         precondition(byteCount >= 0, "byteCount must not be negative")
         let huge = 2 << 20
-        if byteCount >= 2 * huge {
-            baseAddress = .allocate(byteCount: byteCount, alignment: huge)
-            #if os(Linux)
-            _ = madvise(baseAddress, byteCount, MADV_HUGEPAGE)
-            #endif
-        } else {
-            baseAddress = .allocate(byteCount: max(byteCount, 1), alignment: Self.alignment)
+        let alignment = byteCount >= 2 * huge ? huge : Self.alignment
+        var memory: UnsafeMutableRawPointer?
+        guard posix_memalign(&memory, alignment, max(byteCount, 1)) == 0, let memory else {
+            throw KernelError.outOfMemory(reason: "cannot allocate \(Self.describe(byteCount)) for weights; free memory, raise "
+                                          + "ulimit -v, or choose a smaller precision or model")
         }
+        #if os(Linux)
+        if alignment == huge { _ = madvise(memory, byteCount, MADV_HUGEPAGE) }
+        #endif
+        baseAddress = memory
         self.byteCount = byteCount
         isOwned = true
         isMutable = true
         owner = nil
     }
+
+    /// "30.1 MB", for messages.
+    static func describe(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
 
     /// Wraps memory that belongs to someone else; `owner` is retained to keep it alive.
     public init(borrowing baseAddress: UnsafeMutableRawPointer, byteCount: Int, mutable: Bool, owner: AnyObject?) {
@@ -70,6 +80,6 @@ public final class TensorStorage: @unchecked Sendable {
     }
 
     deinit {
-        if isOwned { baseAddress.deallocate() }
+        if isOwned { free(baseAddress) } // from posix_memalign
     }
 }

@@ -8,11 +8,14 @@ public struct RegionThread {
     public let index: Int
     /// Number of threads in the region, 1 … the pool's `threadsPerClass`.
     public let count: Int
-    let barrierHandle: OpaquePointer
+    let barrierHandle: OpaquePointer?
     let spinNanoseconds: Int64
 
     /// Returns once every thread of the region has called it.
-    public func barrier() { et_barrier_wait(barrierHandle, spinNanoseconds) }
+    public func barrier() {
+        guard let barrierHandle else { return } // a region of one thread
+        et_barrier_wait(barrierHandle, spinNanoseconds)
+    }
 
     /// This thread's part of 0..<total, parts starting on multiples of `alignment`.
     public func share(of total: Int, alignment: Int = 1) -> Range<Int> {
@@ -34,9 +37,11 @@ extension WorkerPool {
     public func region(threads: Int, qos: QoSClass, barrierSpinNanoseconds: Int64 = 200_000,
                        _ body: (RegionThread) -> Void) {
         // Inside a pool part (nested work runs inline) only one thread can take part.
-        let count = et_pool_nesting() > 0 ? 1 : max(1, min(threads, threadsPerClass))
-        guard let barrier = et_barrier_create(Int32(count)) else { fatalError("et_barrier_create: out of memory") }
-        defer { et_barrier_destroy(barrier) }
+        // Every thread of a region must run at once (barriers): never more than the workers that started.
+        var count = et_pool_nesting() > 0 ? 1 : max(1, min(threads, threadsPerClass, workerCount(for: qos)))
+        let barrier = count > 1 ? et_barrier_create(Int32(count)) : nil
+        if barrier == nil { count = 1 } // out of memory for the barrier: one thread, no barrier needed
+        defer { if let barrier { et_barrier_destroy(barrier) } }
         parallelFor(count, qos: qos) { index in
             body(RegionThread(index: index, count: count, barrierHandle: barrier, spinNanoseconds: barrierSpinNanoseconds))
         }

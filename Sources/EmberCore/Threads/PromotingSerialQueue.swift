@@ -35,21 +35,30 @@ public final class PromotingSerialQueue: @unchecked Sendable {
     /// Keeps jobs run on their callers after the thread ended one at a time, as the queue promises.
     private let afterStop = NSLock()
 
-    /// Starts the queue's thread, named `label`; returns once it runs. Promotion is on unless `promotes` is false.
-    public init(label: String, mapping: QoSMapping = .current, promotes: Bool = true) {
+    /// Starts the queue's thread, named `label`, with a stack of `stackBytes` (0: the system's default); returns once
+    /// it runs. Promotion is on unless `promotes` is false. A thread the system cannot create leaves the queue
+    /// running jobs on their callers (``startFailure`` says why).
+    public init(label: String, mapping: QoSMapping = .current, promotes: Bool = true, stackBytes: Int = 0) {
         self.label = label
         self.mapping = mapping
         self.promotes = promotes
         let started = DispatchSemaphore(value: 0)
-        let thread = Thread { [self] in
-            condition.withLock { threadID = currentThreadID }
-            started.signal()
-            serve()
+        do {
+            try OSThread.start(name: label, stackBytes: stackBytes) { [self] in
+                condition.withLock { threadID = currentThreadID }
+                started.signal()
+                serve()
+            }
+            started.wait()
+        } catch {
+            // No thread: jobs run on their callers, one at a time, as after stop() — never queued for nobody.
+            startFailure = "\(error)"
+            exited = true
         }
-        thread.name = label
-        thread.start()
-        started.wait()
     }
+
+    /// Why the queue has no thread of its own (jobs then run on their callers), nil when it has one.
+    public private(set) var startFailure: String?
 
     /// Times the running job was promoted while it ran.
     public var promotions: Int { condition.withLock { promotionCount } }

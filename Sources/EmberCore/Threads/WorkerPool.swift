@@ -31,18 +31,28 @@ public final class WorkerPool: @unchecked Sendable {
     private let lock = NSLock()
     private var groups: [QoSClass: WorkerGroup] = [:]
 
+    /// Stack size of each worker thread in bytes (0: the system's default).
+    public let workerStackBytes: Int
+
     /// A pool of `threadsPerClass` workers per class (at least 1; default one per active core), started on first use.
-    /// Spins are in nanoseconds; the caller spin defaults to 20 000.
+    /// Spins are in nanoseconds; the caller spin defaults to 20 000; `workerStackBytes` 0 is the system's stack size.
     public init(threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount, mapping: QoSMapping = .current,
-                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil) {
+                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil, workerStackBytes: Int = 0) {
         self.threadsPerClass = max(1, threadsPerClass)
+        self.workerStackBytes = max(0, workerStackBytes)
         self.mapping = mapping
         self.workerSpinNanoseconds = workerSpinNanoseconds
         self.callerSpinNanoseconds = callerSpinNanoseconds ?? 20_000
-        Self.singleThreadedBLAS
+        blasShortfall = AddressSpace.blasShortfall(threads: self.threadsPerClass + 1)
+        if blasShortfall == nil { Self.singleThreadedBLAS }
     }
 
-    /// OpenBLAS on one thread per call, its own pool stopped (once per process).
+    /// Why OpenBLAS cannot run here (an address-space limit too tight for its buffers), nil when it can; then no
+    /// BLAS call may be made — OpenBLAS would retry its allocation forever.
+    public let blasShortfall: String?
+
+    /// OpenBLAS on one thread per call, its own pool stopped (once per process). Not with too little address
+    /// space: stopping joins OpenBLAS's thread, which may be retrying its buffer allocation forever.
     private static let singleThreadedBLAS: Void = {
         openblas_set_num_threads(1)
         _ = blas_thread_shutdown_()
@@ -63,12 +73,21 @@ public final class WorkerPool: @unchecked Sendable {
     /// Kernel thread ids of the workers of `qos` (starting them if needed).
     public func threadIDs(for qos: QoSClass) -> [Int32] { group(for: qos.resolved).threadIDs }
 
+    /// How many workers of `qos` run (starting them if needed): ``threadsPerClass``, or fewer when the system
+    /// could not create them all — then the work runs on those that did, or on the caller when none did.
+    public func workerCount(for qos: QoSClass) -> Int { group(for: qos.resolved).workers }
+
+    /// Why workers of some class are missing (out of memory or threads), nil when every class started all of its own.
+    public var threadStartFailure: String? {
+        lock.withLock { groups.values.compactMap(\.startFailure).first }
+    }
+
     private func group(for qos: QoSClass) -> WorkerGroup {
         lock.lock()
         defer { lock.unlock() }
         if let group = groups[qos] { return group }
-        let group = WorkerGroup(qos: qos, count: threadsPerClass, mapping: mapping,
-                                workerSpin: workerSpinNanoseconds, callerSpin: callerSpinNanoseconds)
+        let group = WorkerGroup(qos: qos, count: threadsPerClass, mapping: mapping, workerSpin: workerSpinNanoseconds,
+                                callerSpin: callerSpinNanoseconds, stackBytes: workerStackBytes)
         groups[qos] = group
         return group
     }
@@ -81,7 +100,7 @@ public final class WorkerPool: @unchecked Sendable {
 /// The workers of one QoS class and the slot they take jobs from.
 final class WorkerGroup: @unchecked Sendable {
     let qos: QoSClass
-    private let slot: OpaquePointer
+    private let slot: OpaquePointer?
     private let callers = NSLock() // one job at a time per class
     private let job = UnsafeMutablePointer<UnsafeRawPointer?>.allocate(capacity: 1)
     private let workerSpin: Int64, callerSpin: Int64
@@ -94,7 +113,7 @@ final class WorkerGroup: @unchecked Sendable {
         init(_ body: @escaping (Int) -> Void) { self.body = body }
     }
 
-    init(qos: QoSClass, count: Int, mapping: QoSMapping, workerSpin: Int64, callerSpin: Int64) {
+    init(qos: QoSClass, count: Int, mapping: QoSMapping, workerSpin: Int64, callerSpin: Int64, stackBytes: Int) {
         self.qos = qos
         self.workerSpin = workerSpin
         self.callerSpin = callerSpin
@@ -102,20 +121,37 @@ final class WorkerGroup: @unchecked Sendable {
         // workers than cores never oversubscribe the machine.
         slot = et_work_slot_create(Int32(max(1, min(count, ProcessInfo.processInfo.activeProcessorCount - 1))))
         job.initialize(to: nil)
-        for index in 0..<count {
-            let thread = Thread { [self] in
-                mapping.applyToCurrentThread(qos)
-                idLock.lock()
-                ids.append(et_thread_id())
-                idLock.unlock()
-                started.signal()
-                work()
-            }
-            thread.name = "ember-\(qos)-\(index)"
-            thread.start()
+        guard slot != nil else {
+            startFailure = "cannot allocate the work slot of the \(qos) workers: out of memory"
+            return
         }
-        for _ in 0..<count { started.wait() }
+        // Threads that cannot be created (out of memory or threads) are not waited for: the group runs with
+        // those that started, and with none every part runs on the caller.
+        var launched = 0
+        for index in 0..<count {
+            do {
+                try OSThread.start(name: "ember-\(qos)-\(index)", stackBytes: stackBytes) { [self] in
+                    mapping.applyToCurrentThread(qos)
+                    idLock.lock()
+                    ids.append(et_thread_id())
+                    idLock.unlock()
+                    started.signal()
+                    work()
+                }
+                launched += 1
+            } catch {
+                startFailure = "\(error)"
+                break
+            }
+        }
+        for _ in 0..<launched { started.wait() }
+        workers = launched
     }
+
+    /// Workers that started (fewer than asked for when the system could not create them all).
+    private(set) var workers = 0
+    /// Why workers are missing, nil when all started.
+    private(set) var startFailure: String?
 
     var threadIDs: [Int32] {
         idLock.lock()
@@ -126,6 +162,12 @@ final class WorkerGroup: @unchecked Sendable {
     func run(count: Int, body: (Int) -> Void) {
         callers.lock()
         defer { callers.unlock() }
+        guard workers > 0, let slot else {
+            et_pool_nesting_add(1)
+            defer { et_pool_nesting_add(-1) }
+            for index in 0..<count { body(index) }
+            return
+        }
         let participate = QoSClass.current.resolved == qos
         withoutActuallyEscaping(body) { body in
             let box = Unmanaged.passRetained(Job(body))
@@ -141,6 +183,7 @@ final class WorkerGroup: @unchecked Sendable {
     private func work() {
         var seen: UInt64 = 0
         while true {
+            guard let slot else { return }
             let generation = et_work_slot_wait(slot, seen, workerSpin)
             if et_work_slot_stopping(slot) { return }
             seen = generation
@@ -154,6 +197,7 @@ final class WorkerGroup: @unchecked Sendable {
     /// parts are reported complete (the caller's closure must not outlive its call).
     @inline(never)
     func runParts(of generation: UInt64) -> Int32 {
+        guard let slot else { return 0 }
         var done: Int32 = 0
         var index = et_work_slot_claim(slot, generation)
         guard index >= 0, let pointer = job.pointee else {
@@ -174,5 +218,5 @@ final class WorkerGroup: @unchecked Sendable {
         return done
     }
 
-    func stop() { et_work_slot_stop(slot) }
+    func stop() { if let slot { et_work_slot_stop(slot) } }
 }

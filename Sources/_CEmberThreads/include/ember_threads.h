@@ -8,10 +8,16 @@
 #define EMBER_THREADS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The calling thread's kernel thread id (Linux); 0 elsewhere. */
 int et_thread_id(void);
+
+/* Starts a detached thread running body(context) with a stack of stack_bytes (0: the system's default), named
+ * `name` (cut to 15 bytes); 0 or the errno pthread_create gave (EAGAIN when memory or the thread limit is out) —
+ * unlike Foundation's Thread, whose start() cannot say it failed. */
+int et_thread_start(void (*body)(void *context), void *context, size_t stack_bytes, const char *name);
 
 /* Scheduling policies, as the kernel numbers them (−1 where the OS has none). */
 int et_sched_other(void);

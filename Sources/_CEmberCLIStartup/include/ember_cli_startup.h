@@ -1,0 +1,11 @@
+/*
+ * ember_cli_startup.h — the check the `ember` tool makes before Swift's
+ * runtime starts. An implementation detail of the CLI; no Swift API.
+ */
+#ifndef EMBER_CLI_STARTUP_H
+#define EMBER_CLI_STARTUP_H
+
+/* The address-space floor (bytes) below which `ember` refuses to start. */
+long long ember_cli_minimum_address_space(void);
+
+#endif
