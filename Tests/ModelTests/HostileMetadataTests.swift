@@ -70,4 +70,25 @@ struct HostileMetadataTests {
         let error = try #require(throws: ModelFileError.self) { try TestCompute.textGenerator(path: path) }
         #expect(error.description.contains("output_norm.weight") && error.description.contains("NaN"), "\(error)")
     }
+
+    /// A tensor relabelled to a smaller type (F32 read as F16, as Q8_0 read as Q4_0 would be) leaves most of its
+    /// bytes unread: refused naming the tensor, the type and both byte counts, instead of computing with garbage.
+    @Test func aRelabelledTensorTypeIsRefused() throws {
+        let source = References.fixtures.appendingPathComponent("tiny/tiny-qwen3.gguf")
+        let data = try Data(contentsOf: source)
+        var bytes = [UInt8](data)
+        let name = Array("blk.0.attn_q.weight".utf8)
+        let at = try #require(data.range(of: Data(name))?.lowerBound)
+        let dims = Int(bytes[at + name.count])                       // n_dims (u32, little-endian)
+        let typeAt = at + name.count + 4 + 8 * dims
+        #expect(bytes[typeAt] == 0, "F32 in the fixture")
+        bytes[typeAt] = 1                                            // now says F16
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("relabelled-\(getpid()).gguf").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let error = #expect(throws: ModelFileError.self) { try GGUFFile(path: path) }
+        let message = "\(error.map { "\($0)" } ?? "")"
+        #expect(message.contains("tensors[blk.0.attn_q.weight].type") && message.contains("f16 [64, 128]") && message.contains("16384") && message.contains("relabelled"), "\(message)")
+        #expect(try GGUFFile(path: source.path).tensors.count > 0, "the original loads")
+    }
 }

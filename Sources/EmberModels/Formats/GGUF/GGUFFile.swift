@@ -152,6 +152,15 @@ public final class GGUFFile: @unchecked Sendable {
             throw ModelFileError.invalidField(file: path, field: "tensors[\(next.name)].offset", found: "\(next.offset)",
                                               expected: "≥ \(previous.offset + previous.byteCount) (after \(previous.name))")
         }
+        // Tensors lie back to back, each padded to the alignment: a longer gap means a tensor's type or shape says
+        // fewer bytes than the file holds for it (a Q8_0 tensor relabelled Q4_0 would read half its bytes as garbage).
+        let ends = zip(sorted, sorted.dropFirst().map(\.offset) + [dataBytes])
+        for (tensor, nextStart) in ends where nextStart - (tensor.offset + tensor.byteCount) >= alignment {
+            throw ModelFileError.invalidField(
+                file: path, field: "tensors[\(tensor.name)].type",
+                found: "\(tensor.type) \(tensor.dimensions), which takes \(tensor.byteCount) bytes, but the file holds \(nextStart - tensor.offset) for it",
+                expected: "a type and shape that fill the tensor's bytes (padding < \(alignment)); the file is damaged or relabelled — re-convert it")
+        }
         tensors = infos
         index = names
     }
