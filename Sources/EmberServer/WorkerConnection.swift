@@ -22,9 +22,13 @@ final class WorkerConnection: @unchecked Sendable {
     private var gone = false
     private var onlyWhileCharging: Bool
     private var lastStatus: String?
+    /// Bytes queued for writing at most; beyond it the client is dropped as too slow.
+    let maxQueuedBytes: Int
+    private var queuedBytes = 0
 
-    init(input: Int32, output: Int32, isSocket: Bool, name: String, runOnlyWhileCharging: Bool) {
+    init(input: Int32, output: Int32, isSocket: Bool, name: String, maxQueuedBytes: Int = .max, runOnlyWhileCharging: Bool) {
         (self.input, self.output, self.isSocket, self.name) = (input, output, isSocket, name)
+        self.maxQueuedBytes = maxQueuedBytes
         onlyWhileCharging = runOnlyWhileCharging
         writes = DispatchQueue(label: "ember.worker.\(name).writes")
         if isSocket {
@@ -94,15 +98,36 @@ final class WorkerConnection: @unchecked Sendable {
 
     var isGone: Bool { lock.withLock { gone } }
 
-    /// Queues `line` (plus a newline) for the client.
+    /// Queues `line` (plus a newline) for the client. A client whose unread answers pass ``maxQueuedBytes`` is
+    /// too slow: it is disconnected and its requests cancelled, so its backlog never grows without bound.
     func send(_ line: String) {
+        let size = line.utf8.count + 1
+        let overflow = lock.withLock { () -> Bool in
+            guard !gone else { return false }
+            queuedBytes += size
+            if queuedBytes > maxQueuedBytes { slow = true }
+            return slow
+        }
+        if overflow {
+            markGone()
+            if isSocket { shutdown(input, Int32(SHUT_RDWR)) } // ends its reader too
+            return
+        }
         writes.async { [self] in
+            defer { lock.withLock { queuedBytes -= size } }
             guard !isGone else { return }
             var bytes = Array(line.utf8)
             bytes.append(0x0A)
             if !writeAll(bytes) { markGone() }
         }
     }
+
+    /// Bytes queued and not yet written.
+    var pendingBytes: Int { lock.withLock { queuedBytes } }
+
+    private var slow = false
+    /// Whether the client was dropped for reading too slowly.
+    var droppedAsSlow: Bool { lock.withLock { slow } }
 
     /// Runs `body` after every line queued so far has been written.
     func afterWrites(_ body: @escaping @Sendable () -> Void) { writes.async(execute: body) }

@@ -31,6 +31,13 @@ public final class WorkerServer: @unchecked Sendable {
         public var maxLineBytes = 1 << 20
         /// Responses longer than this many bytes are sent as chunks no longer than it.
         public var chunkBytes = 512
+        /// Clients connected at once at most; one more is told so and disconnected.
+        public var maxConnections = 256
+        /// Requests running at once per connection at most; one more is refused with an error naming the limit.
+        public var maxRequestsPerConnection = 64
+        /// Bytes of answers queued for one client at most: a client that reads slower than it asks is disconnected
+        /// (its requests cancelled) rather than buffered without bound. Each write also gives up after 10 s.
+        public var maxQueuedBytesPerConnection = 16 << 20
         /// Where diagnostics go (standard error by default; never the protocol's output).
         public var log: @Sendable (String) -> Void = { message in
             FileHandle.standardError.write(Data(("ember serve: " + message + "\n").utf8))
@@ -72,7 +79,7 @@ public final class WorkerServer: @unchecked Sendable {
     /// Held while a status is computed and queued, so no client gets an older status after a newer one.
     private let statusLock = NSLock()
 
-    /// A worker for `runtime`; throws ``ServeError/invalidSetting(field:found:expected:)`` when `chunkBytes` is below 512 or `maxLineBytes` below 256. It preloads the default models when `preload` is set, and serves once ``listen(socketPath:)`` or ``serveStandardIO()`` is called.
+    /// A worker for `runtime`; throws ``ServeError/invalidSetting(field:found:expected:)`` when `chunkBytes` is below 512, `maxLineBytes` below 256, a connection or request limit below 1 or the queue limit below 64 KiB. It preloads the default models when `preload` is set, and serves once ``listen(socketPath:)`` or ``serveStandardIO()`` is called.
     public init(runtime: Runtime, configuration: Configuration = Configuration()) throws {
         // 512: the last chunk carries the metadata (~330 bytes) besides an id of up to 128 bytes.
         guard configuration.chunkBytes >= 512 else {
@@ -80,6 +87,11 @@ public final class WorkerServer: @unchecked Sendable {
         }
         guard configuration.maxLineBytes >= 256 else {
             throw ServeError.invalidSetting(field: "maxLineBytes", found: "\(configuration.maxLineBytes)", expected: "at least 256")
+        }
+        for (field, value, least) in [("maxConnections", configuration.maxConnections, 1),
+                                      ("maxRequestsPerConnection", configuration.maxRequestsPerConnection, 1),
+                                      ("maxQueuedBytesPerConnection", configuration.maxQueuedBytesPerConnection, 64 << 10)] where value < least {
+            throw ServeError.invalidSetting(field: field, found: "\(value)", expected: "at least \(least)")
         }
         self.runtime = runtime
         self.configuration = configuration
@@ -114,6 +126,7 @@ public final class WorkerServer: @unchecked Sendable {
     public func serveStandardIO() async {
         ignoreBrokenPipes()
         let connection = WorkerConnection(input: 0, output: 1, isSocket: false, name: "stdio",
+                                          maxQueuedBytes: configuration.maxQueuedBytesPerConnection,
                                           runOnlyWhileCharging: configuration.runOnlyWhileCharging)
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             do {
@@ -199,7 +212,15 @@ public final class WorkerServer: @unchecked Sendable {
                 nextClient += 1
                 return "client \(nextClient)"
             }
+            if clientCount >= configuration.maxConnections {
+                configuration.log("\(name) refused: \(configuration.maxConnections) clients are connected, the limit")
+                let line = Array((WorkerResponse.error(id: nil, "the server has \(configuration.maxConnections) connections, its limit; try again later") + "\n").utf8)
+                _ = line.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                close(client)
+                continue
+            }
             let connection = WorkerConnection(input: client, output: client, isSocket: true, name: name,
+                                              maxQueuedBytes: configuration.maxQueuedBytesPerConnection,
                                               runOnlyWhileCharging: configuration.runOnlyWhileCharging)
             do {
                 try OSThread.start(name: "ember-\(name.replacingOccurrences(of: " ", with: "-"))") { [self] in
@@ -237,6 +258,9 @@ public final class WorkerServer: @unchecked Sendable {
             connection.markGone()
             connection.waitUntilIdle()
         }
+        if connection.droppedAsSlow {
+            configuration.log("\(connection.name) dropped: it read its answers too slowly (over \(configuration.maxQueuedBytesPerConnection) bytes unread)")
+        }
         let done = DispatchSemaphore(value: 0)
         connection.afterWrites { done.signal() }
         done.wait()
@@ -263,6 +287,10 @@ public final class WorkerServer: @unchecked Sendable {
                 let reason = "runOnlyWhileCharging is on and the device is not on external power"
                 connection.send(statusLine(for: connection, extra: [("refused", .string(request.id)), ("reason", .string(reason))]))
                 connection.send(WorkerResponse.error(id: request.id, "refused: \(reason)", limit: configuration.chunkBytes))
+                return
+            }
+            guard connection.runningCount < configuration.maxRequestsPerConnection else {
+                connection.send(WorkerResponse.error(id: request.id, "refused: \(configuration.maxRequestsPerConnection) requests are running on this connection, the limit; wait for their answers or cancel some", limit: configuration.chunkBytes))
                 return
             }
             let started = connection.start(request.id) {

@@ -31,22 +31,26 @@ enum CommandEnvironment {
     static func runtime(units: ComputeUnits? = nil, threads: Int? = nil, power: Runtime.Configuration.Power? = nil) throws -> Runtime {
         var configuration = configuration(units: units, threads: threads)
         if let power { configuration.power = power }
-        let runtime: Runtime
+        let runtime = try makeRuntime(configuration)
+        for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
+        for plugin in runtime.context.backends.plugins {
+            for skipped in plugin.skipped { printError("warning: plugin \(plugin.name): backend \(skipped)") }
+        }
+        return runtime
+    }
+
+    /// `Runtime(configuration:)`, except that a context without room to compute (too little address space for
+    /// OpenBLAS) ends the process at once with the reason: OpenBLAS's own thread is retrying its buffer allocation,
+    /// and an ordinary exit would wait for that thread forever.
+    static func makeRuntime(_ configuration: Runtime.Configuration) throws -> Runtime {
         do {
-            runtime = try Runtime(configuration: configuration)
+            return try Runtime(configuration: configuration)
         } catch let error as KernelError {
-            // Too little address space for OpenBLAS: its own thread is retrying its buffer allocation, and an
-            // ordinary exit would wait for that thread forever. Say why and leave at once.
             if case .outOfMemory = error {
                 printError("Error: \(error)")
                 _exit(1)
             }
             throw error
         }
-        for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
-        for plugin in runtime.context.backends.plugins {
-            for skipped in plugin.skipped { printError("warning: plugin \(plugin.name): backend \(skipped)") }
-        }
-        return runtime
     }
 }

@@ -31,6 +31,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Responses longer than this are sent as chunks of at most this many bytes (at least 512); error lines are cut to fit.")
     var chunkBytes = 512
 
+    @Option(help: "Clients connected at once at most (a socket server); one more is told so and disconnected.")
+    var maxConnections = 256
+
+    @Option(help: "Requests running at once per connection at most; one more is refused.")
+    var maxRequestsPerConnection = 64
+
+    @Option(help: "Bytes of answers queued for one client at most (at least 65536); a client reading slower is disconnected.")
+    var maxQueuedBytes = 16 << 20
+
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
     var units = "all"
 
@@ -59,7 +68,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let powerTimeline {
             configuration.power = .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
         }
-        let runtime = try Runtime(configuration: configuration)
+        let runtime = try CommandEnvironment.makeRuntime(configuration)
         for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
         var settings = WorkerServer.Configuration()
         settings.languageModel = model
@@ -68,6 +77,9 @@ struct ServeCommand: AsyncParsableCommand {
         settings.runOnlyWhileCharging = runOnlyWhileCharging
         settings.maxLineBytes = maxLineBytes
         settings.chunkBytes = chunkBytes
+        settings.maxConnections = maxConnections
+        settings.maxRequestsPerConnection = maxRequestsPerConnection
+        settings.maxQueuedBytesPerConnection = maxQueuedBytes
         let server = try WorkerServer(runtime: runtime, configuration: settings)
         if stdio {
             await server.serveStandardIO()

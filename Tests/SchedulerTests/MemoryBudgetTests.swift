@@ -53,12 +53,11 @@ struct MemoryBudgetTests {
         await #expect(throws: SchedulerError.dropped(reason: "needs 500 MB of memory, more than the budget of 200 MB")) {
             try await scheduler.submit(Self.request(.critical, bytes: 500_000_000, occupancy: occupancy), tier: .critical)
         }
-        let long = Task { try await scheduler.submit(Self.request(.standard, bytes: 150_000_000, occupancy: occupancy, work: .milliseconds(300)),
+        let long = Task { try await scheduler.submit(Self.request(.standard, bytes: 150_000_000, occupancy: occupancy, work: .seconds(3)),
                                                      tier: .standard) }
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await eventually { await scheduler.memoryInUse == 150_000_000 })
         let waiting = Task { try await scheduler.submit(Self.request(.standard, bytes: 150_000_000, occupancy: occupancy), tier: .standard) }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(await scheduler.waitingForMemoryCount == 1)
+        #expect(await eventually { await scheduler.waitingForMemoryCount == 1 })
         waiting.cancel()
         await #expect(throws: CancellationError.self) { try await waiting.value }
         _ = try await long.value

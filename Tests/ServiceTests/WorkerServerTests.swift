@@ -143,4 +143,25 @@ struct WorkerServerTests {
         let chunks = messages.filter { $0["id"] as? String == "e" }
         #expect(chunks.count > 1 && chunks.last?["last"] as? Bool == true && chunks.last?["ok"] as? Bool == true)
     }
+
+    /// Limits hold: a connection beyond the limit is told so and closed, requests beyond the per-connection limit
+    /// are refused naming it, a client that asks for large answers and reads none is dropped (not buffered), and
+    /// the other clients are served all along.
+    @Test func connectionRequestAndBacklogLimitsHold() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let server = try Server(["--max-connections", "3", "--max-requests-per-connection", "2", "--max-queued-bytes", "65536"],
+                                socket: Self.socketPath("limits"))
+        defer { if server.process.isRunning { _ = server.stop() } }
+        let report = try await report("limits", socket: server.socket)
+        let log = server.stop()
+        let fourth = try #require(report["fourth_connection"] as? [String: Any])
+        #expect((fourth["error"] as? String)?.contains("3 connections, its limit") == true, "\(fourth)")
+        #expect(report["fourth_closed"] as? Bool == true)
+        let answers = try #require(report["per_connection"] as? [[String: Any]])
+        #expect(answers.filter { $0["ok"] as? Bool == true }.count == 2, "\(answers)")
+        #expect(answers.filter { ($0["error"] as? String)?.contains("2 requests are running on this connection, the limit") == true }.count == 3)
+        #expect(report["slow_reader_dropped"] as? Bool == true)
+        #expect(log.contains("dropped: it read its answers too slowly"), "\(log)")
+        #expect(report["others_served"] as? Bool == true)
+    }
 }

@@ -199,6 +199,59 @@ def scenario_charging(path):
     return report
 
 
+def scenario_limits(path):
+    """Against `ember serve --max-connections 3 --max-requests-per-connection 2 --max-queued-bytes 65536`."""
+    report = {}
+    first = [Client(path) for _ in range(3)]
+    for client in first:
+        client.line()
+    extra = Client(path)
+    try:
+        report["fourth_connection"] = extra.line()
+        extra.line()  # the server closes it: EOF
+        report["fourth_closed"] = False
+    except EOFError:
+        report["fourth_closed"] = True
+    a = first[0]
+    wait_ready(a)
+    ids = [str(uuid.uuid4()) for _ in range(5)]
+    for request_id in ids:
+        a.send({"id": request_id, "prompt": "Once upon a time", "maxTokens": 300})
+    answers = {}
+    while len(answers) < len(ids):
+        message = a.line()
+        if message.get("id") in ids and "piece" not in message and "deferred" not in message:
+            if "chunk" in message and not message.get("last"):
+                continue  # a long answer comes in chunks; the last carries ok
+            answers[message["id"]] = message
+    report["per_connection"] = [{"ok": answers[i].get("ok"), "error": answers[i].get("error")} for i in ids]
+    # A slow reader: asks for large answers and reads none; the server drops it instead of buffering.
+    slow = first[1]
+    slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sentences = ["a sentence about cats number %d" % n for n in range(64)]
+    for n in range(2):
+        slow.send({"id": "big%d" % n, "kind": "embed", "input": sentences})
+    deadline, closed = time.time() + 60, False
+    time.sleep(5)
+    slow.sock.settimeout(1.0)
+    while time.time() < deadline and not closed:
+        try:
+            data = slow.sock.recv(1 << 20)
+            if not data:
+                closed = True
+        except socket.timeout:
+            continue
+        except OSError:
+            closed = True
+    report["slow_reader_dropped"] = closed
+    # The others are served as before.
+    response, _, _ = first[2].request(kind="embed", input="still here")
+    report["others_served"] = response.get("ok")
+    for client in first:
+        client.close()
+    return report
+
+
 if __name__ == "__main__":
-    scenarios = {"protocol": scenario_protocol, "charging": scenario_charging}
+    scenarios = {"protocol": scenario_protocol, "charging": scenario_charging, "limits": scenario_limits}
     print(json.dumps(scenarios[sys.argv[2]](sys.argv[1])))
