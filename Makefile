@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test test-arm64 demo models examples bench bench-suite docs clean
+.PHONY: all deps build test test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
 
 all: build
 
@@ -42,9 +42,92 @@ build: deps
 # On x86 the arm64 NEON kernels are checked too, cross-compiled and run under qemu.
 # The model tests compare against llama.cpp's outputs on the real files: fetched first.
 # The host tests compile examples/c-host against libEmberC.so and drive `ember serve`: built first.
-test: deps test-arm64 models
+test: deps test-arm64 models fuzz-short sanitize-kernels
 	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
 	$(SWIFT) test -c release
+	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SHORT_SECONDS)
+
+# Soak: `ember serve` under 8 clients for SOAK_SECONDS (default 600) while a scripted power timeline flips
+# charger / battery / low power / thermal every 3 s — generate and embed requests of every tier, streamed or
+# not, cancels, clients leaving mid-request. Every request ends exactly once, file descriptors and RSS come back
+# to their baseline, a watchdog catches a deadlock (Tests/Soak/soak.py). `make test` runs it for 60 s.
+SOAK_SECONDS       ?= 600
+SOAK_SHORT_SECONDS ?= 60
+soak: build models
+	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SECONDS)
+
+# Sanitizers. `sanitize-kernels` (in `make test`): the C kernels and their checks against the scalar oracle
+# under AddressSanitizer + UBSan, for every ISA this CPU runs. `sanitize` adds the Swift tests under
+# AddressSanitizer and the scheduler, thread and QoS tests under ThreadSanitizer (separate builds, ~15 min).
+SANITIZE_CHECK := .build/kernel_check_sanitized
+sanitize-kernels:
+	@mkdir -p .build
+	@$(SWIFT_CLANG) -O1 -g -std=c11 -fuse-ld=lld -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+	  -ICKernels/include -ICKernels -o $(SANITIZE_CHECK) Tests/CrossCheck/kernel_check.c $$(ls CKernels/*.c) -lm 2>&1 | grep -v "Cannot export" || true
+	@for isa in scalar avx2 avx2-novnni avx512; do \
+	  out=$$($(SANITIZE_CHECK) $$isa 2>&1); status=$$?; \
+	  if echo "$$out" | grep -q "not supported"; then continue; fi; \
+	  [ $$status -eq 0 ] || { echo "$$out" | tail -30; exit 1; }; \
+	  echo "kernels under ASan+UBSan, $$isa: $$(echo "$$out" | tail -n 1)"; \
+	done
+
+sanitize: deps models sanitize-kernels
+	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
+	$(SWIFT) test -c release --scratch-path .build/asan --sanitize=address
+	$(SWIFT) test -c release --scratch-path .build/tsan --sanitize=thread \
+	  --filter "SchedulerTests|ThreadTests|MemoryBudget|Priority|QoS|Region|Scheduler"
+
+# Fuzzing (libFuzzer, from the Swift toolchain's clang). `make fuzz` runs every target for FUZZ_SECONDS each
+# (default 60) under AddressSanitizer: the readers of GGUF, safetensors and tokenizer.json, the tokenizers, the
+# worker-protocol parser (Sources/EmberFuzzTargets), and the C kernels against their scalar oracle
+# (Tests/Fuzz/kernels_fuzz.c, with UBSan too). The corpus grows in .build/fuzz-corpus; a crash leaves its input
+# in .build/fuzz-crashes — copy it to Tests/Fuzz/crashers/TARGET/ and `make test` replays it from then on.
+# Leak detection is off for the Swift targets: Foundation's own readBytesFromFile (FileManager.contents) leaks a
+# 4 KiB buffer when it reads an empty file, found by the first run; a leak of ours would show as RSS growth in
+# `make soak`. The kernels fuzzer keeps it on.
+# `make test` runs the short pass: the kernels fuzzer for FUZZ_SHORT_SECONDS, and every Swift target over its
+# seeds, the crashers and a few thousand seeded mutations (FuzzReplayTests, no instrumentation).
+FUZZ_SECONDS       ?= 60
+FUZZ_SHORT_SECONDS ?= 10
+FUZZ_TARGETS       := gguf safetensors tokenizer-json tokenizers protocol
+SWIFT_CLANG        := $(dir $(realpath $(shell command -v $(SWIFT))))clang
+KERNELS_FUZZ       := .build/kernels_fuzz
+FUZZ_EXTRA_SEEDS_gguf := Tests/ModelTests/Fixtures/tiny
+
+$(KERNELS_FUZZ): Tests/Fuzz/kernels_fuzz.c $(wildcard CKernels/*.c CKernels/*.h CKernels/include/*.h)
+	@mkdir -p .build
+	$(SWIFT_CLANG) -O1 -g -std=c11 -fuse-ld=lld -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -ICKernels/include -ICKernels -o $@ Tests/Fuzz/kernels_fuzz.c $$(ls CKernels/*.c) -lm 2>&1 | grep -v "Cannot export" || true
+	@test -x $@
+
+fuzz-kernels: $(KERNELS_FUZZ)
+	@mkdir -p .build/fuzz-corpus/kernels .build/fuzz-crashes
+	@echo "== kernels ($(FUZZ_SECONDS) s)"
+	@$(KERNELS_FUZZ) .build/fuzz-corpus/kernels -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.build/fuzz-crashes/kernels- \
+	  -print_final_stats=1 > .build/fuzz-kernels.log 2>&1 || { tail -40 .build/fuzz-kernels.log; exit 1; }
+	@grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|cov: .* corp:" .build/fuzz-kernels.log | tail -4
+
+fuzz-short: $(KERNELS_FUZZ)
+	@mkdir -p .build/fuzz-corpus/kernels .build/fuzz-crashes
+	@$(KERNELS_FUZZ) .build/fuzz-corpus/kernels -max_total_time=$(FUZZ_SHORT_SECONDS) -artifact_prefix=.build/fuzz-crashes/kernels- \
+	  > .build/fuzz-kernels.log 2>&1 || { tail -40 .build/fuzz-kernels.log; exit 1; }
+	@echo "kernels fuzz ($(FUZZ_SHORT_SECONDS) s): $$(grep -E '^Done' .build/fuzz-kernels.log), no mismatch, ASan and UBSan clean"
+
+fuzz-build: deps
+	$(SWIFT) build -c release --product ember-fuzz --scratch-path .build/fuzz --sanitize=address \
+	  -Xswiftc -sanitize=fuzzer -Xswiftc -DEMBER_LIBFUZZER -Xswiftc -use-ld=lld
+
+fuzz: fuzz-build fuzz-kernels
+	@for target in $(FUZZ_TARGETS); do \
+	  mkdir -p .build/fuzz-corpus/$$target .build/fuzz-crashes; \
+	  extra=""; [ "$$target" = gguf ] && extra="$(FUZZ_EXTRA_SEEDS_gguf)"; \
+	  echo "== $$target ($(FUZZ_SECONDS) s)"; \
+	  ASAN_OPTIONS=detect_leaks=0 EMBER_FUZZ_TARGET=$$target .build/fuzz/release/ember-fuzz .build/fuzz-corpus/$$target Tests/Fuzz/corpus/$$target $$extra \
+	    -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 -detect_leaks=0 \
+	    -artifact_prefix=.build/fuzz-crashes/$$target- > .build/fuzz-$$target.log 2>&1 \
+	    || { tail -60 .build/fuzz-$$target.log; exit 1; }; \
+	  grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|cov: .* corp:" .build/fuzz-$$target.log | tail -4; \
+	done
 
 # The NEON kernels against the scalar oracle, from plain C, under qemu-aarch64.
 ARM64_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user

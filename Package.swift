@@ -67,6 +67,9 @@ let implementationTargets: [Target] = [
     // `ember.h`'s types, so the Swift exports below use exactly the C layout the header declares.
     .target(name: "_CEmberAPI", path: "Sources/EmberC/include", publicHeadersPath: "."),
     .target(name: "EmberC", dependencies: ["Ember", "_CEmberAPI"], path: "Sources/EmberC", exclude: ["include"]),
+    // What Ember reads from outside, as fuzz entry points; `ember-fuzz` runs them (libFuzzer or corpus replay).
+    .target(name: "EmberFuzzTargets", dependencies: ["Ember", "EmberCore", "EmberModels", "EmberServer"], path: "Sources/EmberFuzzTargets"),
+    .executableTarget(name: "ember-fuzz", dependencies: ["EmberFuzzTargets"], path: "Sources/ember-fuzz"),
     // The `ember` tool's check of the address-space limit, made before Swift's runtime starts.
     .target(name: "_CEmberCLIStartup", path: "Sources/_CEmberCLIStartup"),
     .executableTarget(
@@ -100,6 +103,7 @@ let testTargets: [Target] = [
     .testTarget(name: "ServiceTests", dependencies: ["EmberServer", "Ember", "EmberTestSupport"], path: "Tests/ServiceTests",
                 exclude: ["Client"]),
     // examples/ and the CLI end to end: the C host compiled with cc against libEmberC.so, `ember demo`, plugins.
+    .testTarget(name: "FuzzTests", dependencies: ["EmberFuzzTargets", "EmberCore", "EmberTestSupport"], path: "Tests/FuzzTests"),
     .testTarget(name: "HostTests", dependencies: ["EmberTestSupport"], path: "Tests/HostTests", exclude: ["Programs"]),
 ]
 
