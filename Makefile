@@ -47,14 +47,15 @@ test: deps test-arm64 models fuzz-short sanitize-kernels
 	$(SWIFT) test -c release
 	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SHORT_SECONDS)
 
-# Soak: `ember serve` under 8 clients for SOAK_SECONDS (default 600) while a scripted power timeline flips
+# Soak: `ember serve` under SOAK_CLIENTS clients (default 8) for SOAK_SECONDS (default 600) while a scripted power timeline flips
 # charger / battery / low power / thermal every 3 s — generate and embed requests of every tier, streamed or
 # not, cancels, clients leaving mid-request. Every request ends exactly once, file descriptors and RSS come back
 # to their baseline, a watchdog catches a deadlock (Tests/Soak/soak.py). `make test` runs it for 60 s.
 SOAK_SECONDS       ?= 600
 SOAK_SHORT_SECONDS ?= 60
+SOAK_CLIENTS       ?= 8
 soak: build models
-	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SECONDS)
+	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SECONDS) $(SOAK_CLIENTS)
 
 # Sanitizers. `sanitize-kernels` (in `make test`): the C kernels and their checks against the scalar oracle
 # under AddressSanitizer + UBSan, for every ISA this CPU runs. `sanitize` adds the Swift tests under

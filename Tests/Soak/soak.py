@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak test of `ember serve`: many clients for a set time while the power state flips.
 
-Usage: soak.py EMBER_BINARY MODELS_DIR SECONDS
+Usage: soak.py EMBER_BINARY MODELS_DIR SECONDS [CLIENTS]   (CLIENTS default 8)
 
 Starts `ember serve --socket` with a scripted power timeline that cycles through charger, battery 60 %, 15 %,
 low-power mode and thermal serious every few seconds, then runs client threads that each loop: connect, send a mix
@@ -18,6 +18,7 @@ Prints one JSON line with the counts.
 import json, os, random, signal, socket, subprocess, sys, tempfile, threading, time, uuid
 
 BINARY, MODELS, SECONDS = sys.argv[1], sys.argv[2], float(sys.argv[3])
+CLIENTS = int(sys.argv[4]) if len(sys.argv) > 4 else 8
 FAILURES, LOCK = [], threading.Lock()
 ERROR_KINDS = {}
 COUNTS = {"requests": 0, "answered": 0, "errors": 0, "cancelled": 0, "abandoned": 0, "disconnects": 0, "connections": 0}
@@ -175,7 +176,7 @@ def main():
                 COUNTS[key] = 0
             ERROR_KINDS.clear()
         deadline = time.time() + SECONDS
-        threads = [threading.Thread(target=client, args=(path, deadline, seed), daemon=True) for seed in range(1, 9)]
+        threads = [threading.Thread(target=client, args=(path, deadline, seed), daemon=True) for seed in range(1, CLIENTS + 1)]
         for thread in threads:
             thread.start()
         while any(thread.is_alive() for thread in threads):
@@ -211,7 +212,7 @@ def main():
             fail("the server did not exit within 30 s of SIGTERM")
     if server.returncode not in (0, -signal.SIGTERM):
         fail(f"the server exited with {server.returncode}")
-    print(json.dumps(dict(COUNTS, seconds=SECONDS, fds=[base_fds, end_fds], rss_mib=[round(base_rss), round(end_rss)],
+    print(json.dumps(dict(COUNTS, seconds=SECONDS, clients=CLIENTS, fds=[base_fds, end_fds], rss_mib=[round(base_rss), round(end_rss)],
                           errors_by_kind=ERROR_KINDS, failures=FAILURES[:10])))
     return 1 if FAILURES else 0
 
