@@ -14,6 +14,9 @@
 #include <sys/resource.h>
 #include "ember_threads.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -93,6 +96,14 @@ int et_nice_floor_from_rlimit(void) {
     if (getrlimit(RLIMIT_NICE, &limit) != 0 || limit.rlim_cur == 0) return 20;
     if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > 40) return -20;
     return 20 - (int)limit.rlim_cur;
+#else
+    return 0;
+#endif
+}
+
+int et_release_free_memory(void) {
+#if defined(__GLIBC__)
+    return malloc_trim(0);
 #else
     return 0;
 #endif

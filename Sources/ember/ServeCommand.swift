@@ -40,6 +40,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Bytes of answers queued for one client at most (at least 65536); a client reading slower is disconnected.")
     var maxQueuedBytes = 16 << 20
 
+    @Option(help: "Megabytes of KV caches and buffers the running requests may need together (default: a quarter of the machine's memory); requests beyond it wait, one bigger than all of it is refused.")
+    var memoryBudget: Int?
+
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
     var units = "all"
 
@@ -51,6 +54,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (socket != nil) != stdio else { throw ValidationError("give exactly one of --socket PATH and --stdio") }
+        if let memoryBudget, memoryBudget < 1 || memoryBudget > 1 << 30 {
+            throw ValidationError("--memory-budget \(memoryBudget): expected megabytes from 1 to \(1 << 30)")
+        }
         guard DecisionOptions.unitSets[units] != nil else {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
@@ -65,6 +71,7 @@ struct ServeCommand: AsyncParsableCommand {
         do { _ = try ModelLocator.directory(for: embeddingModel, modelsDirectory: directory) } catch {
             throw ValidationError("--embedding-model \(embeddingModel): \(error)")
         }
+        if let memoryBudget { configuration.memoryBudget = memoryBudget * 1_000_000 }
         if let powerTimeline {
             configuration.power = .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
         }

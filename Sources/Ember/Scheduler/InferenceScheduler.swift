@@ -391,6 +391,7 @@ public actor InferenceScheduler {
             } catch {
                 outcome = .failure(error)
             }
+            if heldMemory > 0 { FreedMemory.release() } // its KV cache and buffers are gone: give the pages back
             await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route,
                                  energy: context.energy, memory: heldMemory)
         }

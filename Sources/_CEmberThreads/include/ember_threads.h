@@ -19,6 +19,10 @@ int et_thread_id(void);
  * unlike Foundation's Thread, whose start() cannot say it failed. */
 int et_thread_start(void (*body)(void *context), void *context, size_t stack_bytes, const char *name);
 
+/* Gives free heap pages back to the system: glibc's malloc_trim(0) (which Swift's Glibc module does not expose);
+ * 1 if memory was released, 0 if not or elsewhere. */
+int et_release_free_memory(void);
+
 /* Scheduling policies, as the kernel numbers them (−1 where the OS has none). */
 int et_sched_other(void);
 int et_sched_batch(void);
