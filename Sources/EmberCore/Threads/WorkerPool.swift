@@ -219,4 +219,11 @@ final class WorkerGroup: @unchecked Sendable {
     }
 
     func stop() { if let slot { et_work_slot_stop(slot) } }
+
+    // Reached once every worker has returned from `work()` (each holds the group until then): nothing uses the
+    // slot any more. Without it a pool's end leaked its slot and job cell (LeakSanitizer, `make sanitize`).
+    deinit {
+        job.deallocate()
+        if let slot { et_work_slot_destroy(slot) }
+    }
 }
