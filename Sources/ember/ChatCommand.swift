@@ -14,7 +14,7 @@ struct ChatCommand: ParsableCommand {
 
     @OptionGroup var options: ModelRunOptions
 
-    @Option(name: .short, help: "Tokens per reply at most.")
+    @Option(name: .short, parsing: .unconditional, help: "Tokens per reply at most.")
     var n = 512
 
     @Option(help: "A system message (default: the template's own).")

@@ -45,6 +45,7 @@ struct EmbedCommand: ParsableCommand {
     func run() throws {
         var sentences = texts
         if sentences.isEmpty {
+            if isatty(0) != 0 { printError("reading sentences from stdin, one per line (Ctrl-D to end)") }
             while let line = readLine() {
                 let text = line.trimmingCharacters(in: .whitespaces)
                 if !text.isEmpty { sentences.append(text) }

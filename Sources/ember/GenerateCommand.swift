@@ -10,7 +10,7 @@ struct GenerateCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ModelRunOptions
 
-    @Option(name: .short, help: "Tokens to generate at most.")
+    @Option(name: .short, parsing: .unconditional, help: "Tokens to generate at most.")
     var n = 64
 
     @Option(help: "0 is greedy.") var temperature: Float = 0

@@ -23,6 +23,10 @@ struct CLIArgumentTests {
         (["serve", "--stdio", "--power-timeline", "/nonexistent/timeline.json"], "/nonexistent/timeline.json: (file): no such file"),
         (["serve", "--stdio", "--chunk-bytes", "300"], "chunkBytes: found 300, expected at least 512"),
         (["serve", "--stdio", "--model", "nope"], "--model nope: no model named \"nope\" in the manifest"),
+        (["generate", "-n", "-1", "Hi"], "-n: found -1, expected at least 1"),
+        (["generate", "-m", "all-minilm-l6-v2", "Hi"], "is an embedding model (a folder with config.json), expected a GGUF text-generation model"),
+        (["embed", "-m", "smollm2-135m-instruct", "Hi"], "is a GGUF text-generation model, expected an embedding model"),
+        (["generate", "-n", "4", String(repeating: "word ", count: 20_000)], "prompt: 20001 tokens, expected fewer than the model's context of 8192 tokens"),
     ])
     func badArgumentsAreNamed(arguments: [String], message: String) async throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")

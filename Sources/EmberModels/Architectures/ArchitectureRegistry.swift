@@ -60,6 +60,11 @@ public struct ArchitectureRegistry: Sendable {
             throw ModelFileError.invalidField(file: path, field: "(path)", found: "a folder (an embedding model)",
                                               expected: "a GGUF file of a text model (\(textGeneratorArchitectures.joined(separator: ", ")))")
         }
+        let folder = (path as NSString).deletingLastPathComponent
+        if !Self.startsWithGGUFMagic(path), FileManager.default.fileExists(atPath: (folder as NSString).appendingPathComponent("config.json")) {
+            throw ModelFileError.invalidField(file: path, field: "(kind)", found: "an embedding model (a folder with config.json)",
+                                              expected: "a GGUF text-generation model; use this one to embed (ember embed, Runtime.embeddingModel)")
+        }
         let file = try GGUFFile(path: path)
         let architecture = try file.require("general.architecture").string ?? ""
         guard let loader = generators[architecture] else {
@@ -73,6 +78,12 @@ public struct ArchitectureRegistry: Sendable {
     public func loadEmbedder(directory: String, context: ComputeContext) throws -> any Embedder {
         let configPath = (directory as NSString).appendingPathComponent("config.json")
         guard let data = FileManager.default.contents(atPath: configPath) else {
+            let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            if let gguf = files.sorted().first(where: { $0.lowercased().hasSuffix(".gguf") }) {
+                throw ModelFileError.invalidField(file: (directory as NSString).appendingPathComponent(gguf), field: "(kind)",
+                                                  found: "a GGUF text-generation model",
+                                                  expected: "an embedding model (a folder with config.json); generate or chat with this one instead (ember generate, Runtime.languageModel)")
+            }
             throw ModelFileError.unreadable(file: configPath, reason: "missing or unreadable (an embedding model is a folder with config.json)")
         }
         guard let settings = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
@@ -84,5 +95,12 @@ public struct ArchitectureRegistry: Sendable {
                                               expected: "a family Ember embeds with (\(embedderArchitectures.joined(separator: ", ")))")
         }
         return try loader(directory, context)
+    }
+
+    /// Whether the file at `path` begins with GGUF's magic (false when it cannot be read).
+    static func startsWithGGUFMagic(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        return (try? handle.read(upToCount: 4)) == Data("GGUF".utf8)
     }
 }

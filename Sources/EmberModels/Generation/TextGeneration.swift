@@ -53,6 +53,10 @@ extension TextGenerator {
                          betweenTokens: () throws -> Void = {}) throws -> Generation {
         let promptIDs = tokenizer.encode(prompt)
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
+        guard promptIDs.count < contextLength else {
+            throw KernelError.invalidArgument(argument: "prompt", found: "\(promptIDs.count) tokens",
+                                              expected: "fewer than the model's context of \(contextLength) tokens, with room for the reply — shorten it")
+        }
         // Capped before adding: a huge maxTokens must not overflow (the session is capped at the context anyway).
         let session = makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1)
         var sampler = Sampler(settings)
