@@ -122,9 +122,6 @@ final class WorkerConnection: @unchecked Sendable {
         }
     }
 
-    /// Bytes queued and not yet written.
-    var pendingBytes: Int { lock.withLock { queuedBytes } }
-
     private var slow = false
     /// Whether the client was dropped for reading too slowly.
     var droppedAsSlow: Bool { lock.withLock { slow } }

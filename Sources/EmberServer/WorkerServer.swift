@@ -213,10 +213,8 @@ public final class WorkerServer: @unchecked Sendable {
                 return "client \(nextClient)"
             }
             if clientCount >= configuration.maxConnections {
-                configuration.log("\(name) refused: \(configuration.maxConnections) clients are connected, the limit")
-                let line = Array((WorkerResponse.error(id: nil, "the server has \(configuration.maxConnections) connections, its limit; try again later") + "\n").utf8)
-                _ = line.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-                close(client)
+                refuse(client, name: name, because: "\(configuration.maxConnections) clients are connected, the limit",
+                       telling: "the server has \(configuration.maxConnections) connections, its limit; try again later")
                 continue
             }
             let connection = WorkerConnection(input: client, output: client, isSocket: true, name: name,
@@ -229,12 +227,18 @@ public final class WorkerServer: @unchecked Sendable {
                 }
             } catch {
                 // No thread for this client: it is told why and let go; the server and its other clients go on.
-                configuration.log("\(name) refused: \(error)")
-                let line = Array("{\"id\":null,\"ok\":false,\"error\":\"the server cannot start a thread for this connection (out of memory or threads); try again later\"}\n".utf8)
-                _ = line.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-                close(client)
+                refuse(client, name: name, because: "\(error)",
+                       telling: "the server cannot start a thread for this connection (out of memory or threads); try again later")
             }
         }
+    }
+
+    /// Logs why client `name` is refused, tells it `message` as an error line with a null id, and closes it.
+    private func refuse(_ client: Int32, name: String, because reason: String, telling message: String) {
+        configuration.log("\(name) refused: \(reason)")
+        let line = Array((WorkerResponse.error(id: nil, message) + "\n").utf8)
+        _ = line.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+        close(client)
     }
 
     /// Reads and answers one client until it is done (blocking this thread).

@@ -11,10 +11,6 @@
 #include <unistd.h>
 #include "ember_cli_startup.h"
 
-#define EMBER_MINIMUM_ADDRESS_SPACE (512LL << 20)
-
-long long ember_cli_minimum_address_space(void) { return EMBER_MINIMUM_ADDRESS_SPACE; }
-
 __attribute__((constructor)) static void ember_check_address_space(void) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;

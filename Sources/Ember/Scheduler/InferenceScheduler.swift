@@ -408,10 +408,8 @@ public actor InferenceScheduler {
             let ids = entry.ids.filter { jobs[$0]?.phase == .pending }
             return ids.isEmpty ? nil : (ids, entry.decision)
         }
-        let order = waitingForMemory.indices.sorted { a, b in
-            let tier = { (index: Int) in self.waitingForMemory[index].ids.compactMap { self.jobs[$0]?.tier }.max() ?? .background }
-            return tier(a) != tier(b) ? tier(a) > tier(b) : a < b
-        }
+        let tiers = waitingForMemory.map { entry in entry.ids.compactMap { jobs[$0]?.tier }.max() ?? .background }
+        let order = tiers.indices.sorted { a, b in tiers[a] != tiers[b] ? tiers[a] > tiers[b] : a < b }
         var started: Set<Int> = []
         for index in order {
             let entry = waitingForMemory[index]

@@ -6,6 +6,6 @@
 #define EMBER_CLI_STARTUP_H
 
 /* The address-space floor (bytes) below which `ember` refuses to start. */
-long long ember_cli_minimum_address_space(void);
+#define EMBER_MINIMUM_ADDRESS_SPACE (512LL << 20)
 
 #endif
