@@ -47,19 +47,23 @@ test: deps test-arm64 models fuzz-short sanitize-kernels
 	$(SWIFT) test -c release
 	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SHORT_SECONDS)
 	python3 Tests/Soak/memory_budget.py $(EMBER) models 1000 40 4096 10
+	python3 Tests/Soak/memory_budget.py $(EMBER) models cgroup=1200 80 4096 10
 
 # Soak: `ember serve` under SOAK_CLIENTS clients (default 8) for SOAK_SECONDS (default 600) while a scripted power timeline flips
 # charger / battery / low power / thermal every 3 s — generate and embed requests of every tier, streamed or
 # not, cancels, clients leaving mid-request. Every request ends exactly once, file descriptors and RSS come back
 # to their baseline, a watchdog catches a deadlock (Tests/Soak/soak.py). Then 80 generations of 4096 tokens at
 # once under `--memory-budget 2000`: RSS stays within the budget and comes back when they are cancelled
-# (Tests/Soak/memory_budget.py). `make test` runs both shorter (60 s; 40 generations for 10 s).
+# (Tests/Soak/memory_budget.py), and again with no --memory-budget inside a new memory cgroup of 1200 MiB: the
+# server takes half the cgroup's limit as its budget and its OOM killer never runs (skipped, saying why, where no
+# cgroup can be made). `make test` runs them shorter (60 s; 40 and 80 generations for 10 s).
 SOAK_SECONDS       ?= 600
 SOAK_SHORT_SECONDS ?= 60
 SOAK_CLIENTS       ?= 8
 soak: build models
 	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SECONDS) $(SOAK_CLIENTS)
 	python3 Tests/Soak/memory_budget.py $(EMBER) models 2000 80 4096 30
+	python3 Tests/Soak/memory_budget.py $(EMBER) models cgroup=1200 80 4096 30
 
 # Sanitizers. `sanitize-kernels` (in `make test`): the C kernels and their checks against the scalar oracle
 # under AddressSanitizer + UBSan, for every ISA this CPU runs. `sanitize` adds the Swift tests under

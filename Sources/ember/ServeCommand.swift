@@ -40,7 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Bytes of answers queued for one client at most (at least 65536); a client reading slower is disconnected.")
     var maxQueuedBytes = 16 << 20
 
-    @Option(help: "Megabytes of KV caches and buffers the running requests may need together (default: a quarter of the machine's memory); requests beyond it wait, one bigger than all of it is refused.")
+    @Option(help: "Megabytes of KV caches and buffers the running requests may need together (default: a quarter of the machine's memory, or half of a lower cgroup limit); requests beyond it wait, one bigger than all of it is refused.")
     var memoryBudget: Int?
 
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
@@ -77,6 +77,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let runtime = try CommandEnvironment.makeRuntime(configuration)
         for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
+        printError("ember serve: working-memory budget "
+            + (configuration.memoryBudget.map { "\($0 / 1_000_000) MB" } ?? "none")
+            + (memoryBudget == nil ? " (default; \(MemoryLimit.current()))" : " (--memory-budget)"))
         var settings = WorkerServer.Configuration()
         settings.languageModel = model
         settings.embeddingModel = embeddingModel

@@ -3,21 +3,6 @@ import Testing
 @testable import Ember
 import EmberTestSupport
 
-/// Builds a fake sysfs tree in a temporary folder (named as a fake: it is not the real /sys).
-final class FakeSysfs {
-    let root: URL
-    init() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("ember-fake-sysfs-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-    }
-    func write(_ path: String, _ text: String) throws {
-        let url = root.appendingPathComponent(path)
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: url)
-    }
-    deinit { try? FileManager.default.removeItem(at: root) }
-}
-
 final class WarningLog: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [String] = []
@@ -28,7 +13,7 @@ final class WarningLog: @unchecked Sendable {
 @Suite("Power state sources")
 struct PowerSourceTests {
     @Test func dischargingBatteryWithMainsOffline() throws {
-        let sysfs = try FakeSysfs()
+        let sysfs = try FakeFileTree(name: "sysfs")
         try sysfs.write("sys/class/power_supply/BAT0/type", "Battery\n")
         try sysfs.write("sys/class/power_supply/BAT0/status", "Discharging\n")
         try sysfs.write("sys/class/power_supply/BAT0/capacity", "42\n")
@@ -42,7 +27,7 @@ struct PowerSourceTests {
     }
 
     @Test func chargingAndFull() throws {
-        let sysfs = try FakeSysfs()
+        let sysfs = try FakeFileTree(name: "sysfs")
         try sysfs.write("sys/class/power_supply/BAT1/type", "Battery")
         try sysfs.write("sys/class/power_supply/BAT1/status", "Charging")
         try sysfs.write("sys/class/power_supply/BAT1/capacity", "80")
@@ -53,7 +38,7 @@ struct PowerSourceTests {
     }
 
     @Test func noBatteryMeansExternalPowerUnknownLevelNominal() throws {
-        let sysfs = try FakeSysfs()
+        let sysfs = try FakeFileTree(name: "sysfs")
         let state = LinuxPowerSource(root: sysfs.root).current()
         #expect(state.externalPower == true)
         #expect(state.batteryLevel == nil)
@@ -68,7 +53,7 @@ struct PowerSourceTests {
     }
 
     @Test func garbageBecomesUnknownWithOneWarning() throws {
-        let sysfs = try FakeSysfs()
+        let sysfs = try FakeFileTree(name: "sysfs")
         try sysfs.write("sys/class/power_supply/BAT0/type", "Battery")
         try sysfs.write("sys/class/power_supply/BAT0/status", "Exploding")
         try sysfs.write("sys/class/power_supply/BAT0/capacity", "lots")
@@ -84,7 +69,7 @@ struct PowerSourceTests {
     }
 
     @Test func thermalTripPointsAndLowPowerProfile() throws {
-        let sysfs = try FakeSysfs()
+        let sysfs = try FakeFileTree(name: "sysfs")
         let zone = "sys/class/thermal/thermal_zone0/"
         try sysfs.write(zone + "temp", "91000")
         try sysfs.write(zone + "trip_point_0_type", "passive")

@@ -51,8 +51,9 @@ extension Runtime {
         public var architectures: ArchitectureRegistry
         /// Bytes of working memory (KV caches and buffers) the requests running at once may need together; a request
         /// beyond it waits for others to end, one that needs more than all of it is refused. Default: a quarter of the
-        /// machine's memory; nil: no limit.
-        public var memoryBudget: Int? = Int(clamping: ProcessInfo.processInfo.physicalMemory / 4)
+        /// machine's memory, or half of the process's cgroup limit when that is lower (``MemoryLimit/defaultBudget``);
+        /// nil: no limit.
+        public var memoryBudget: Int? = MemoryLimit.current().defaultBudget
 
         /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
         /// when given, sets the ceiling (else the policy's own, `.all` by default).

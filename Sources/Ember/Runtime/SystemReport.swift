@@ -142,11 +142,29 @@ public struct SystemReport: Sendable, Codable {
     public var power: PowerState?
     /// Where ``power`` comes from: "EMBER_POWER=…", "sysfs" (noting when no battery was found), "injected", or "unreadable".
     public var powerSource: String
+    /// The memory the process may use and the working-memory budget in force.
+    public var memory: Memory
     /// Things that cost speed or correctness, each with its fix.
     public var warnings: [String]
 
+    /// The memory the process may use (the machine's, or its cgroup's limit) and the runtime's budget.
+    public struct Memory: Sendable, Codable {
+        /// Bytes of physical memory in the machine.
+        public var physicalBytes: Int
+        /// The process's cgroup memory limit in bytes; nil without one.
+        public var cgroupLimitBytes: Int?
+        /// The runtime's working-memory budget in bytes (``Runtime/Configuration/memoryBudget``); nil: no limit.
+        public var budgetBytes: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case physicalBytes = "physical_bytes"
+            case cgroupLimitBytes = "cgroup_limit_bytes"
+            case budgetBytes = "budget_bytes"
+        }
+    }
+
     enum CodingKeys: String, CodingKey {
-        case cpu, kernels, blas, warnings, qos, units, backends, plugins, calibration, power
+        case cpu, kernels, blas, warnings, qos, units, backends, plugins, calibration, power, memory
         case pluginFailures = "plugin_failures"
         case energySource = "energy_source"
         case powerSource = "power_source"
@@ -157,6 +175,7 @@ public struct SystemReport: Sendable, Codable {
     /// with (the caller reads its environment).
     public static func current(runtime: Runtime, openBLASCoreType: String? = nil) -> SystemReport {
         let context = runtime.context
+        let memoryLimit = MemoryLimit.current()
         let features = context.features
         var warnings = [String]()
         if let error = context.isaOverrideError { warnings.append("\(error); using \(context.isa) instead.") }
@@ -223,6 +242,8 @@ public struct SystemReport: Sendable, Codable {
             calibration: CalibrationSummary(source: runtime.calibrationSource, measuredAt: calibration.measuredAt),
             energySource: context.energyCounter.isAvailable ? "measured (RAPL, /sys/class/powercap)" : "modelled (no RAPL counter readable)",
             power: powerState, powerSource: powerSource,
+            memory: Memory(physicalBytes: memoryLimit.physicalBytes, cgroupLimitBytes: memoryLimit.cgroupBytes,
+                           budgetBytes: runtime.configuration.memoryBudget),
             warnings: warnings)
     }
 
@@ -269,6 +290,9 @@ public struct SystemReport: Sendable, Codable {
         result.append("costs      \(calibration.source)")
         result.append("energy     \(energySource)")
         result.append("power      \(power.map(\.description) ?? "unknown") — \(powerSource)")
+        let limit = MemoryLimit(physicalBytes: memory.physicalBytes, cgroupBytes: memory.cgroupLimitBytes)
+        result.append("memory     \(limit); working-memory budget "
+            + (memory.budgetBytes.map { "\($0 / 1_000_000) MB" } ?? "none"))
         result += warnings.map { "warning: \($0)" }
         return result
     }
