@@ -9,10 +9,10 @@ EMBER        := $(BIN)/ember
 
 # Debian packages the build and the model fetcher need. `deps` installs only
 # the ones that are missing (apt-get update first), so a second run is a no-op.
-APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev
+APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
+.PHONY: all deps build test openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
 
 all: build
 
@@ -42,12 +42,22 @@ build: deps
 # On x86 the arm64 NEON kernels are checked too, cross-compiled and run under qemu.
 # The model tests compare against llama.cpp's outputs on the real files: fetched first.
 # The host tests compile examples/c-host against libEmberC.so and drive `ember serve`: built first.
-test: deps test-arm64 models fuzz-short sanitize-kernels
+test: deps test-arm64 models fuzz-short sanitize-kernels openai-venv
 	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
 	$(SWIFT) test -c release
+	$(OPENAI_PYTHON) Tests/HTTP/openai_client_test.py $(EMBER) models
 	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SHORT_SECONDS)
 	python3 Tests/Soak/memory_budget.py $(EMBER) models 1000 40 4096 10
 	python3 Tests/Soak/memory_budget.py $(EMBER) models cgroup=1200 80 4096 10
+
+# The official `openai` Python package, in a virtual environment of the project's own (as users would install
+# it), for the HTTP API's tests (Tests/HTTP/openai_client_test.py). Debian's own python3 needs python3-venv.
+OPENAI_VENV   := .build/venv-openai
+OPENAI_PYTHON := $(OPENAI_VENV)/bin/python
+openai-venv: $(OPENAI_PYTHON)
+$(OPENAI_PYTHON):
+	python3 -m venv $(OPENAI_VENV) || { rm -rf $(OPENAI_VENV); $(SUDO) apt-get install -y -qq python3-venv && python3 -m venv $(OPENAI_VENV); }
+	$(OPENAI_VENV)/bin/pip install -q openai
 
 # Soak: `ember serve` under SOAK_CLIENTS clients (default 8) for SOAK_SECONDS (default 600) while a scripted power timeline flips
 # charger / battery / low power / thermal every 3 s — generate and embed requests of every tier, streamed or

@@ -11,6 +11,7 @@
 //   Ember            policy, power, scheduler, Runtime — what hosts import (re-exports the two above)
 //   EmberCatalog     fetching and checking models (pip, ZIP, SHA-256)
 //   EmberServer      the JSON-lines worker protocol
+//   EmberHTTP        the OpenAI HTTP API (Hummingbird 2), beside the worker protocol
 //   EmberBenchmarks  the measurements behind `ember bench`
 //   EmberC           the C API (libEmberC.so): Ember only — no catalog, no server
 
@@ -25,6 +26,7 @@ let products: [Product] = [
     .library(name: "EmberC", type: .dynamic, targets: ["EmberC"]),
     .library(name: "EmberCatalog", targets: ["EmberCatalog"]),
     .library(name: "EmberServer", targets: ["EmberServer"]),
+    .library(name: "EmberHTTP", targets: ["EmberHTTP"]),
 ]
 
 // MARK: - Implementation details
@@ -62,6 +64,16 @@ let implementationTargets: [Target] = [
         path: "Sources/EmberCatalog"
     ),
     .target(name: "EmberServer", dependencies: ["Ember"], path: "Sources/EmberServer"),
+    .target(
+        name: "EmberHTTP",
+        dependencies: [
+            "Ember", "EmberServer",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+        ],
+        path: "Sources/EmberHTTP"
+    ),
     .target(name: "EmberBenchmarks", dependencies: ["EmberCore", "EmberModels", "_CEmberKernels", "CBLAS"],
             path: "Sources/EmberBenchmarks"),
     // `ember.h`'s types, so the Swift exports below use exactly the C layout the header declares.
@@ -75,7 +87,7 @@ let implementationTargets: [Target] = [
     .executableTarget(
         name: "EmberCLI",
         dependencies: [
-            "Ember", "EmberCatalog", "EmberServer", "EmberBenchmarks", "_CEmberCLIStartup",
+            "Ember", "EmberCatalog", "EmberServer", "EmberHTTP", "EmberBenchmarks", "_CEmberCLIStartup",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ],
         path: "Sources/ember"
@@ -138,6 +150,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.19"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: implementationTargets + testTargets + benchmarkTargets,
     cLanguageStandard: .c11

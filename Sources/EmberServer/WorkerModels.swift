@@ -1,17 +1,22 @@
 import Ember
 import Foundation
 
-/// The models a worker serves, loaded on first use (or at start) and kept;
-/// every change of state is reported so clients can be told.
-actor WorkerModels {
+/// The models a server serves (the worker protocol's and the HTTP API's), loaded on first use (or at start) and
+/// kept; every change of state is reported so clients can be told.
+public actor WorkerModels {
     /// Where a model is.
-    enum State: Equatable {
+    public enum State: Equatable, Sendable {
+        /// Not asked for yet (or its load failed and may be tried again).
         case unloaded
+        /// Being read and prepared.
         case loading
+        /// Loaded and serving.
         case ready
+        /// Its load failed, for this reason.
         case failed(String)
 
-        var name: String {
+        /// "unloaded", "loading" or "ready", as clients see it.
+        public var name: String {
             switch self {
             case .unloaded, .failed: "unloaded"
             case .loading: "loading"
@@ -34,7 +39,9 @@ actor WorkerModels {
     /// The names in the order they were first asked for.
     private(set) var names: [String] = []
 
-    init(runtime: Runtime, names: [String], onChange: @escaping @Sendable (String, [(String, String)]) -> Void) {
+    /// Models of `runtime` by manifest name or path; `names` are always listed; `onChange` hears the overall state and
+    /// each model's after every change.
+    public init(runtime: Runtime, names: [String], onChange: @escaping @Sendable (String, [(String, String)]) -> Void) {
         self.runtime = runtime
         self.onChange = onChange
         self.names = names
@@ -42,14 +49,16 @@ actor WorkerModels {
         for name in names { states[name] = .unloaded }
     }
 
-    func language(named name: String) async throws -> any TextGenerator {
+    /// The language model `name`, loaded now if it is not yet; throws ``WorkerModelError`` for an embedding model.
+    public func language(named name: String) async throws -> any TextGenerator {
         guard case let .language(model) = try await load(name, embedding: false) else {
             throw WorkerModelError(message: "model: \"\(name)\" is an embedding model; kind \"generate\" needs a language model")
         }
         return model
     }
 
-    func embedding(named name: String) async throws -> any Embedder {
+    /// The embedding model `name`, loaded now if it is not yet; throws ``WorkerModelError`` for a language model.
+    public func embedding(named name: String) async throws -> any Embedder {
         guard case let .embedding(model) = try await load(name, embedding: true) else {
             throw WorkerModelError(message: "model: \"\(name)\" is a language model; kind \"embed\" needs an embedding model")
         }
@@ -57,7 +66,7 @@ actor WorkerModels {
     }
 
     /// Starts loading `name` without waiting for it.
-    func preload(_ name: String, embedding: Bool) {
+    public func preload(_ name: String, embedding: Bool) {
         Task { _ = try? await load(name, embedding: embedding) }
     }
 
@@ -99,17 +108,20 @@ actor WorkerModels {
 
     /// `ready` when a model is ready and none is loading, `loading` while one
     /// loads, `unloaded` when none is loaded.
-    var overall: String {
+    public var overall: String {
         let values = states.values.map(\.name)
         if values.contains("loading") { return "loading" }
         return values.contains("ready") ? "ready" : "unloaded"
     }
 
-    var summary: [(String, String)] { names.map { ($0, states[$0]?.name ?? "unloaded") } }
+    /// Each model's name and state name, in the order they were first asked for.
+    public var summary: [(String, String)] { names.map { ($0, states[$0]?.name ?? "unloaded") } }
 }
 
 /// A model asked for under the wrong kind of request.
-struct WorkerModelError: Error, CustomStringConvertible {
-    let message: String
-    var description: String { message }
+public struct WorkerModelError: Error, CustomStringConvertible {
+    /// What was asked and what the model is.
+    public let message: String
+    /// The message.
+    public var description: String { message }
 }

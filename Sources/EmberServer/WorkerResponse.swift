@@ -63,20 +63,25 @@ enum WorkerResponse {
     }
 
     /// A decision as the protocol reports it.
-    static func decision(_ decision: Decision) -> JSONValue {
+    private static func string(_ scalars: some Sequence<Unicode.Scalar>) -> String {
+        var string = ""
+        string.unicodeScalars.append(contentsOf: scalars)
+        return string
+    }
+}
+
+extension JSONValue {
+    /// A policy decision as both servers report it: action, precision ("native" for the weights as stored), units,
+    /// QoS class and threads.
+    public static func decision(_ decision: Decision) -> JSONValue {
         let action: String = switch decision.action {
         case .run: "run"
         case .defer: "defer"
         case .drop: "drop"
         }
-        return .object([("action", .string(action)), ("precision", .string(decision.precision.rawValue)),
+        return .object([("action", .string(action)),
+                        ("precision", .string(decision.storedWeights ? "native" : decision.precision.rawValue)),
                         ("units", .string(decision.computeUnits.description)), ("qos", .string(decision.qos.description)),
                         ("threads", .number(Double(decision.threads)))])
-    }
-
-    private static func string(_ scalars: some Sequence<Unicode.Scalar>) -> String {
-        var string = ""
-        string.unicodeScalars.append(contentsOf: scalars)
-        return string
     }
 }

@@ -354,7 +354,7 @@ public final class WorkerServer: @unchecked Sendable {
     }
 
     private static func metadata<Output>(_ completion: Completion<Output>) -> [(String, JSONValue)] {
-        var pairs: [(String, JSONValue)] = [("decision", WorkerResponse.decision(completion.decision)),
+        var pairs: [(String, JSONValue)] = [("decision", JSONValue.decision(completion.decision)),
                                             ("waitMs", .number((completion.waitSeconds * 1000).rounded()))]
         if let energy = completion.energy {
             pairs.append(("energyJoules", .number((energy.joules * 1e4).rounded() / 1e4)))

@@ -1,14 +1,22 @@
 import ArgumentParser
 import Ember
+import EmberHTTP
 import EmberServer
 import Foundation
 
 /// `ember serve`: Ember as a worker process speaking JSON lines
-/// (docs/PROTOCOL.md) on a Unix domain socket or on stdin/stdout.
+/// (docs/PROTOCOL.md) on a Unix domain socket or on stdin/stdout, or the OpenAI HTTP API (docs/HTTP.md).
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Serve generate and embed requests as JSON lines on a Unix socket or stdin/stdout (see docs/PROTOCOL.md).")
+        abstract: "Serve the OpenAI HTTP API (--http), or JSON lines on a Unix socket or stdin/stdout (see docs/PROTOCOL.md).")
+
+    @Option(help: ArgumentHelp("Serve the OpenAI HTTP API at HOST:PORT (e.g. 127.0.0.1:8080; PORT alone means 127.0.0.1).",
+                               valueName: "host:port"))
+    var http: String?
+
+    @Option(help: "Bodies longer than this many bytes get 413 (--http).")
+    var maxBodyBytes = 4 << 20
 
     @Option(help: "Listen on a Unix domain socket at this path (many clients).")
     var socket: String?
@@ -16,11 +24,14 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Serve one client on stdin/stdout; exits when stdin ends and every request has answered.")
     var stdio = false
 
-    @Option(help: "The model for generate requests without \"model\".")
-    var model = "smollm2-135m-instruct"
+    @Option(help: "A language model to serve, by name or path (repeat for more; the first is the default). Default: smollm2-135m-instruct.")
+    var model: [String] = []
 
-    @Option(help: "The model for embed requests without \"model\".")
-    var embeddingModel = "all-minilm-l6-v2"
+    @Option(help: "An embedding model to serve, by name or folder (repeat for more over HTTP; the first is the default). Default: all-minilm-l6-v2.")
+    var embeddingModel: [String] = []
+
+    private var languageModels: [String] { model.isEmpty ? ["smollm2-135m-instruct"] : model }
+    private var embeddingModels: [String] { embeddingModel.isEmpty ? ["all-minilm-l6-v2"] : embeddingModel }
 
     @Flag(help: "Refuse work while the device is not on external power (clients may change it per connection).")
     var runOnlyWhileCharging = false
@@ -53,7 +64,14 @@ struct ServeCommand: AsyncParsableCommand {
     var noPreload = false
 
     func validate() throws {
-        guard (socket != nil) != stdio else { throw ValidationError("give exactly one of --socket PATH and --stdio") }
+        guard [socket != nil, stdio, http != nil].filter({ $0 }).count == 1 else {
+            throw ValidationError("give exactly one of --http HOST:PORT, --socket PATH and --stdio")
+        }
+        if let http { _ = try Self.address(http) }
+        if maxBodyBytes < 1024 { throw ValidationError("--max-body-bytes \(maxBodyBytes): expected at least 1024") }
+        if http == nil, model.count > 1 || embeddingModel.count > 1 {
+            throw ValidationError("--model and --embedding-model are given once for --socket and --stdio (requests name other models themselves); repeat them with --http")
+        }
         if let memoryBudget, memoryBudget < 1 || memoryBudget > 1 << 30 {
             throw ValidationError("--memory-budget \(memoryBudget): expected megabytes from 1 to \(1 << 30)")
         }
@@ -67,9 +85,13 @@ struct ServeCommand: AsyncParsableCommand {
         // answer every request with it.
         var configuration = CommandEnvironment.configuration(units: DecisionOptions.unitSets[units] ?? .all)
         let directory = configuration.modelsDirectory
-        do { _ = try ModelLocator.path(for: model, modelsDirectory: directory) } catch { throw ValidationError("--model \(model): \(error)") }
-        do { _ = try ModelLocator.directory(for: embeddingModel, modelsDirectory: directory) } catch {
-            throw ValidationError("--embedding-model \(embeddingModel): \(error)")
+        for name in languageModels {
+            do { _ = try ModelLocator.path(for: name, modelsDirectory: directory) } catch { throw ValidationError("--model \(name): \(error)") }
+        }
+        for name in embeddingModels {
+            do { _ = try ModelLocator.directory(for: name, modelsDirectory: directory) } catch {
+                throw ValidationError("--embedding-model \(name): \(error)")
+            }
         }
         if let memoryBudget { configuration.memoryBudget = memoryBudget * 1_000_000 }
         if let powerTimeline {
@@ -80,9 +102,13 @@ struct ServeCommand: AsyncParsableCommand {
         printError("ember serve: working-memory budget "
             + (configuration.memoryBudget.map { "\($0 / 1_000_000) MB" } ?? "none")
             + (memoryBudget == nil ? " (default; \(MemoryLimit.current()))" : " (--memory-budget)"))
+        if let http {
+            try await serveHTTP(runtime: runtime, address: try Self.address(http))
+            return
+        }
         var settings = WorkerServer.Configuration()
-        settings.languageModel = model
-        settings.embeddingModel = embeddingModel
+        settings.languageModel = languageModels[0]
+        settings.embeddingModel = embeddingModels[0]
         settings.preload = !noPreload
         settings.runOnlyWhileCharging = runOnlyWhileCharging
         settings.maxLineBytes = maxLineBytes
@@ -111,6 +137,33 @@ struct ServeCommand: AsyncParsableCommand {
             server.stop()
             break
         }
+    }
+}
+
+extension ServeCommand {
+    /// HOST:PORT, :PORT or PORT (host 127.0.0.1), the port from 0 (any free one) to 65535.
+    static func address(_ text: String) throws -> (host: String, port: Int) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        let host = parts.count > 1 ? parts.dropLast().joined(separator: ":") : ""
+        guard let port = Int(parts.last ?? ""), (0...65_535).contains(port), parts.count <= 2 || host.hasPrefix("[") else {
+            throw ValidationError("--http \(text): expected HOST:PORT such as 127.0.0.1:8080 (or a port from 0 to 65535 alone)")
+        }
+        return (host.isEmpty ? "127.0.0.1" : host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
+    }
+
+    /// The OpenAI HTTP API until SIGINT or SIGTERM.
+    func serveHTTP(runtime: Runtime, address: (host: String, port: Int)) async throws {
+        var settings = OpenAIServer.Configuration()
+        settings.host = address.host
+        settings.port = address.port
+        settings.languageModels = languageModels
+        settings.embeddingModels = embeddingModels
+        settings.maxBodyBytes = maxBodyBytes
+        settings.maxConnections = maxConnections
+        settings.maxRequestsInFlight = maxConnections
+        let server = OpenAIServer(runtime: runtime, configuration: settings)
+        if !noPreload { await server.preload() }
+        try await server.run()
     }
 }
 

@@ -12,11 +12,12 @@ extension Decision {
 extension Runtime {
     /// The scheduler request that generates from `prompt` with `model` at `tier`.
     func generationRequest(_ model: any TextGenerator, prompt: String, maxTokens: Int, requirements: RequestRequirements,
-                           sampler: SamplerSettings) -> InferenceRequest {
+                           sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil) -> InferenceRequest {
         let tier = requirements.tier
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.utf8.count + 1 + min(max(maxTokens, 0), model.contextLength))
-        return InferenceRequest(requirements: requirements, memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
+        return InferenceRequest(requirements: requirements, deadline: deadline,
+                                memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
             await context.checkpoint()
             let cancelled = CancellationFlag()
             let result = try await withTaskCancellationHandler {
@@ -31,7 +32,7 @@ extension Runtime {
                         done.wait()
                     }
                     return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler,
-                                              options: decision.executionOptions(qos: context.qos),
+                                              options: decision.executionOptions(qos: context.qos), stop: stop,
                                               onPiece: { context.emit($0) }, betweenTokens: checkpoint)
                 }
             } onCancel: {
@@ -45,12 +46,12 @@ extension Runtime {
     /// The scheduler request that embeds `texts` with `model` (batched with other requests of this model under the
     /// same decision; identical calls coalesce).
     public func embeddingRequest(_ model: any Embedder, _ texts: [String], tier: Tier = .standard,
-                                 requirements: RequestRequirements? = nil) -> InferenceRequest {
+                                 requirements: RequestRequirements? = nil, deadline: Date? = nil) -> InferenceRequest {
         var needs = requirements ?? RequestRequirements(tier: tier)
         needs.tier = tier
         let batchKey = "embed-\(ObjectIdentifier(model).hashValue)"
         return InferenceRequest(
-            requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"),
+            requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"), deadline: deadline,
             batch: InferenceRequest.Batch(key: batchKey, input: texts) { inputs, decision, context in
                 let groups = inputs.map { $0 as? [String] ?? [] }
                 let embeddings = try await Self.run(model, groups.flatMap { $0 }, decision: decision, context: context)

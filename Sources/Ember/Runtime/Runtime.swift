@@ -147,15 +147,19 @@ public final class Runtime: Sendable {
     /// task stops the generation within a token. Bad arguments (`maxTokens` below 1, sampler settings out of
     /// range, see ``SamplerSettings/validate()``) throw before the request reaches the scheduler.
     /// `requirements` carries a request's own needs (a precision, units within the ceiling); its tier is `tier`.
+    /// The text ends at the first of the `stop` strings (stop reason "stop"); a request the policy defers past
+    /// `deadline` is dropped (``SchedulerError/dropped(reason:)``).
     public func generateText(_ model: any TextGenerator, prompt: String, maxTokens: Int = 256, tier: Tier = .critical,
                              sampler: SamplerSettings = SamplerSettings(), requirements: RequestRequirements? = nil,
+                             stop: [String] = [], deadline: Date? = nil,
                              onPiece: @escaping @Sendable (String) -> Void = { _ in },
                              onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
         guard maxTokens >= 1 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "at least 1") }
         try sampler.validate()
         var needs = requirements ?? RequestRequirements(tier: tier)
         needs.tier = tier
-        let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, requirements: needs, sampler: sampler)
+        let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, requirements: needs, sampler: sampler,
+                                        stop: stop, deadline: deadline)
         await synchronizePowerState()
         let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece, onDeferred: onDeferred)
         guard let generation = result.output as? Generation else {
@@ -171,11 +175,12 @@ public final class Runtime: Sendable {
     }
 
     /// Like ``embed(_:_:tier:)``, with the decision the request ran under and what it cost;
-    /// `onDeferred` hears the policy's reason if the request has to wait for a better power state.
+    /// `onDeferred` hears the policy's reason if the request has to wait for a better power state; one still
+    /// deferred at `deadline` is dropped.
     public func embedding(_ model: any Embedder, _ texts: [String], tier: Tier = .standard, requirements: RequestRequirements? = nil,
-                          onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<[[Float]]> {
+                          deadline: Date? = nil, onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<[[Float]]> {
         await synchronizePowerState()
-        let request = embeddingRequest(model, texts, tier: tier, requirements: requirements)
+        let request = embeddingRequest(model, texts, tier: tier, requirements: requirements, deadline: deadline)
         let result = try await scheduler.submit(request, tier: tier, onPiece: nil, onDeferred: onDeferred)
         return Completion(result, output: try Self.embeddings(in: result))
     }

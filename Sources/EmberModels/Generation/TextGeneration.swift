@@ -9,7 +9,7 @@ public struct Generation: Sendable {
     public var tokenIDs: [Int]
     /// The decoded text of the sampled tokens, without the end-of-generation token.
     public var text: String
-    /// "eos" (an end-of-generation token), "max_tokens", or "context_full".
+    /// "eos" (an end-of-generation token), "stop" (one of the stop strings), "max_tokens", or "context_full".
     public var stopReason: String
     /// Seconds spent on the forward pass over the prompt tokens.
     public var prefillSeconds: Double
@@ -48,8 +48,9 @@ extension TextGenerator {
 
     /// Generates from `prompt` (special tokens parsed), streaming each text piece to `onPiece`;
     /// `betweenTokens` runs before each decode step (a scheduler's checkpoint) and may throw to stop.
+    /// The generation ends at the first of the `stop` strings, which is neither streamed nor in the text.
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
-                         options: ExecutionOptions = ExecutionOptions(), onPiece: (String) -> Void = { _ in },
+                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
                          betweenTokens: () throws -> Void = {}) throws -> Generation {
         let promptIDs = tokenizer.encode(prompt)
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
@@ -61,15 +62,15 @@ extension TextGenerator {
         let session = makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1)
         var sampler = Sampler(settings)
         return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
-                                      sampler: &sampler, options: options, onPiece: onPiece, betweenTokens: betweenTokens)
+                                      sampler: &sampler, options: options, stop: stop, onPiece: onPiece, betweenTokens: betweenTokens)
     }
 
     /// Feeds `tokens` after what `session` holds, then samples up to
     /// `maxTokens` new ones (each fed back), stopping at end-of-generation or
-    /// when the context is full. `history` is what the repetition penalty sees.
+    /// when the context is full, or at the first of the `stop` strings. `history` is what the repetition penalty sees.
     /// The session keeps everything fed, so a conversation continues from it.
     public func continueGeneration(session: any GenerationSession, feeding tokens: [Int], history: [Int], maxTokens: Int,
-                                   sampler: inout Sampler, options: ExecutionOptions = ExecutionOptions(),
+                                   sampler: inout Sampler, options: ExecutionOptions = ExecutionOptions(), stop stopStrings: [String] = [],
                                    onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
@@ -84,6 +85,7 @@ extension TextGenerator {
         let decodeStart = DispatchTime.now().uptimeNanoseconds
         var text = ""
         var seen = history // what the repetition penalty sees: the history, then each new token
+        var stops = StopSequences(stopStrings)
         while generated.count < maxTokens {
             let next = sampler.next(logits: try logits.scalars(), history: seen)
             generated.append(next)
@@ -92,9 +94,13 @@ extension TextGenerator {
                 stop = "eos"
                 break
             }
-            let piece = decoder.append(tokenizer.bytes(of: next))
+            let piece = stops.append(decoder.append(tokenizer.bytes(of: next)))
             text += piece
             if !piece.isEmpty { onPiece(piece) }
+            if stops.stopped {
+                stop = "stop"
+                break
+            }
             if generated.count == maxTokens { break }
             if session.position >= session.capacity {
                 stop = "context_full"
@@ -103,7 +109,8 @@ extension TextGenerator {
             try betweenTokens()
             logits = try forward([next], session: session, options: options)
         }
-        let tail = decoder.finish()
+        let tail = stops.append(decoder.finish()) + stops.finish()
+        if stops.stopped { stop = "stop" }
         text += tail
         if !tail.isEmpty { onPiece(tail) }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9

@@ -1,0 +1,92 @@
+import Ember
+import EmberServer
+import Foundation
+
+/// The JSON bodies of the OpenAI API as Ember answers them, each with an `ember` object: the tier, the policy's
+/// decision, how long the request waited and ran, and its energy (measured or modelled).
+enum OpenAIResponses {
+    /// OpenAI's finish reason for Ember's stop reason: "stop" at an end-of-generation token or a stop string,
+    /// "length" at `max_tokens` or a full context.
+    static func finishReason(_ stopReason: String) -> String {
+        stopReason == "eos" || stopReason == "stop" ? "stop" : "length"
+    }
+
+    /// The `ember` object of a finished request.
+    static func ember<Output>(_ completion: Completion<Output>, tier: Tier) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("tier", .string(tier.rawValue)), ("decision", JSONValue.decision(completion.decision)),
+            ("wait_ms", .number((completion.waitSeconds * 1000).rounded())),
+            ("run_ms", .number((completion.runSeconds * 1000).rounded())),
+        ]
+        if let rate = completion.piecesPerSecond { pairs.append(("tokens_per_second", .number((rate * 10).rounded() / 10))) }
+        if let energy = completion.energy {
+            pairs.append(("energy_joules", .number((energy.joules * 1e4).rounded() / 1e4)))
+            pairs.append(("energy_source", .string(energy.source.rawValue)))
+        }
+        if completion.batchSize > 1 { pairs.append(("batch_size", .number(Double(completion.batchSize)))) }
+        return .object(pairs)
+    }
+
+    static func usage(prompt: Int, completion: Int) -> JSONValue {
+        .object([("prompt_tokens", .number(Double(prompt))), ("completion_tokens", .number(Double(completion))),
+                 ("total_tokens", .number(Double(prompt + completion)))])
+    }
+
+    /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`).
+    static func completion(chat: Bool, id: String, created: Int, model: String, generation: Completion<Generation>,
+                           tier: Tier) -> JSONValue {
+        let text = generation.output.text
+        let finish = JSONValue.string(finishReason(generation.output.stopReason))
+        let choice: JSONValue = chat
+            ? .object([("index", .number(0)), ("message", .object([("role", .string("assistant")), ("content", .string(text))])),
+                       ("logprobs", .null), ("finish_reason", finish)])
+            : .object([("index", .number(0)), ("text", .string(text)), ("logprobs", .null), ("finish_reason", finish)])
+        return .object([
+            ("id", .string(id)), ("object", .string(chat ? "chat.completion" : "text_completion")),
+            ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([choice])),
+            ("usage", usage(prompt: generation.output.promptTokenIDs.count, completion: generation.output.tokenIDs.count)),
+            ("ember", ember(generation, tier: tier)),
+        ])
+    }
+
+    /// One streamed chunk: a piece of text (or the role, first), or the last one with its finish reason.
+    static func chunk(chat: Bool, id: String, created: Int, model: String, piece: String?, role: Bool = false,
+                      finish: String? = nil, extra: [(String, JSONValue)] = []) -> JSONValue {
+        let choice: JSONValue
+        if chat {
+            var delta: [(String, JSONValue)] = []
+            if role { delta.append(("role", .string("assistant"))) }
+            if let piece { delta.append(("content", .string(piece))) }
+            choice = .object([("index", .number(0)), ("delta", .object(delta)), ("logprobs", .null),
+                              ("finish_reason", finish.map(JSONValue.string) ?? .null)])
+        } else {
+            choice = .object([("index", .number(0)), ("text", .string(piece ?? "")), ("logprobs", .null),
+                              ("finish_reason", finish.map(JSONValue.string) ?? .null)])
+        }
+        return .object([("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),
+                        ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([choice]))] + extra)
+    }
+
+    /// The usage chunk of `stream_options.include_usage`: no choices, the usage.
+    static func usageChunk(chat: Bool, id: String, created: Int, model: String, usage: JSONValue) -> JSONValue {
+        .object([("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),
+                 ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([])), ("usage", usage)])
+    }
+
+    /// `/v1/embeddings`: each vector as floats or as base64 of little-endian fp32 (`encoding_format`).
+    static func embeddings(_ completion: Completion<[[Float]]>, model: String, promptTokens: Int, base64: Bool, tier: Tier) -> JSONValue {
+        let data = completion.output.enumerated().map { index, vector -> JSONValue in
+            let embedding: JSONValue
+            if base64 {
+                let bytes = vector.withUnsafeBufferPointer { Data(buffer: $0) } // fp32, little-endian on every Ember target
+                embedding = .string(bytes.base64EncodedString())
+            } else {
+                embedding = .array(vector.map(JSONValue.float))
+            }
+            return .object([("object", .string("embedding")), ("index", .number(Double(index))), ("embedding", embedding)])
+        }
+        return .object([("object", .string("list")), ("data", .array(data)), ("model", .string(model)),
+                        ("usage", .object([("prompt_tokens", .number(Double(promptTokens))), ("total_tokens", .number(Double(promptTokens)))])),
+                        ("ember", ember(completion, tier: tier))])
+    }
+}

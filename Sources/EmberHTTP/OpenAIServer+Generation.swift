@@ -1,0 +1,159 @@
+import Ember
+import EmberServer
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// What a generation sends its HTTP response, in order: pieces, then its end or its failure.
+enum GenerationEvent: Sendable {
+    case piece(String)
+    case finished(Completion<Generation>)
+    case failed(Error)
+}
+
+extension OpenAIServer {
+    /// `/v1/chat/completions` (`chat`) and `/v1/completions`: checked, run through the scheduler, answered whole
+    /// or as Server-Sent Events.
+    func generation(_ fields: RequestFields, chat: Bool, headers: RequestHeaders, request: Request) async throws -> Response {
+        let name = try servedName(fields, embedding: false)
+        let parameters = try GenerationParameters(fields)
+        let messages = chat ? try chatMessages(fields) : []
+        let promptText: String
+        if !chat {
+            guard let prompts = try fields.strings("prompt", most: 1), let prompt = prompts.first else {
+                throw HTTPAPIError.invalid("prompt", found: fields.value("prompt").map(RequestFields.shown) ?? "nothing",
+                                           expected: "a string (or an array of one string)")
+            }
+            promptText = prompt
+        } else {
+            promptText = ""
+        }
+        let model = try await models.language(named: name)
+        let prompt: String
+        if chat {
+            do { prompt = try ChatTemplate.resolve(for: model).format(messages) } catch {
+                throw HTTPAPIError(status: 400, code: "no_chat_template", param: "model",
+                                   message: "\(error); use /v1/completions with a prompt of your own format")
+            }
+        } else {
+            prompt = promptText
+        }
+        let promptTokens = model.tokenizer.encode(prompt).count
+        guard promptTokens > 0 else { throw HTTPAPIError.invalid(chat ? "messages" : "prompt", found: "no tokens", expected: "some text") }
+        let room = model.contextLength - promptTokens
+        guard room >= 1 else {
+            throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: chat ? "messages" : "prompt",
+                               message: "the prompt is \(promptTokens) tokens, the model's context is \(model.contextLength); shorten it")
+        }
+        if let maxTokens = parameters.maxTokens, maxTokens > room {
+            throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: "max_tokens",
+                               message: "max_tokens: found \(maxTokens), expected at most \(room): the prompt's \(promptTokens) tokens and the reply must fit the model's context of \(model.contextLength) tokens")
+        }
+        let maxTokens = parameters.maxTokens ?? room
+        let id = (chat ? "chatcmpl-" : "cmpl-") + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(24)
+        let created = Int(Date().timeIntervalSince1970)
+        let deferral = DeferralNote()
+        let runtime = runtime
+
+        guard parameters.stream else {
+            let completion = try await Self.translatingDrop(deferral, headers) {
+                try await request.body.consumeWithCancellationOnInboundClose { _ in
+                    try await runtime.generateText(model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier,
+                                                   sampler: parameters.sampler, stop: parameters.stop, deadline: headers.deadline,
+                                                   onDeferred: { deferral.reason = $0 })
+                }
+            }
+            metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
+            return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
+                                                        generation: completion, tier: headers.tier), status: .ok)
+        }
+
+        // Streamed: the run starts now; the headers go out with its first piece (or its end), so a request the
+        // policy keeps deferred past X-Ember-Max-Wait still gets a 503 rather than an empty stream.
+        let (events, sink) = AsyncStream<GenerationEvent>.makeStream(bufferingPolicy: .unbounded)
+        let task = Task {
+            do {
+                let completion = try await runtime.generateText(
+                    model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
+                    stop: parameters.stop, deadline: headers.deadline,
+                    onPiece: { sink.yield(.piece($0)) }, onDeferred: { deferral.reason = $0 })
+                sink.yield(.finished(completion))
+            } catch {
+                sink.yield(.failed(error))
+            }
+            sink.finish()
+        }
+        var iterator = events.makeAsyncIterator()
+        let first = await withTaskCancellationHandler { await iterator.next() } onCancel: { task.cancel() }
+        if case let .failed(error)? = first {
+            _ = try await Self.translatingDrop(deferral, headers) { throw error }
+        }
+        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier,
+                               includeUsage: parameters.includeUsage, metrics: metrics, log: configuration.log)
+        let pending = UnsafeTransfer(iterator)
+        var responseHeaders = HTTPFields()
+        responseHeaders[.contentType] = "text/event-stream"
+        responseHeaders[.cacheControl] = "no-cache"
+        return Response(status: .ok, headers: responseHeaders, body: ResponseBody { writer in
+            var rest = pending.value
+            do {
+                try await stream.write(first: first, rest: &rest, to: &writer)
+            } catch {
+                task.cancel() // the client went away (a write failed): stop at the next token
+                throw error
+            }
+            try await writer.finish(nil)
+        })
+    }
+}
+
+/// Moves a value that is used by one task at a time across a `@Sendable` boundary.
+struct UnsafeTransfer<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Writes a generation's events as OpenAI's Server-Sent Events: the role first (chat), a chunk per piece, the last
+/// chunk with the finish reason and the `ember` object, the usage chunk when asked, then `data: [DONE]`.
+struct SSEStream: Sendable {
+    let chat: Bool
+    let id: String
+    let created: Int
+    let model: String
+    let tier: Tier
+    let includeUsage: Bool
+    let metrics: ServerMetrics
+    let log: @Sendable (String) -> Void
+
+    func write(first: GenerationEvent?, rest: inout AsyncStream<GenerationEvent>.Iterator, to writer: inout any ResponseBodyWriter) async throws {
+        if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, piece: nil, role: true), to: &writer) }
+        var event = first
+        while let current = event {
+            switch current {
+            case let .piece(piece):
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: piece), to: &writer)
+            case let .finished(completion):
+                let generation = completion.output
+                metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count)
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: chat ? nil : "",
+                                                     finish: OpenAIResponses.finishReason(generation.stopReason),
+                                                     extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
+                if includeUsage {
+                    let usage = OpenAIResponses.usage(prompt: generation.promptTokenIDs.count, completion: generation.tokenIDs.count)
+                    try await send(OpenAIResponses.usageChunk(chat: chat, id: id, created: created, model: model, usage: usage), to: &writer)
+                }
+            case let .failed(error):
+                // The headers are out: the error goes in the stream, in OpenAI's shape.
+                let apiError = OpenAIServer.apiError(error)
+                log("stream \(id) ended by \(apiError.status) \(apiError.message)")
+                try await send(apiError.body, to: &writer)
+            }
+            event = await rest.next()
+        }
+        try await writer.write(ByteBuffer(string: "data: [DONE]\n\n"))
+    }
+
+    private func send(_ value: JSONValue, to writer: inout any ResponseBodyWriter) async throws {
+        try await writer.write(ByteBuffer(string: "data: " + value.text + "\n\n"))
+    }
+}

@@ -1,0 +1,89 @@
+import Ember
+import Foundation
+import Prometheus
+
+/// What `GET /metrics` reports, in Prometheus's text format (swift-prometheus): requests by endpoint and status,
+/// tokens generated, the last generation's tokens per second, requests waiting and running, decisions by precision
+/// and unit, and joules by source (measured or modelled).
+final class ServerMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let tokens: Counter
+    private let promptTokens: Counter
+    private let joulesMeasured: Counter
+    private let joulesModelled: Counter
+    private let tokensPerSecond: Gauge
+    private let inFlight: Gauge
+    private let queueDepth: Gauge
+    private let schedulerCounters: [String: Counter]
+    private let seen = SeenCounts()
+
+    init() {
+        tokens = registry.makeCounter(name: "ember_generated_tokens_total", help: "Tokens generated (completion tokens).")
+        promptTokens = registry.makeCounter(name: "ember_prompt_tokens_total", help: "Prompt tokens read.")
+        joulesMeasured = registry.makeCounter(name: "ember_energy_joules_total", labels: [("source", "measured")],
+                                              help: "Energy the runs reported, in joules, by source.")
+        joulesModelled = registry.makeCounter(name: "ember_energy_joules_total", labels: [("source", "modelled")],
+                                              help: "Energy the runs reported, in joules, by source.")
+        tokensPerSecond = registry.makeGauge(name: "ember_tokens_per_second", help: "Decode speed of the last finished generation.")
+        inFlight = registry.makeGauge(name: "ember_requests_in_flight", help: "Requests received and not yet answered.")
+        queueDepth = registry.makeGauge(name: "ember_scheduler_queue_depth", help: "Requests the scheduler holds: deferred or waiting for memory.")
+        var counters: [String: Counter] = [:]
+        for (name, help) in [("cancellations", "Requests whose caller went away before they ended."),
+                             ("deferrals", "Times the power policy deferred a request."),
+                             ("drops", "Requests dropped (by the policy, a deadline or a full queue)."),
+                             ("memory_waits", "Runs that waited for memory under the budget before starting.")] {
+            counters[name] = registry.makeCounter(name: "ember_scheduler_\(name)_total", help: help)
+        }
+        schedulerCounters = counters
+    }
+
+    /// One answered request.
+    func answered(endpoint: String, status: Int) {
+        registry.makeCounter(name: "ember_http_requests_total", labels: [("endpoint", endpoint), ("status", String(status))],
+                             help: "HTTP requests answered, by endpoint and status.").increment()
+    }
+
+    func started() { inFlight.increment(by: 1) }
+    func ended() { inFlight.decrement(by: 1) }
+
+    /// A finished run: its decision, tokens and energy.
+    func ran<Output>(_ completion: Completion<Output>, promptTokens prompt: Int, generatedTokens generated: Int) {
+        let precision = completion.decision.storedWeights ? "native" : completion.decision.precision.rawValue
+        registry.makeCounter(name: "ember_decisions_total",
+                             labels: [("precision", precision), ("units", completion.decision.computeUnits.description)],
+                             help: "Requests run, by the policy's precision and compute units.").increment()
+        promptTokens.increment(by: Int64(prompt))
+        if generated > 0 { tokens.increment(by: Int64(generated)) }
+        if let rate = completion.piecesPerSecond { tokensPerSecond.set(to: rate) }
+        if let energy = completion.energy, energy.joules.isFinite, energy.joules > 0 {
+            (energy.source.rawValue == "measured" ? joulesMeasured : joulesModelled).increment(by: energy.joules)
+        }
+    }
+
+    /// The text of `GET /metrics`, with the scheduler's queue depth and counters read now.
+    func text(queueDepth depth: Int, scheduler: SchedulerMetrics) -> String {
+        queueDepth.set(to: Double(depth))
+        let now = ["cancellations": scheduler.cancellations, "deferrals": scheduler.deferrals.values.reduce(0, +),
+                   "drops": scheduler.drops.values.reduce(0, +), "memory_waits": scheduler.memoryWaits]
+        for (name, delta) in seen.advance(to: now) where delta > 0 { schedulerCounters[name]?.increment(by: Int64(delta)) }
+        return registry.emitToString()
+    }
+}
+
+/// The scheduler's counts as last reported, so its totals reach the counters as increments.
+final class SeenCounts: @unchecked Sendable {
+    private let lock = NSLock()
+    private var last: [String: Int] = [:]
+
+    /// How much each count grew since the last call.
+    func advance(to now: [String: Int]) -> [String: Int] {
+        lock.withLock {
+            var deltas: [String: Int] = [:]
+            for (name, value) in now {
+                deltas[name] = max(0, value - (last[name] ?? 0))
+                last[name] = max(value, last[name] ?? 0)
+            }
+            return deltas
+        }
+    }
+}

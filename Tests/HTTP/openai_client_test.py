@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""`ember serve --http` driven by the official `openai` Python package, unmodified, and by curl for raw SSE.
+
+Usage: openai_client_test.py EMBER_BINARY MODELS_DIR   (run with a Python that has `openai`: `make test` makes
+       .build/venv-openai for it)
+
+Checks: models.list; chat.completions.create plain and streamed (the streamed pieces join to the plain text at
+temperature 0); completions.create plain and streamed; embeddings.create as floats and base64 (the client's
+default) agreeing; 16 concurrent chats all complete; an unknown model is a 404 and the server lives on; max_tokens
+beyond the context, bad JSON and a body over the limit are 400/400/413 in OpenAI's error shape; a deferred request
+gets 503 with Retry-After once X-Ember-Max-Wait passes; a client that leaves mid-stream has its generation
+cancelled; /health and /metrics answer. Prints one line per check; exits 1 at the first failure.
+"""
+import base64, concurrent.futures, json, math, os, re, struct, subprocess, sys, time, urllib.request, urllib.error
+
+import openai
+
+BINARY, MODELS = sys.argv[1], sys.argv[2]
+CHAT_MODEL, EMBED_MODEL = "smollm2-135m-instruct", "all-minilm-l6-v2"
+
+
+def start_server(extra_env=None, args=()):
+    env = dict(os.environ, EMBER_MODELS_DIR=MODELS, **(extra_env or {}))
+    server = subprocess.Popen([BINARY, "serve", "--http", "127.0.0.1:0", *args], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        line = server.stderr.readline()
+        if not line:
+            raise SystemExit("ember serve --http ended before listening (exit %s)" % server.wait())
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if found:
+            port = int(found.group(1))
+            break
+    else:
+        raise SystemExit("ember serve --http did not say where it listens within 120 s")
+    base = "http://127.0.0.1:%d" % port
+    for _ in range(600):  # the models load in the background: wait until both are ready
+        health = json.loads(urllib.request.urlopen(base + "/health").read())
+        if all(state == "ready" for state in health["models"].values()):
+            break
+        time.sleep(0.2)
+    return server, base
+
+
+def raw(base, path, body=None, headers=None, method=None):
+    """(status, headers, body text) of one plain HTTP request."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, headers=dict({"Content-Type": "application/json"}, **(headers or {})),
+                                     method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def check(name, condition, detail=""):
+    print(("ok    " if condition else "FAIL  ") + name + (": " + detail if detail else ""))
+    if not condition:
+        raise SystemExit(1)
+
+
+def main():
+    server, base = start_server()
+    try:
+        run_checks(base)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    deferred_checks()
+    return 0
+
+
+def run_checks(base):
+    client = openai.OpenAI(base_url=base + "/v1", api_key="not-needed")
+    ids = [model.id for model in client.models.list()]
+    check("models.list", CHAT_MODEL in ids and EMBER_MODEL_IN(ids), str(ids))
+
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    plain = client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0)
+    text = plain.choices[0].message.content
+    check("chat.completions.create", bool(text) and plain.usage.completion_tokens > 0
+          and plain.choices[0].finish_reason in ("stop", "length"), repr(text))
+    ember = (plain.model_extra or {}).get("ember", {})
+    check("chat answer carries the ember decision and energy", "decision" in ember and "energy_joules" in ember, json.dumps(ember))
+
+    pieces, finish, usage = [], None, None
+    for chunk in client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0,
+                                                stream=True, stream_options={"include_usage": True}):
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            if choice.delta.content:
+                pieces.append(choice.delta.content)
+            finish = choice.finish_reason or finish
+    check("chat stream=True joins to the plain text", "".join(pieces) == text, repr("".join(pieces)))
+    check("chat stream ends with a finish reason and usage", finish == plain.choices[0].finish_reason
+          and usage is not None and usage.completion_tokens == plain.usage.completion_tokens, "%s %s" % (finish, usage))
+
+    completion = client.completions.create(model=CHAT_MODEL, prompt="Once upon a time", max_tokens=16, temperature=0)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(model=CHAT_MODEL, prompt="Once upon a time",
+                                                                           max_tokens=16, temperature=0, stream=True) if c.choices)
+    check("completions.create plain and streamed agree", bool(completion.choices[0].text) and streamed == completion.choices[0].text,
+          repr(completion.choices[0].text))
+    stopped = client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=24, temperature=0, stop=["6"])
+    check("stop strings end the text before them", "6" not in stopped.choices[0].text and stopped.choices[0].finish_reason == "stop",
+          repr(stopped.choices[0].text))
+
+    sentences = ["The cat sat on the mat.", "A dog slept on the rug.", "Stock markets fell sharply today."]
+    floats = client.embeddings.create(model=EMBED_MODEL, input=sentences, encoding_format="float")
+    encoded = client.embeddings.create(model=EMBED_MODEL, input=sentences)  # the client asks for base64 and decodes it
+    vectors = [item.embedding for item in floats.data]
+    check("embeddings.create: one unit vector per input", len(vectors) == 3 and all(len(v) == 384 for v in vectors)
+          and all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-3 for v in vectors))
+    check("embeddings base64 equals float", all(max(abs(a - b) for a, b in zip(v, e.embedding)) < 1e-6
+                                                for v, e in zip(vectors, encoded.data)))
+    def cosine(a, b):
+        return sum(x * y for x, y in zip(a, b))
+    check("embeddings are meaningful", cosine(vectors[0], vectors[1]) > cosine(vectors[0], vectors[2]),
+          "%.3f vs %.3f" % (cosine(vectors[0], vectors[1]), cosine(vectors[0], vectors[2])))
+
+    def one_chat(n):
+        answer = client.chat.completions.create(model=CHAT_MODEL, messages=[{"role": "user", "content": "Name a color. %d" % n}],
+                                                max_tokens=16, temperature=0.7, seed=n)
+        return answer.choices[0].message.content
+    start = time.time()
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(one_chat, range(16)))
+    check("16 concurrent chats all complete", len(answers) == 16 and all(answers), "%.1f s" % (time.time() - start))
+
+    try:
+        client.chat.completions.create(model="no-such-model", messages=messages, max_tokens=4)
+        check("an unknown model is refused", False)
+    except openai.NotFoundError as error:
+        check("an unknown model is a 404 in OpenAI's shape", error.status_code == 404 and "not served" in str(error), str(error)[:120])
+    try:
+        client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=10 ** 6)
+        check("max_tokens beyond the context is refused", False)
+    except openai.BadRequestError as error:
+        check("max_tokens beyond the context is a 400", "context" in str(error), str(error)[:160])
+    status, _, body = raw(base, "/v1/chat/completions", b"{not json")
+    check("bad JSON is a 400 with an error object", status == 400 and "error" in json.loads(body), body[:120])
+    status, _, body = raw(base, "/v1/completions", b'{"prompt":"' + b"a" * (5 << 20) + b'"}')
+    check("a body over the limit is a 413", status == 413 and "limit" in json.loads(body)["error"]["message"], body[:120])
+    status, _, body = raw(base, "/v1/chat/completions", {"model": CHAT_MODEL, "messages": messages, "temperature": "hot"})
+    check("a field of the wrong type names itself", status == 400 and "temperature" in body, body[:160])
+    check("the server lives on after errors", client.models.list() is not None)
+
+    # Raw SSE through curl, as the README shows it.
+    curl = subprocess.run(["curl", "-sN", base + "/v1/chat/completions", "-H", "Content-Type: application/json", "-d",
+                           json.dumps({"model": CHAT_MODEL, "messages": messages, "max_tokens": 8, "stream": True})],
+                          capture_output=True, text=True, timeout=120)
+    events = [line for line in curl.stdout.split("\n") if line]
+    check("curl sees Server-Sent Events ending in [DONE]", events and all(line.startswith("data: ") for line in events)
+          and events[-1] == "data: [DONE]", "%d events" % len(events))
+
+    # A client that leaves mid-stream: its generation is cancelled (the scheduler counts it), the server goes on.
+    before = scheduler_count(base, "ember_scheduler_cancellations_total")
+    stream = client.chat.completions.create(model=CHAT_MODEL, messages=[{"role": "user", "content": "Write a long story."}],
+                                            max_tokens=4000, temperature=0.8, stream=True)
+    for index, _ in enumerate(stream):
+        if index == 3:
+            break
+    stream.close()
+    cancelled = False
+    for _ in range(100):
+        if scheduler_count(base, "ember_scheduler_cancellations_total") > before:
+            cancelled = True
+            break
+        time.sleep(0.1)
+    check("a client leaving mid-stream cancels its generation", cancelled)
+    status, _, metrics = raw(base, "/metrics", method="GET")
+    check("/metrics is Prometheus text with requests, tokens and decisions", status == 200
+          and "ember_http_requests_total" in metrics and "ember_generated_tokens_total" in metrics
+          and "ember_decisions_total" in metrics and "ember_energy_joules_total" in metrics)
+
+
+def EMBER_MODEL_IN(ids):
+    return EMBED_MODEL in ids
+
+
+def scheduler_count(base, name):
+    _, _, metrics = raw(base, "/metrics", method="GET")
+    for line in metrics.split("\n"):
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def deferred_checks():
+    """On battery in low-power mode the policy defers standard work: 503 with Retry-After after X-Ember-Max-Wait."""
+    server, base = start_server({"EMBER_POWER": "battery=0.1,lowpower=true"})
+    try:
+        body = {"model": CHAT_MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+        start = time.time()
+        status, headers, text = raw(base, "/v1/chat/completions", body, {"X-Ember-Max-Wait": "1"})
+        waited = time.time() - start
+        check("a deferred request gets 503 with Retry-After after X-Ember-Max-Wait", status == 503 and headers.get("Retry-After")
+              and "low-power" in text and 0.9 < waited < 10, "%d after %.1f s: %s" % (status, waited, text[:160]))
+        status, _, text = raw(base, "/v1/chat/completions", body, {"X-Ember-Tier": "critical"})
+        check("a critical request runs in the same state", status == 200 and json.loads(text)["ember"]["tier"] == "critical", text[:120])
+        client = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
+        try:
+            client.chat.completions.create(model=CHAT_MODEL, messages=body["messages"], max_tokens=4,
+                                           extra_headers={"X-Ember-Max-Wait": "0.5"})
+            check("the openai client sees the deferral as an error", False)
+        except openai.APIStatusError as error:
+            check("the openai client sees the deferral as a 503", error.status_code == 503, str(error)[:120])
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
