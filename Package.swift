@@ -80,7 +80,7 @@ let implementationTargets: [Target] = [
     .target(name: "_CEmberAPI", path: "Sources/EmberC/include", publicHeadersPath: "."),
     .target(name: "EmberC", dependencies: ["Ember", "_CEmberAPI"], path: "Sources/EmberC", exclude: ["include"]),
     // What Ember reads from outside, as fuzz entry points; `ember-fuzz` runs them (libFuzzer or corpus replay).
-    .target(name: "EmberFuzzTargets", dependencies: ["Ember", "EmberCore", "EmberModels", "EmberServer"], path: "Sources/EmberFuzzTargets"),
+    .target(name: "EmberFuzzTargets", dependencies: ["Ember", "EmberCore", "EmberModels", "EmberServer", "EmberHTTP"], path: "Sources/EmberFuzzTargets"),
     .executableTarget(name: "ember-fuzz", dependencies: ["EmberFuzzTargets"], path: "Sources/ember-fuzz"),
     // The `ember` tool's check of the address-space limit, made before Swift's runtime starts.
     .target(name: "_CEmberCLIStartup", path: "Sources/_CEmberCLIStartup"),

@@ -174,7 +174,7 @@ EK_AVX512 static void dequantize_row_q4_1_avx512(const void *in, float *y, int64
  * One group of sixteen weight rows against `tile` activation rows: acc[i]
  * lane r = Σ over all blocks of row r · activation row i.
  */
-EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, const uint8_t *gb, int64_t blocks,
+EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass, const uint8_t *gb, int64_t blocks,
                                     const ek_block_q8_act *act, __m512 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const __m512i low_mask = _mm512_set1_epi8(0x0f);
@@ -182,7 +182,7 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, const uint8_t *g
     for (int i = 0; i < tile; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *quants = gb + scale_bytes;
-        if (tile == 1) { /* GEMV streams the weights once: fetch ahead of the hardware prefetcher */
+        if (first_pass) { /* the group's first tile streams its weights from memory: fetch ahead of the hardware prefetcher */
             for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_PREFETCH + line, _MM_HINT_T0);
         }
         __m512i w[8];
@@ -228,12 +228,12 @@ EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, in
         int64_t i = 0;
         for (; i + EK_TILE <= m; i += EK_TILE) {
             __m512 acc[EK_TILE];
-            group_tile(format, EK_TILE, gb, blocks, act + i * blocks, acc);
+            group_tile(format, EK_TILE, i == 0, gb, blocks, act + i * blocks, acc);
             for (int t = 0; t < EK_TILE; t++) _mm512_mask_storeu_ps(y + (i + t) * ldy + first, mask, acc[t]);
         }
         for (; i < m; i++) {
             __m512 acc[1];
-            group_tile(format, 1, gb, blocks, act + i * blocks, acc);
+            group_tile(format, 1, i == 0, gb, blocks, act + i * blocks, acc);
             _mm512_mask_storeu_ps(y + i * ldy + first, mask, acc[0]);
         }
     }

@@ -21,6 +21,11 @@ public struct GenerationBenchmark: Sendable {
         public var prefillRuns: [Double]
         /// Every timed decode run, tokens per second, in order.
         public var decodeRuns: [Double]
+        /// With ``GenerationBenchmark/sequences`` above 1: median tokens per second of that many sequences decoding
+        /// together (one batched pass per step, summed over the sequences), and every run's.
+        public var batchedDecodeTokensPerSecond: Double?
+        /// Every timed batched decode run, in order.
+        public var batchedDecodeRuns: [Double] = []
     }
 
     /// Tokens prefilled in one batch; default 128 (pp128).
@@ -31,6 +36,9 @@ public struct GenerationBenchmark: Sendable {
     public var runs = 5
     /// The units, precision, threads and QoS class the passes run with (`.userInitiated` by default).
     public var options: ExecutionOptions
+    /// Sequences that also decode `generatedTokens` together, one batched pass per step (continuous batching);
+    /// 1 (the default): no batched test.
+    public var sequences = 1
 
     /// A pp128/tg64 benchmark of 5 runs with these options.
     public init(options: ExecutionOptions) {
@@ -58,15 +66,29 @@ public struct GenerationBenchmark: Sendable {
             }
             return Double(generatedTokens) / seconds
         }
+        let sequences = max(1, self.sequences)
+        func batchedDecode() throws -> Double {
+            let sessions = (0..<sequences).map { _ in model.makeSession(contextLength: generatedTokens) }
+            let seconds = try Measurement.seconds {
+                for step in 0..<generatedTokens {
+                    let stepTokens = (0..<sequences).map { tokens[(step + $0 * 7) % tokens.count] }
+                    _ = try model.forwardBatch(stepTokens, sessions: sessions, options: options)
+                }
+            }
+            return Double(generatedTokens * sequences) / seconds
+        }
         _ = try prefill()
         _ = try decode()
-        var prefillRuns: [Double] = [], decodeRuns: [Double] = []
+        if sequences > 1 { _ = try batchedDecode() }
+        var prefillRuns: [Double] = [], decodeRuns: [Double] = [], batchedRuns: [Double] = []
         for _ in 0..<max(1, runs) { // alternating, so slow spells of a shared machine hit both
             prefillRuns.append(try prefill())
             decodeRuns.append(try decode())
+            if sequences > 1 { batchedRuns.append(try batchedDecode()) }
         }
         return Result(prefillTokensPerSecond: Measurement.median(prefillRuns), decodeTokensPerSecond: Measurement.median(decodeRuns),
-                      prefillRuns: prefillRuns, decodeRuns: decodeRuns)
+                      prefillRuns: prefillRuns, decodeRuns: decodeRuns,
+                      batchedDecodeTokensPerSecond: sequences > 1 ? Measurement.median(batchedRuns) : nil, batchedDecodeRuns: batchedRuns)
     }
 
     /// Milliseconds from opening the file (`load` opens and reads it) to the first token of a `promptTokens`-token

@@ -1,5 +1,6 @@
 import Ember
 import EmberCore
+import EmberHTTP
 import EmberModels
 import EmberServer
 import Foundation
@@ -20,6 +21,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case tokenizers
     /// One line of the JSON-lines worker protocol.
     case protocolLine = "protocol"
+    /// An HTTP API request as `ember serve --http` checks it: an endpoint byte, header lines up to a blank line,
+    /// then the JSON body.
+    case http
 
     /// Files the target needs besides its input (tokenizer models), found under `fixtures`.
     public final class Environment: @unchecked Sendable {
@@ -74,6 +78,18 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = environment.wordPiece?.encode(text)
         case .protocolLine:
             _ = try? WorkerMessage.parse(data)
+        case .http:
+            guard let selector = data.first else { return }
+            let rest = data.dropFirst()
+            let separator = rest.firstRange(of: Data("\n\n".utf8))
+            let headerText = String(decoding: separator.map { rest[..<$0.lowerBound] } ?? Data(), as: UTF8.self)
+            let body = Data(separator.map { rest[$0.upperBound...] } ?? rest)
+            let headers = headerText.split(separator: "\n").map { line -> (String, String) in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                return (String(parts.first ?? ""), parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : "")
+            }
+            let endpoint = OpenAIRequestCheck.endpoints[Int(selector) % OpenAIRequestCheck.endpoints.count]
+            _ = try? OpenAIRequestCheck.validate(endpoint: endpoint, body: body, headers: headers)
         }
     }
 }

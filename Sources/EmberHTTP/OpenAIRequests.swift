@@ -218,3 +218,29 @@ func chatMessages(_ fields: RequestFields) throws -> [ChatMessage] {
         return ChatMessage(role: role == "developer" ? "system" : role, content: content)
     }
 }
+
+/// Every check `ember serve --http` makes of a request before it loads a model or runs anything: the headers
+/// (`X-Ember-Tier`, `X-Ember-Max-Wait`), the JSON body and each field the endpoint reads. For fuzzing and for hosts
+/// that want to refuse early; throws the ``HTTPAPIError`` the server would answer with.
+public enum OpenAIRequestCheck {
+    /// The endpoints checked: "chat" (`/v1/chat/completions`), "completions" and "embeddings".
+    public static let endpoints = ["chat", "completions", "embeddings"]
+
+    /// Checks a request to `endpoint` with `body` and `headers` (name, value) as the server would.
+    public static func validate(endpoint: String, body: Data, headers: [(String, String)]) throws {
+        _ = try RequestHeaders(pairs: headers, defaultMaxWait: 30)
+        let fields = try RequestFields(body: body)
+        _ = try fields.string("model")
+        switch endpoint {
+        case "embeddings":
+            _ = try fields.strings("input", most: 2048)
+            _ = try fields.string("encoding_format")
+        case "chat":
+            _ = try GenerationParameters(fields)
+            _ = try chatMessages(fields)
+        default:
+            _ = try GenerationParameters(fields)
+            _ = try fields.strings("prompt", most: 1)
+        }
+    }
+}

@@ -103,7 +103,7 @@ public final class OpenAIServer: Sendable {
         let counts = await scheduler.metrics
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text(queueDepth: depth, scheduler: counts))))
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text(queueDepth: depth, scheduler: counts, batcher: runtime.batcher))))
     }
 
     private func modelList() -> Response {
@@ -260,7 +260,12 @@ struct RequestHeaders: Sendable {
     var maxWait: Double
 
     init(_ fields: HTTPFields, defaultMaxWait: Double) throws {
-        func header(_ name: String) -> String? { fields.first { $0.name.canonicalName == name }?.value }
+        try self.init(pairs: fields.map { ($0.name.canonicalName, $0.value) }, defaultMaxWait: defaultMaxWait)
+    }
+
+    /// From (name, value) pairs; names compare without regard to case.
+    init(pairs: [(String, String)], defaultMaxWait: Double) throws {
+        func header(_ name: String) -> String? { pairs.first { $0.0.lowercased() == name }?.1 }
         let tierText = header("x-ember-tier")
         if let tierText {
             guard let tier = Tier(rawValue: tierText.lowercased()) else {

@@ -34,6 +34,9 @@ final class ServerMetrics: Sendable {
                              ("memory_waits", "Runs that waited for memory under the budget before starting.")] {
             counters[name] = registry.makeCounter(name: "ember_scheduler_\(name)_total", help: help)
         }
+        counters["decode_steps"] = registry.makeCounter(name: "ember_decode_steps_total", help: "Batched decode steps run.")
+        counters["decode_sequence_steps"] = registry.makeCounter(
+            name: "ember_decode_sequence_steps_total", help: "Tokens decoded by batched steps (divided by the steps: the mean batch).")
         schedulerCounters = counters
     }
 
@@ -60,11 +63,13 @@ final class ServerMetrics: Sendable {
         }
     }
 
-    /// The text of `GET /metrics`, with the scheduler's queue depth and counters read now.
-    func text(queueDepth depth: Int, scheduler: SchedulerMetrics) -> String {
+    /// The text of `GET /metrics`, with the scheduler's queue depth and counters and the batcher's steps read now.
+    func text(queueDepth depth: Int, scheduler: SchedulerMetrics, batcher: ContinuousBatcher) -> String {
         queueDepth.set(to: Double(depth))
+        let steps = batcher.steps
         let now = ["cancellations": scheduler.cancellations, "deferrals": scheduler.deferrals.values.reduce(0, +),
-                   "drops": scheduler.drops.values.reduce(0, +), "memory_waits": scheduler.memoryWaits]
+                   "drops": scheduler.drops.values.reduce(0, +), "memory_waits": scheduler.memoryWaits,
+                   "decode_steps": steps.count, "decode_sequence_steps": steps.sequences]
         for (name, delta) in seen.advance(to: now) where delta > 0 { schedulerCounters[name]?.increment(by: Int64(delta)) }
         return registry.emitToString()
     }

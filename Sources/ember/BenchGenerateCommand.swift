@@ -20,6 +20,9 @@ struct BenchGenerateCommand: ParsableCommand {
     @Option(name: .customLong("generated-tokens"), help: "Tokens of the generation test.")
     var generatedTokens = 64
 
+    @Option(help: "Also decode this many sequences together (continuous batching: one pass per step) and report their summed tokens/s.")
+    var sequences = 1
+
     @Flag(help: "Also time the first token of a 20-token prompt from opening the file (TTFT).")
     var ttft = false
 
@@ -38,6 +41,8 @@ struct BenchGenerateCommand: ParsableCommand {
         var prefill_runs: [Double]
         var decode_runs: [Double]
         var ttft_ms: Double?
+        var sequences: Int
+        var batched_decode_tokens_per_s: Double?
         var load_ms: Double
         var blas_core: String
         var kernel_isa: String
@@ -48,6 +53,7 @@ struct BenchGenerateCommand: ParsableCommand {
         guard (1...4096).contains(promptTokens), (1...4096).contains(generatedTokens) else {
             throw ValidationError("--prompt-tokens and --generated-tokens: expected 1 to 4096")
         }
+        guard (1...256).contains(sequences) else { throw ValidationError("--sequences \(sequences): expected 1 to 256") }
     }
 
     func run() throws {
@@ -56,6 +62,7 @@ struct BenchGenerateCommand: ParsableCommand {
         let (model, decision, loadMs) = (loaded.model, loaded.decision, loaded.milliseconds)
         var benchmark = GenerationBenchmark(options: decision.executionOptions())
         (benchmark.runs, benchmark.promptTokens, benchmark.generatedTokens) = (runs, promptTokens, generatedTokens)
+        benchmark.sequences = sequences
         let library = runtime.context.blas
         let isa = runtime.context.isa
         if !json {
@@ -71,6 +78,7 @@ struct BenchGenerateCommand: ParsableCommand {
                 prefill_tokens_per_s: result.prefillTokensPerSecond, decode_tokens_per_s: result.decodeTokensPerSecond, runs: runs,
                 prompt_tokens: promptTokens, generated_tokens: generatedTokens,
                 prefill_runs: result.prefillRuns, decode_runs: result.decodeRuns, ttft_ms: firstToken?.median,
+                sequences: sequences, batched_decode_tokens_per_s: result.batchedDecodeTokensPerSecond,
                 load_ms: loadMs, blas_core: library.coreName, kernel_isa: isa.rawValue), singleLine: true)
             return
         }
@@ -81,6 +89,10 @@ struct BenchGenerateCommand: ParsableCommand {
                      spread(result.prefillRuns)))
         print(String(format: "tg%d  %8.1f tok/s  (median of %d; runs %@)", generatedTokens, result.decodeTokensPerSecond, runs,
                      spread(result.decodeRuns)))
+        if let batched = result.batchedDecodeTokensPerSecond {
+            print(String(format: "tg%d × %d sequences batched  %8.1f tok/s in all  (%.2f× one sequence; runs %@)", generatedTokens,
+                         sequences, batched, batched / result.decodeTokensPerSecond, spread(result.batchedDecodeRuns)))
+        }
         if let firstToken {
             print(String(format: "time to first token, 20-token prompt, load included: %.1f ms (median of %d, file in page cache)",
                          firstToken.median, runs))

@@ -50,8 +50,10 @@ struct GenerateCommand: AsyncParsableCommand {
         let loaded = try options.load(in: runtime)
         let (model, loadMs) = (loaded.model, loaded.milliseconds)
         let streaming = !json
+        let firstPiece = FirstPieceClock()
         let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: n, tier: .critical, sampler: sampler,
                                                         requirements: loaded.requirements) { piece in
+            firstPiece.mark()
             if streaming { FileHandle.standardOutput.write(Data(piece.utf8)) }
         }
         let (result, decision) = (completion.output, completion.decision)
@@ -59,17 +61,31 @@ struct GenerateCommand: AsyncParsableCommand {
             let report = Report(
                 prompt_token_ids: result.promptTokenIDs, token_ids: result.tokenIDs, text: result.text, stop_reason: result.stopReason,
                 decision: DecisionReport(decision),
-                timings: ["load_ms": loadMs,
+                timings: ["load_ms": loadMs, "first_token_ms": firstPiece.milliseconds ?? -1,
                           "prefill_tokens_per_s": Double(result.promptTokenIDs.count) / max(result.prefillSeconds, 1e-9),
                           "decode_tokens_per_s": Double(max(0, result.tokenIDs.count - 1)) / max(result.decodeSeconds, 1e-9)],
                 energy_joules: result.energy.joules, energy_source: result.energy.source.rawValue)
             try printJSON(report, singleLine: true)
         } else {
             print()
-            printError(String(format: "[%d prompt tokens at %.0f tok/s, %d generated at %.1f tok/s; %@ on %@]",
+            printError(String(format: "[%d prompt tokens at %.0f tok/s, first text after %.1f ms, %d generated at %.1f tok/s; %@ on %@]",
                               result.promptTokenIDs.count, Double(result.promptTokenIDs.count) / result.prefillSeconds,
+                              firstPiece.milliseconds ?? -1,
                               result.tokenIDs.count, Double(max(0, result.tokenIDs.count - 1)) / max(result.decodeSeconds, 1e-9),
                               decision.precisionName, decision.computeUnits.description))
         }
     }
+}
+
+/// When the first piece of text arrived, from the clock's making (the request's submission): the tool's time to
+/// first token with the model loaded, to compare with a server's.
+final class FirstPieceClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private let start = DispatchTime.now().uptimeNanoseconds
+    private var first: UInt64?
+
+    func mark() { lock.withLock { if first == nil { first = DispatchTime.now().uptimeNanoseconds } } }
+
+    /// Milliseconds to the first piece; nil when none came.
+    var milliseconds: Double? { lock.withLock { first.map { Double($0 - start) / 1e6 } } }
 }

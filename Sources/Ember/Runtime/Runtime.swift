@@ -23,6 +23,8 @@ public final class Runtime: Sendable {
     public let context: ComputeContext
     /// The scheduler every request goes through (its metrics are the runtime's telemetry).
     public let scheduler: InferenceScheduler
+    /// Where concurrent generations of one model decode together (``Configuration/continuousBatching``).
+    public let batcher = ContinuousBatcher()
     /// The power source in use.
     public let powerSource: any PowerSource
     /// Why each plugin of ``Configuration/pluginPaths`` that could not be loaded was refused (the runtime works without it).

@@ -75,47 +75,19 @@ extension TextGenerator {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try sampler.settings.validate()
-        let energyBefore = session.energy.joules
-        var decoder = StreamingDecoder()
+        var state = SequenceState(tokenizer: tokenizer, session: session, promptTokens: tokens, history: history,
+                                  maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
+        defer { sampler = state.sampler }
         let prefillStart = DispatchTime.now().uptimeNanoseconds
         var logits = try forward(tokens, session: session, options: options)
-        let prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
-        var generated: [Int] = []
-        var stop = "max_tokens"
-        let decodeStart = DispatchTime.now().uptimeNanoseconds
-        var text = ""
-        var seen = history // what the repetition penalty sees: the history, then each new token
-        var stops = StopSequences(stopStrings)
-        while generated.count < maxTokens {
-            let next = sampler.next(logits: try logits.scalars(), history: seen)
-            generated.append(next)
-            seen.append(next)
-            if tokenizer.endsGeneration(next) {
-                stop = "eos"
-                break
-            }
-            let piece = stops.append(decoder.append(tokenizer.bytes(of: next)))
-            text += piece
-            if !piece.isEmpty { onPiece(piece) }
-            if stops.stopped {
-                stop = "stop"
-                break
-            }
-            if generated.count == maxTokens { break }
-            if session.position >= session.capacity {
-                stop = "context_full"
-                break
-            }
+        state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
+        state.decodeStart = DispatchTime.now().uptimeNanoseconds
+        while !state.finished {
+            state.accept(logits: try logits.scalars(), onPiece: onPiece)
+            if state.finished { break }
             try betweenTokens()
-            logits = try forward([next], session: session, options: options)
+            logits = try forward([state.lastToken], session: session, options: options)
         }
-        let tail = stops.append(decoder.finish()) + stops.finish()
-        if stops.stopped { stop = "stop" }
-        text += tail
-        if !tail.isEmpty { onPiece(tail) }
-        let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
-        return Generation(promptTokenIDs: tokens, tokenIDs: generated, text: text, stopReason: stop,
-                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
-                          energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source))
+        return state.finish(onPiece: onPiece)
     }
 }

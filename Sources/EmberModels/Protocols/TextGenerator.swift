@@ -41,6 +41,28 @@ public protocol TextGenerator: AnyObject, Sendable {
     /// [lastLogits, vocabulary] (1 to tokens.count; the output projection runs for those rows only); the session
     /// then holds the tokens.
     func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions, lastLogits: Int) throws -> Tensor
+
+    /// Feeds `tokens[i]` to `sessions[i]` at its own position, all in one pass where the family can (continuous
+    /// batching: one matrix product per weight over every sequence), and returns the logits [sessions.count,
+    /// vocabulary]; each session then holds its token. The default runs ``forward(_:session:options:lastLogits:)``
+    /// once per session.
+    func forwardBatch(_ tokens: [Int], sessions: [any GenerationSession], options: ExecutionOptions) throws -> Tensor
+}
+
+extension TextGenerator {
+    /// One pass per session, the logits stacked: for families without a batched pass.
+    public func forwardBatch(_ tokens: [Int], sessions: [any GenerationSession], options: ExecutionOptions) throws -> Tensor {
+        guard tokens.count == sessions.count, !tokens.isEmpty else {
+            throw KernelError.invalidArgument(argument: "tokens", found: "\(tokens.count) for \(sessions.count) sessions",
+                                              expected: "one token per session, at least one")
+        }
+        var values: [Float] = []
+        values.reserveCapacity(tokens.count * vocabularySize)
+        for (token, session) in zip(tokens, sessions) {
+            values += try forward([token], session: session, options: options, lastLogits: 1).scalars()
+        }
+        return try Tensor(shape: [tokens.count, vocabularySize], values: values)
+    }
 }
 
 extension TextGenerator {

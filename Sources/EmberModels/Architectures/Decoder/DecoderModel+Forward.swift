@@ -13,14 +13,63 @@ extension DecoderModel {
     /// barrier where a stage needs the previous one's whole output. Each op
     /// calls the backend it was placed on.
     func forward(_ tokens: [Int], session generic: any GenerationSession, options: ExecutionOptions, lastLogits: Int) throws -> Tensor {
-        guard let session = generic as? DecoderSession else {
-            throw KernelError.invalidArgument(argument: "session", found: "\(type(of: generic))", expected: "a session this model made")
-        }
-        let (t, d) = (tokens.count, config.hidden)
+        let session = try decoderSession(generic)
+        let t = tokens.count
         guard t > 0, session.position + t <= session.capacity else {
             throw KernelError.invalidArgument(argument: "tokens", found: "\(t) at position \(session.position)",
                                               expected: "1 or more, with room in a \(session.capacity)-token context")
         }
+        let rows = PassRows(sessions: Array(repeating: session, count: t), positions: Array(session.position..<(session.position + t)))
+        return try run(tokens, rows: rows, options: options, lastLogits: lastLogits)
+    }
+
+    /// One token for each session, each at its own position, as one pass (continuous batching): the matrix products
+    /// see every sequence as a row, attention reads each row's own cache. Returns [sessions.count, vocabulary].
+    func forwardBatch(_ tokens: [Int], sessions generics: [any GenerationSession], options: ExecutionOptions) throws -> Tensor {
+        guard tokens.count == generics.count, !tokens.isEmpty else {
+            throw KernelError.invalidArgument(argument: "tokens", found: "\(tokens.count) for \(generics.count) sessions",
+                                              expected: "one token per session, at least one")
+        }
+        let sessions = try generics.map(decoderSession)
+        guard Set(sessions.map { ObjectIdentifier($0) }).count == sessions.count else {
+            throw KernelError.invalidArgument(argument: "sessions", found: "a session twice", expected: "each session once per batch")
+        }
+        for (index, session) in sessions.enumerated() where session.position >= session.capacity || session.halfPrecision != sessions[0].halfPrecision {
+            throw KernelError.invalidArgument(argument: "sessions[\(index)]",
+                                              found: session.position >= session.capacity ? "a full context" : "another cache precision",
+                                              expected: "room for a token, and the cache precision of the batch's first session")
+        }
+        let rows = PassRows(sessions: sessions, positions: sessions.map(\.position))
+        return try run(tokens, rows: rows, options: options, lastLogits: tokens.count)
+    }
+
+    /// Whether every one of `count` values is finite: x·0 is 0 for a finite x and NaN otherwise, summed 16 lanes at a
+    /// time (a whole vocabulary per output row, so this runs at memory speed rather than one compare per value).
+    static func allFinite(_ values: UnsafePointer<Float>, count: Int) -> Bool {
+        var lanes = SIMD16<Float>(repeating: 0)
+        let raw = UnsafeRawPointer(values)
+        for vector in 0..<(count / 16) { lanes += raw.loadUnaligned(fromByteOffset: vector * 64, as: SIMD16<Float>.self) * 0 }
+        var index = count / 16 * 16
+        var rest: Float = 0
+        while index < count {
+            rest += values[index] * 0
+            index += 1
+        }
+        return lanes.sum() == 0 && rest == 0
+    }
+
+    private func decoderSession(_ generic: any GenerationSession) throws -> DecoderSession {
+        guard let session = generic as? DecoderSession else {
+            throw KernelError.invalidArgument(argument: "session", found: "\(type(of: generic))", expected: "a session this model made")
+        }
+        return session
+    }
+
+    /// The pass over `tokens`, row r being fed to `rows.sessions[r]` at `rows.positions[r]`; the first session's
+    /// workspace serves the pass (the caller holds every session for its duration).
+    private func run(_ tokens: [Int], rows: PassRows, options: ExecutionOptions, lastLogits: Int) throws -> Tensor {
+        let (t, d) = (tokens.count, config.hidden)
+        let session = rows.sessions[0]
         for (row, token) in tokens.enumerated() where !(0..<config.vocabulary).contains(token) {
             throw KernelError.invalidArgument(argument: "tokens[\(row)]", found: "\(token)", expected: "0..<\(config.vocabulary)")
         }
@@ -36,7 +85,7 @@ extension DecoderModel {
         // RoPE angles, once per position: the global layers' and, with a sliding window, the sliding layers'.
         let pairs = Int64(config.headDim / 2)
         for row in 0..<t {
-            let position = Int64(session.position + row)
+            let position = Int64(rows.positions[row])
             ek_rope_table_scaled(workspace.rope + row * config.headDim, pairs, position,
                                  pow(config.ropeBase, -2 / Float(config.headDim)), config.ropeFrequencyScale, ropeFactors)
             if config.slidingWindow != nil {
@@ -65,7 +114,7 @@ extension DecoderModel {
         let outputRows = lastLogits
         var logits = try Tensor(zeros: [outputRows, config.vocabulary])
         try logits.makeWritable(argument: "logits")
-        let pass = DecoderPass(model: self, plan: plan, session: session, workspace: workspace, tokens: tokens,
+        let pass = DecoderPass(model: self, plan: plan, rows: rows, workspace: workspace, tokens: tokens,
                                outputRows: outputRows, logits: logits.baseAddress.assumingMemoryBound(to: Float.self))
         let meter = context.energyMeter()
         try context.routes.run(on: plan.route, qos: qos) {
@@ -73,25 +122,38 @@ extension DecoderModel {
         }
         if let failure = pass.failure { throw failure }
         let values = logits.baseAddress.assumingMemoryBound(to: Float.self)
-        if let row = (0..<outputRows).first(where: { row in !(0..<config.vocabulary).allSatisfy { values[row * config.vocabulary + $0].isFinite } }) {
+        if let row = (0..<outputRows).first(where: { !Self.allFinite(values + $0 * config.vocabulary, count: config.vocabulary) }) {
             throw KernelError.rejected(kernel: "decoder", argument: "logits[\(row)]",
                                        status: "NaN or infinite values (the weights or a backend are broken)")
         }
         if let cap = config.finalLogitSoftcap {
             for index in 0..<(outputRows * config.vocabulary) { values[index] = cap * tanh(values[index] / cap) }
         }
-        session.advance(by: t)
         let energy = meter.finish(modelledJoules: plan.report.joulesPerToken * Double(t) - Double(t - outputRows) * plan.outputJoulesPerRow)
-        session.energyTotal = session.energyTotal.map { $0 + energy } ?? energy
+        // Each session advances by its rows and carries its share of the pass's energy.
+        var rowsPerSession: [ObjectIdentifier: (DecoderSession, Int)] = [:]
+        for member in rows.sessions { rowsPerSession[ObjectIdentifier(member), default: (member, 0)].1 += 1 }
+        for (member, count) in rowsPerSession.values {
+            member.advance(by: count)
+            let share = EnergyEstimate(joules: energy.joules * Double(count) / Double(t), source: energy.source)
+            member.energyTotal = member.energyTotal.map { $0 + share } ?? share
+        }
         return logits
     }
+}
+
+/// Which session and position each row of a pass belongs to: one session's consecutive positions for a prompt,
+/// one row per session for a batched decode step.
+struct PassRows {
+    let sessions: [DecoderSession]
+    let positions: [Int]
 }
 
 /// One forward pass as every thread of its region runs it, top to bottom.
 final class DecoderPass: @unchecked Sendable {
     let model: DecoderModel
     let plan: DecoderPlan
-    let session: DecoderSession
+    let rows: PassRows
     let ws: DecoderWorkspace
     let tokens: [Int]
     let outputRows: Int
@@ -99,11 +161,11 @@ final class DecoderPass: @unchecked Sendable {
     let stages: PassStages
     var failure: KernelError? { stages.failure.error }
 
-    init(model: DecoderModel, plan: DecoderPlan, session: DecoderSession, workspace: DecoderWorkspace, tokens: [Int],
+    init(model: DecoderModel, plan: DecoderPlan, rows: PassRows, workspace: DecoderWorkspace, tokens: [Int],
          outputRows: Int, logits: UnsafeMutablePointer<Float>) {
         self.model = model
         self.plan = plan
-        self.session = session
+        self.rows = rows
         ws = workspace
         self.tokens = tokens
         self.outputRows = outputRows
@@ -117,7 +179,8 @@ final class DecoderPass: @unchecked Sendable {
         let (t, d, ff) = (tokens.count, config.hidden, config.feedForward)
         let (heads, kvHeads, headDim, queries) = (config.heads, config.kvHeads, config.headDim, config.queryWidth)
         let kvWidth = config.kvWidth, group = heads / kvHeads
-        let start = session.position, eps = config.rmsEpsilon
+        let eps = config.rmsEpsilon
+        let session = rows.sessions[0] // the cache layout (precision, width) every row's session shares
         let scalesQueries = model.description.scalesQueries
         let scoreScale = scalesQueries ? 1 : config.attentionScale
         let cacheType = session.cacheType
@@ -144,9 +207,9 @@ final class DecoderPass: @unchecked Sendable {
 
             // Per-head query/key norm, RoPE on Q and K (the sliding layers' angles where the layer slides), queries
             // scaled where the family scales them; K and V into the cache.
-            let keys = session.keys(index), values = session.values(index)
             let rope = sliding ? ws.slidingRope : ws.rope
             for row in thread.share(of: t) {
+                let keys = rows.sessions[row].keys(index), values = rows.sessions[row].values(index)
                 let (query, key) = (ws.q + row * queries, ws.k + row * kvWidth)
                 if let norm = ops.queryKeyNorm, let qNorm = weights.qNorm, let kNorm = weights.kNorm {
                     stages.check(norm.rmsNorm(query, weight: qNorm, into: query, rows: heads, n: headDim, eps: eps), norm)
@@ -158,7 +221,7 @@ final class DecoderPass: @unchecked Sendable {
                 if scalesQueries {
                     for i in 0..<queries { query[i] *= config.attentionScale }
                 }
-                let slot = (start + row) * kvWidth * elementBytes
+                let slot = rows.positions[row] * kvWidth * elementBytes
                 if session.halfPrecision {
                     ek_fp32_to_fp16_row(key, (keys + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
                     ek_fp32_to_fp16_row(ws.v + row * kvWidth, (values + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
@@ -173,7 +236,8 @@ final class DecoderPass: @unchecked Sendable {
             // window of a sliding layer; pairs dealt round-robin (later rows see more positions).
             for item in stride(from: thread.index, to: t * heads, by: thread.count) {
                 let (row, head) = item.quotientAndRemainder(dividingBy: heads)
-                let position = start + row
+                let position = rows.positions[row]
+                let keys = rows.sessions[row].keys(index), values = rows.sessions[row].values(index)
                 let first = sliding ? max(0, position + 1 - config.slidingWindow!) : 0
                 let offset = (first * kvWidth + (head / group) * headDim) * elementBytes
                 let (query, out) = (ws.q + row * queries + head * headDim, ws.attention + row * queries + head * headDim)

@@ -1,0 +1,76 @@
+import EmberCore
+import Foundation
+
+/// One generation between its forward passes: what it has sampled and said, and whether it is done. The same
+/// per-token rules serve a sequence decoded alone and one decoded in a batch: sample (with the repetition penalty
+/// over the history), stop at an end-of-generation token, stream the piece (holding back what could start a stop
+/// string), stop at a stop string, at `maxTokens`, or when the context is full.
+struct SequenceState {
+    let tokenizer: any TextTokenizer
+    let session: any GenerationSession
+    let maxTokens: Int
+    let promptTokens: [Int]
+    var sampler: Sampler
+    private(set) var generated: [Int] = []
+    private(set) var text = ""
+    private(set) var stopReason = "max_tokens"
+    private(set) var finished = false
+    private var seen: [Int]
+    private var decoder = StreamingDecoder()
+    private var stops: StopSequences
+    let energyBefore: Double
+    var prefillSeconds = 0.0
+    var decodeStart: UInt64 = 0
+
+    init(tokenizer: any TextTokenizer, session: any GenerationSession, promptTokens: [Int], history: [Int], maxTokens: Int,
+         sampler: Sampler, stop: [String]) {
+        self.tokenizer = tokenizer
+        self.session = session
+        self.promptTokens = promptTokens
+        self.maxTokens = maxTokens
+        self.sampler = sampler
+        seen = history
+        stops = StopSequences(stop)
+        energyBefore = session.energy.joules
+        finished = maxTokens == 0
+    }
+
+    /// The token the next pass feeds.
+    var lastToken: Int { generated.last ?? 0 }
+
+    /// Samples the next token from `logits` and streams its text; sets ``finished`` when the generation ends.
+    mutating func accept(logits: [Float], onPiece: (String) -> Void) {
+        let next = sampler.next(logits: logits, history: seen)
+        generated.append(next)
+        seen.append(next)
+        if tokenizer.endsGeneration(next) {
+            stopReason = "eos"
+            finished = true
+            return
+        }
+        let piece = stops.append(decoder.append(tokenizer.bytes(of: next)))
+        text += piece
+        if !piece.isEmpty { onPiece(piece) }
+        if stops.stopped {
+            stopReason = "stop"
+            finished = true
+        } else if generated.count >= maxTokens {
+            finished = true
+        } else if session.position >= session.capacity {
+            stopReason = "context_full"
+            finished = true
+        }
+    }
+
+    /// The finished generation, the text held back by the decoder or the stop strings flushed to `onPiece`.
+    mutating func finish(onPiece: (String) -> Void) -> Generation {
+        let tail = stops.append(decoder.finish()) + stops.finish()
+        if stops.stopped { stopReason = "stop" }
+        text += tail
+        if !tail.isEmpty { onPiece(tail) }
+        let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
+        return Generation(promptTokenIDs: promptTokens, tokenIDs: generated, text: text, stopReason: stopReason,
+                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
+                          energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source))
+    }
+}
