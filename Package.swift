@@ -70,6 +70,7 @@ let implementationTargets: [Target] = [
             "Ember", "EmberServer",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ],
         path: "Sources/EmberHTTP"
@@ -152,6 +153,7 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: implementationTargets + testTargets + benchmarkTargets,
     cLanguageStandard: .c11

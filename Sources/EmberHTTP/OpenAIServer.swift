@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import NIOCore
+import NIOPosix
 
 /// Ember behind the OpenAI HTTP API on Hummingbird 2: `GET /v1/models`, `POST /v1/chat/completions`,
 /// `POST /v1/completions` (both streamed as Server-Sent Events with `stream: true`), `POST /v1/embeddings`,
@@ -74,6 +75,13 @@ public final class OpenAIServer: Sendable {
         router.post("/v1/chat/completions") { request, _ in await self.answer(request, endpoint: "chat") }
         router.post("/v1/completions") { request, _ in await self.answer(request, endpoint: "completions") }
         router.post("/v1/embeddings") { request, _ in await self.answer(request, endpoint: "embeddings") }
+        // The server's own event loops, at the highest QoS class: they only parse and write, and a stream's first
+        // chunk must not wait behind the compute threads of the generation it reports (their class is lower).
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let mapping = runtime.context.configuration.qosMapping
+        for loop in loops.makeIterator() {
+            try await loop.submit { _ = mapping.applyToCurrentThread(.userInteractive) }.get()
+        }
         let application = Application(
             router: router,
             configuration: ApplicationConfiguration(
@@ -83,8 +91,15 @@ public final class OpenAIServer: Sendable {
                 let port = channel.localAddress?.port ?? 0
                 self.configuration.log("listening on http://\(self.configuration.host):\(port) (OpenAI API under /v1)")
                 onListening(port)
-            })
-        try await application.runService()
+            },
+            eventLoopGroupProvider: .shared(loops))
+        do {
+            try await application.runService()
+        } catch {
+            try? await loops.shutdownGracefully()
+            throw error
+        }
+        try await loops.shutdownGracefully()
     }
 
     // MARK: Small endpoints
