@@ -54,12 +54,14 @@ extension OpenAIServer {
         let created = Int(Date().timeIntervalSince1970)
         let deferral = DeferralNote()
         let runtime = runtime
+        let requirements = configuration.requirements
 
         guard parameters.stream else {
             let completion = try await Self.translatingDrop(deferral, headers) {
                 try await request.body.consumeWithCancellationOnInboundClose { _ in
                     try await runtime.generateText(model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier,
-                                                   sampler: parameters.sampler, stop: parameters.stop, deadline: headers.deadline,
+                                                   sampler: parameters.sampler, requirements: requirements,
+                                                   stop: parameters.stop, deadline: headers.deadline,
                                                    onDeferred: { deferral.reason = $0 })
                 }
             }
@@ -75,7 +77,7 @@ extension OpenAIServer {
             do {
                 let completion = try await runtime.generateText(
                     model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
-                    stop: parameters.stop, deadline: headers.deadline,
+                    requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
                     onPiece: { sink.yield(.piece($0)) }, onDeferred: { deferral.reason = $0 })
                 sink.yield(.finished(completion))
             } catch {

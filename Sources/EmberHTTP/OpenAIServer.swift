@@ -32,6 +32,9 @@ public final class OpenAIServer: Sendable {
         public var maxConnections = 256
         /// Requests being answered at once at most; one more gets 503 with `Retry-After: 1`.
         public var maxRequestsInFlight = 256
+        /// What every request needs besides its tier: a precision, or the weights as stored (`ember serve
+        /// --precision`); by default none, the policy chooses.
+        public var requirements = RequestRequirements(tier: .standard)
         /// Seconds a deferred request waits for a better power state when `X-Ember-Max-Wait` is absent.
         public var defaultMaxWaitSeconds = 30.0
         /// Where diagnostics go (standard error by default).
@@ -239,7 +242,8 @@ public final class OpenAIServer: Sendable {
         let deferral = DeferralNote()
         let completion = try await Self.translatingDrop(deferral, headers) {
             try await request.body.consumeWithCancellationOnInboundClose { _ in
-                try await self.runtime.embedding(model, texts, tier: headers.tier, deadline: headers.deadline,
+                try await self.runtime.embedding(model, texts, tier: headers.tier, requirements: self.configuration.requirements,
+                                                 deadline: headers.deadline,
                                                  onDeferred: { deferral.reason = $0 })
             }
         }

@@ -95,6 +95,11 @@ public struct WorkerRequest: Sendable, Equatable {
     public var stream: Bool
     /// Whether to wrap the prompt as a user turn in the model's chat template.
     public var chat: Bool
+    /// How tokens are chosen: greedy unless `temperature` is given; `topK`, `topP`, `minP`, `repetitionPenalty` and
+    /// `seed` as ``SamplerSettings`` names them.
+    public var sampler = SamplerSettings()
+    /// Strings that end the generation (at most 4), neither streamed nor in the output.
+    public var stop: [String] = []
 
     /// The most tokens one request may ask for.
     public static let maxTokensLimit = 4096
@@ -169,6 +174,32 @@ public struct WorkerRequest: Sendable, Equatable {
         }
         stream = try flag("stream")
         chat = try flag("chat")
+        func number(_ field: String, _ range: ClosedRange<Double>, whole: Bool = false) throws(WorkerMessage.Invalid) -> Double? {
+            switch value[field] {
+            case nil, .null?: return nil
+            case let .number(number)? where number.isFinite && range.contains(number) && (!whole || number == number.rounded()):
+                return number
+            default:
+                throw fail(field, whole ? "an integer \(Int64(range.lowerBound))…\(Int64(range.upperBound))"
+                                        : "a number from \(range.lowerBound) to \(range.upperBound)")
+            }
+        }
+        if let temperature = try number("temperature", 0...2) { sampler.temperature = Float(temperature) }
+        if let topK = try number("topK", 0...100_000, whole: true) { sampler.topK = Int(topK) }
+        if let topP = try number("topP", 0.000_001...1) { sampler.topP = Float(topP) }
+        if let minP = try number("minP", 0...1) { sampler.minP = Float(minP) }
+        if let penalty = try number("repetitionPenalty", 0.01...10) { sampler.repetitionPenalty = Float(penalty) }
+        if let seed = try number("seed", 0...9_007_199_254_740_991, whole: true) { sampler.seed = UInt64(seed) }
+        switch value["stop"] {
+        case nil, .null?: break
+        case let .string(text)?: stop = [text]
+        case let .array(items)? where items.count <= 4:
+            for item in items {
+                guard case let .string(text) = item else { throw fail("stop", "a string or an array of up to 4 strings") }
+                stop.append(text)
+            }
+        default: throw fail("stop", "a string or an array of up to 4 strings")
+        }
         switch kind {
         case .generate where prompt.isEmpty: throw fail("prompt", "a non-empty string")
         case .embed where texts.isEmpty: throw fail("input", "a string or a non-empty array of strings")

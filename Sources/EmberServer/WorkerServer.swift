@@ -24,6 +24,9 @@ public final class WorkerServer: @unchecked Sendable {
         public var embeddingModel = "all-minilm-l6-v2"
         /// Load both default models at start instead of at the first request.
         public var preload = true
+        /// What every request needs besides its tier: a precision, or the weights as stored (`ember serve
+        /// --precision`); by default none, the policy chooses.
+        public var requirements = RequestRequirements(tier: .standard)
         /// Refuse work (with a status message) while the device is not on external power;
         /// each connection may change it with `{"runOnlyWhileCharging": bool}`.
         public var runOnlyWhileCharging = false
@@ -325,7 +328,9 @@ public final class WorkerServer: @unchecked Sendable {
                 let prompt = request.chat ? try Self.chatTemplate(of: model).format([ChatMessage(role: "user", content: request.prompt)])
                                           : request.prompt
                 let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: request.maxTokens,
-                                                                tier: request.tier, onPiece: { piece in
+                                                                tier: request.tier, sampler: request.sampler,
+                                                                requirements: configuration.requirements, stop: request.stop,
+                                                                onPiece: { piece in
                     if stream {
                         connection.send(JSONValue.object([("id", .string(request.id)), ("piece", .string(piece))]).text)
                     }
@@ -336,7 +341,8 @@ public final class WorkerServer: @unchecked Sendable {
                                              ("stopReason", .string(completion.output.stopReason))], at: 0)
             case .embed:
                 let model = try await models.embedding(named: request.model ?? configuration.embeddingModel)
-                let completion = try await runtime.embedding(model, request.texts, tier: request.tier, onDeferred: deferred)
+                let completion = try await runtime.embedding(model, request.texts, tier: request.tier,
+                                                             requirements: configuration.requirements, onDeferred: deferred)
                 output = .array(completion.output.map { .array($0.map(JSONValue.float)) })
                 metadata = Self.metadata(completion)
                 metadata.insert(("dimension", .number(Double(model.dimension))), at: 0)

@@ -13,6 +13,40 @@ struct PolicyCommand: ParsableCommand {
     @Option(help: "A power state to decide for instead, as EMBER_POWER spells it (e.g. battery=0.15,thermal=serious).")
     var state: String?
 
+    @Flag(help: "Print one JSON object: {\"states\": [{\"name\", \"state\", \"decisions\": [{\"tier\", \"action\", \"reason\", \"precision\", \"units\", \"qos\", \"threads\"}]}]}.")
+    var json = false
+
+    /// One tier's decision as `--json` prints it.
+    struct DecisionJSON: Encodable {
+        var tier: String
+        var action: String
+        var reason: String?
+        var precision: String
+        var units: String
+        var qos: String
+        var threads: Int
+
+        init(tier: Tier, _ decision: Decision) {
+            self.tier = tier.rawValue
+            switch decision.action {
+            case .run: action = "run"
+            case let .defer(why): (action, reason) = ("defer", why)
+            case let .drop(why): (action, reason) = ("drop", why)
+            }
+            precision = decision.storedWeights ? "native" : decision.precision.rawValue
+            units = decision.computeUnits.description
+            qos = decision.qos.description
+            threads = decision.threads
+        }
+    }
+
+    /// The decisions for every tier in one power state.
+    struct StateJSON: Encodable {
+        var name: String
+        var state: String
+        var decisions: [DecisionJSON]
+    }
+
     func validate() throws {
         guard (1...1024).contains(threads) else { throw ValidationError("--threads \(threads): expected 1 to 1024") }
         if let state {
@@ -22,6 +56,16 @@ struct PolicyCommand: ParsableCommand {
 
     func run() throws {
         let configuration = PolicyConfiguration(threads: threads)
+        if json {
+            let states = try state.map { [("--state", try PowerOverride.parse($0))] } ?? PolicyReport.states.map { ($0.name, $0.state) }
+            let report = states.map { name, state in
+                StateJSON(name: name, state: state.description, decisions: Tier.allCases.reversed().map { tier in
+                    DecisionJSON(tier: tier, BackendPolicy.decide(request: RequestRequirements(tier: tier), state: state, configuration: configuration))
+                })
+            }
+            try printJSON(["states": report])
+            return
+        }
         if let state {
             let parsed = try PowerOverride.parse(state)
             print("state: \(parsed)")

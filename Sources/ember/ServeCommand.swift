@@ -57,6 +57,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
     var units = "all"
 
+    @Option(help: "native (the weights as stored), auto (the policy's choice, the default), fp32, int8 or int4: every request's precision.")
+    var precision = "auto"
+
+    @Option(help: "Compute threads per request (default: the policy's choice, at most the cores).")
+    var threads: Int?
+
     @Option(help: "A scripted power timeline (JSON steps) instead of the OS's power state — for demos and tests.")
     var powerTimeline: String?
 
@@ -75,6 +81,12 @@ struct ServeCommand: AsyncParsableCommand {
         if let memoryBudget, memoryBudget < 1 || memoryBudget > 1 << 30 {
             throw ValidationError("--memory-budget \(memoryBudget): expected megabytes from 1 to \(1 << 30)")
         }
+        guard ["native", "auto"].contains(precision) || Precision(rawValue: precision) != nil else {
+            throw ValidationError("--precision \(precision): expected native, auto, fp32, int8 or int4")
+        }
+        if let threads, !(1...ProcessInfo.processInfo.activeProcessorCount).contains(threads) {
+            throw ValidationError("--threads \(threads): expected 1 to \(ProcessInfo.processInfo.activeProcessorCount) (the cores)")
+        }
         guard DecisionOptions.unitSets[units] != nil else {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
@@ -83,7 +95,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         // A misspelt or unfetched default model is a configuration error: refuse to start rather than
         // answer every request with it.
-        var configuration = CommandEnvironment.configuration(units: DecisionOptions.unitSets[units] ?? .all)
+        var configuration = CommandEnvironment.configuration(units: DecisionOptions.unitSets[units] ?? .all, threads: threads)
         let directory = configuration.modelsDirectory
         for name in languageModels {
             do { _ = try ModelLocator.path(for: name, modelsDirectory: directory) } catch { throw ValidationError("--model \(name): \(error)") }
@@ -107,6 +119,7 @@ struct ServeCommand: AsyncParsableCommand {
             return
         }
         var settings = WorkerServer.Configuration()
+        settings.requirements = requirements
         settings.languageModel = languageModels[0]
         settings.embeddingModel = embeddingModels[0]
         settings.preload = !noPreload
@@ -141,6 +154,11 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 extension ServeCommand {
+    /// What `--precision` asks of every request (nothing for auto).
+    var requirements: RequestRequirements {
+        RequestRequirements(tier: .standard, precision: Precision(rawValue: precision), storedWeights: precision == "native")
+    }
+
     /// HOST:PORT, :PORT or PORT (host 127.0.0.1), the port from 0 (any free one) to 65535.
     static func address(_ text: String) throws -> (host: String, port: Int) {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
@@ -154,6 +172,7 @@ extension ServeCommand {
     /// The OpenAI HTTP API until SIGINT or SIGTERM.
     func serveHTTP(runtime: Runtime, address: (host: String, port: Int)) async throws {
         var settings = OpenAIServer.Configuration()
+        settings.requirements = requirements
         settings.host = address.host
         settings.port = address.port
         settings.languageModels = languageModels

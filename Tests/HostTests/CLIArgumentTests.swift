@@ -23,6 +23,10 @@ struct CLIArgumentTests {
         (["serve", "--stdio", "--power-timeline", "/nonexistent/timeline.json"], "/nonexistent/timeline.json: (file): no such file"),
         (["serve", "--stdio", "--chunk-bytes", "300"], "chunkBytes: found 300, expected at least 512"),
         (["serve", "--stdio", "--model", "nope"], "--model nope: no model named \"nope\" in the manifest"),
+        (["serve", "--stdio", "--precision", "int2"], "--precision int2: expected native, auto, fp32, int8 or int4"),
+        (["serve", "--http", "localhost:99999"], "--http localhost:99999: expected HOST:PORT"),
+        (["serve", "--http", "8080", "--stdio"], "give exactly one of --http HOST:PORT, --socket PATH and --stdio"),
+        (["serve", "--stdio", "--model", "a", "--model", "b"], "repeat them with --http"),
         (["generate", "-n", "-1", "Hi"], "-n: found -1, expected at least 1"),
         (["generate", "-m", "all-minilm-l6-v2", "Hi"], "is an embedding model (a folder with config.json), expected a GGUF text-generation model"),
         (["embed", "-m", "smollm2-135m-instruct", "Hi"], "is a GGUF text-generation model, expected an embedding model"),
@@ -36,6 +40,18 @@ struct CLIArgumentTests {
         #expect(run.status != 0 && !run.timedOut, "\(arguments) exited \(run.status): \(said)")
         #expect(said.contains(message), "\(arguments): \(said)")
         #expect(!said.contains("Fatal error") && !said.contains("Backtrace") && !said.contains("NSCocoaErrorDomain"), "\(said)")
+    }
+
+    /// `ember policy --json`: every tier's decision in a state, as objects with the action, its reason and the choice.
+    @Test func policyPrintsJSON() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let run = try await ExternalProcess.run(Self.ember, ["policy", "--json", "--state", "battery=0.1"], timeout: 60)
+        #expect(run.status == 0, "\(run.standardError)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any])
+        let decisions = try #require(((object["states"] as? [[String: Any]])?.first)?["decisions"] as? [[String: Any]])
+        #expect(decisions.map { $0["tier"] as? String } == ["critical", "standard", "background"])
+        #expect(decisions[0]["action"] as? String == "run" && decisions[0]["precision"] as? String == "int4")
+        #expect(decisions[1]["action"] as? String == "defer" && (decisions[1]["reason"] as? String)?.contains("20%") == true)
     }
 
     /// Extreme but valid values run: a top-k far above the vocabulary is the whole vocabulary.
