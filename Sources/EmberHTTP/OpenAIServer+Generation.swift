@@ -73,12 +73,16 @@ extension OpenAIServer {
         // Streamed: the run starts now; the headers go out with its first piece (or its end), so a request the
         // policy keeps deferred past X-Ember-Max-Wait still gets a 503 rather than an empty stream.
         let (events, sink) = AsyncStream<GenerationEvent>.makeStream(bufferingPolicy: .unbounded)
+        let firstChunk = FirstChunkGate()
         let task = Task {
             do {
                 let completion = try await runtime.generateText(
                     model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
                     requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
-                    onPiece: { sink.yield(.piece($0)) }, onDeferred: { deferral.reason = $0 })
+                    onPiece: { piece in
+                        sink.yield(.piece(piece))
+                        firstChunk.waitAfterFirstPiece()
+                    }, onDeferred: { deferral.reason = $0 })
                 sink.yield(.finished(completion))
             } catch {
                 sink.yield(.failed(error))
@@ -91,7 +95,8 @@ extension OpenAIServer {
             _ = try await Self.translatingDrop(deferral, headers) { throw error }
         }
         let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier,
-                               includeUsage: parameters.includeUsage, metrics: metrics, log: configuration.log)
+                               includeUsage: parameters.includeUsage, metrics: metrics, log: configuration.log,
+                               firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)
         var responseHeaders = HTTPFields()
         responseHeaders[.contentType] = "text/event-stream"
@@ -101,11 +106,40 @@ extension OpenAIServer {
             do {
                 try await stream.write(first: first, rest: &rest, to: &writer)
             } catch {
+                firstChunk.open()
                 task.cancel() // the client went away (a write failed): stop at the next token
                 throw error
             }
             try await writer.finish(nil)
         })
+    }
+}
+
+/// Holds a generation after its first piece until the stream has written it, at most 20 ms: the generation's
+/// compute threads outrank the threads that write responses, and on a machine with few cores the first chunk would
+/// otherwise wait behind the next tokens' passes. Later pieces never wait.
+final class FirstChunkGate: @unchecked Sendable {
+    private let written = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var waited = false
+    private var opened = false
+
+    /// In the generation's piece callback: the first call waits for ``open()`` (20 ms at most); later calls return.
+    func waitAfterFirstPiece() {
+        let first: Bool = lock.withLock {
+            defer { waited = true }
+            return !waited && !opened
+        }
+        if first { _ = written.wait(timeout: .now() + .milliseconds(20)) }
+    }
+
+    /// The first chunk is out (or never will be): let the generation go on.
+    func open() {
+        let signal: Bool = lock.withLock {
+            defer { opened = true }
+            return !opened
+        }
+        if signal { written.signal() }
     }
 }
 
@@ -126,10 +160,13 @@ struct SSEStream: Sendable {
     let includeUsage: Bool
     let metrics: ServerMetrics
     let log: @Sendable (String) -> Void
+    /// Called once the first event is written.
+    let firstWritten: @Sendable () -> Void
 
     func write(first: GenerationEvent?, rest: inout AsyncStream<GenerationEvent>.Iterator, to writer: inout any ResponseBodyWriter) async throws {
         if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, piece: nil, role: true), to: &writer) }
         var event = first
+        var announced = false
         while let current = event {
             switch current {
             case let .piece(piece):
@@ -150,8 +187,13 @@ struct SSEStream: Sendable {
                 log("stream \(id) ended by \(apiError.status) \(apiError.message)")
                 try await send(apiError.body, to: &writer)
             }
+            if !announced {
+                announced = true
+                firstWritten()
+            }
             event = await rest.next()
         }
+        if !announced { firstWritten() }
         try await writer.write(ByteBuffer(string: "data: [DONE]\n\n"))
     }
 
