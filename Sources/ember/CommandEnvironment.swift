@@ -24,8 +24,9 @@ enum CommandEnvironment {
     /// The Python interpreter `ember fetch` runs pip with: `EMBER_PYTHON`, else `python3`.
     static var python: String { variables["EMBER_PYTHON"].flatMap { $0.isEmpty ? nil : $0 } ?? "python3" }
 
-    /// Where models are fetched to by default: `EMBER_MODELS_DIR`, else `models`.
-    static var modelsDirectory: String { variables[Runtime.Configuration.Variable.modelsDirectory].flatMap { $0.isEmpty ? nil : $0 } ?? "models" }
+    /// Where models are fetched to and found by default: `EMBER_MODELS_DIR`, else `models` here when it has a manifest,
+    /// else `$XDG_CACHE_HOME/ember/models` (`~/.cache/ember/models`).
+    static var modelsDirectory: String { Runtime.Configuration(environment: variables).modelsDirectory.path }
 
     /// A runtime as the environment configures it; plugin refusals are printed to standard error (not fatal).
     static func runtime(units: ComputeUnits? = nil, threads: Int? = nil, power: Runtime.Configuration.Power? = nil) throws -> Runtime {

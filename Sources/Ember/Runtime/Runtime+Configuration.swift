@@ -37,7 +37,8 @@ extension Runtime {
         }
         /// Where the power state comes from; default `.system`.
         public var power: Power
-        /// Where ``Runtime/loadLanguageModel(named:)`` looks for models by name; default `models/` in the current directory.
+        /// Where ``Runtime/loadLanguageModel(named:)`` looks for models by name; default ``ModelLocator/defaultModelsDirectory``:
+        /// `models/` in the current directory when it has a manifest, else `~/.cache/ember/models`.
         public var modelsDirectory: URL
         /// The policy's thresholds and budgets.
         public var policy: PolicyConfiguration
@@ -97,7 +98,8 @@ extension Runtime {
                 ?? nonEmpty("HOME").map { URL(fileURLWithPath: $0, isDirectory: true).appendingPathComponent(".cache") }
             self.init(computeUnits: computeUnits, power: .system(override: nonEmpty(Variable.power)),
                       modelsDirectory: nonEmpty(Variable.modelsDirectory).map { URL(fileURLWithPath: $0, isDirectory: true) }
-                          ?? ModelLocator.defaultModelsDirectory,
+                          ?? ModelLocator.defaultModelsDirectory(currentDirectory: FileManager.default.currentDirectoryPath,
+                                                                 cacheHome: cacheBase?.path),
                       compute: ComputeContext.Configuration(isaOverride: nonEmpty(Variable.isa)),
                       pluginPaths: (nonEmpty(Variable.pluginPath) ?? "").split(separator: ":").map(String.init),
                       calibration: cacheBase.map { .cached($0.appendingPathComponent("ember/calibration.json")) } ?? .measure)

@@ -5,9 +5,28 @@ import Foundation
 /// model name from the manifest (`smollm2-135m-instruct`), fetched into
 /// `<models>/<name>/` by `ember fetch` / `make models`.
 public enum ModelLocator {
-    /// The models directory when the host names none: `models` under the current directory (the CLI passes
-    /// `EMBER_MODELS_DIR` instead when it is set).
-    public static var defaultModelsDirectory: URL { URL(fileURLWithPath: "models", isDirectory: true) }
+    /// The models directory when the host names none: `models` under the current directory when it holds a
+    /// manifest (a checkout of Ember), else the per-user cache, `~/.cache/ember/models`. The CLI passes
+    /// `EMBER_MODELS_DIR` instead when it is set, and honours `XDG_CACHE_HOME`.
+    public static var defaultModelsDirectory: URL {
+        defaultModelsDirectory(currentDirectory: FileManager.default.currentDirectoryPath, cacheHome: nil)
+    }
+
+    /// ``defaultModelsDirectory`` from `currentDirectory` and the cache folder (`XDG_CACHE_HOME`; nil: `~/.cache`).
+    public static func defaultModelsDirectory(currentDirectory: String, cacheHome: String?) -> URL {
+        let local = URL(fileURLWithPath: currentDirectory, isDirectory: true).appendingPathComponent("models", isDirectory: true)
+        if FileManager.default.fileExists(atPath: local.appendingPathComponent("manifest.json").path) { return local }
+        let cache = cacheHome.flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache", isDirectory: true)
+        return cache.appendingPathComponent("ember", isDirectory: true).appendingPathComponent("models", isDirectory: true)
+    }
+
+    /// The manifest that lists the models of `modelsDirectory`: its own `manifest.json`, else the one Ember ships
+    /// with (``ModelManifest/builtIn``).
+    public static func manifest(in modelsDirectory: URL) throws -> ModelManifest {
+        let own = modelsDirectory.appendingPathComponent("manifest.json")
+        return FileManager.default.fileExists(atPath: own.path) ? try ModelManifest(contentsOf: own) : try ModelManifest.builtIn()
+    }
 
     /// The path of the model file for `nameOrPath`; a name that is in the
     /// manifest but not fetched yet is an error that says how to fetch it.
@@ -24,14 +43,17 @@ public enum ModelLocator {
         if nameOrPath.contains("/") || [".gguf", ".safetensors", ".bin"].contains(where: { nameOrPath.lowercased().hasSuffix($0) }) {
             throw ModelCatalogError.unreadable(file: nameOrPath, reason: "no such file")
         }
-        let manifest = try ModelManifest(contentsOf: modelsDirectory.appendingPathComponent("manifest.json"))
+        let manifest = try manifest(in: modelsDirectory)
         let entry = try manifest.model(named: nameOrPath)
         guard let first = entry.files.first else {
             throw ModelCatalogError.invalidField(file: "manifest.json", field: "models[\(nameOrPath)].files", found: "[]", expected: "a file")
         }
         let location = manifest.location(of: first, in: entry, modelsDirectory: modelsDirectory)
         guard FileManager.default.fileExists(atPath: location.path) else {
-            throw ModelCatalogError.unreadable(file: location.path, reason: "not fetched yet: run `ember fetch \(nameOrPath)` or `make models`")
+            throw ModelCatalogError.unreadable(
+                file: location.path,
+                reason: "not fetched yet into \(modelsDirectory.path): run `ember fetch \(nameOrPath)` (it downloads there), "
+                    + "or set EMBER_MODELS_DIR to the folder that has it")
         }
         return location.path
     }

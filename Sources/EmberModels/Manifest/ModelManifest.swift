@@ -73,6 +73,11 @@ public struct ModelManifest: Sendable, Equatable {
         var models: [Model]
     }
 
+    /// The manifest Ember ships with, parsed (``builtInJSON``).
+    public static func builtIn() throws -> ModelManifest {
+        try ModelManifest(data: Data(builtInJSON.utf8), file: "the built-in manifest")
+    }
+
     /// Reads and validates the manifest at `url`.
     public init(contentsOf url: URL) throws {
         let data: Data
