@@ -8,8 +8,11 @@ struct ChatCommand: ParsableCommand {
         commandName: "chat",
         abstract: "Chat with a GGUF chat model (its chat template applied: ChatML, Gemma or Llama 3); replies stream to stdout.",
         discussion: """
-            Each line on stdin is one user message; /reset starts over, /exit (or end of input) leaves. \
-            The KV cache is kept between turns, so each turn only processes its new tokens.
+            Each line on stdin is one user message (end a line with \\ to continue the message on the next). \
+            Ctrl-C stops the reply being written and keeps the conversation; /reset starts over; /system TEXT sets \
+            the system message; /save FILE and /load FILE keep and restore a conversation (JSON); /exit or Ctrl-D \
+            leaves. When the context fills, the oldest turns are dropped. The KV cache is kept between turns, so \
+            each turn only processes its new tokens.
             """)
 
     @OptionGroup var options: ModelRunOptions
@@ -52,24 +55,105 @@ struct ChatCommand: ParsableCommand {
         let chat = ChatSession(model: model, template: template, system: system, contextLength: contextLength,
                                sampler: sampler, options: decision.executionOptions())
         let interactive = isatty(STDIN_FILENO) != 0
-        printError(String(format: "[%@ loaded in %.0f ms: %@ on %@, %d thread(s); /reset, /exit]", options.model, loadMs,
-                          decision.precisionName, decision.computeUnits.description, decision.threads))
+        printError(String(format: "[%@ loaded in %.0f ms: %@ on %@, %d thread(s); Ctrl-C stops a reply, /reset, /system, /save, /load, /exit]",
+                          options.model, loadMs, decision.precisionName, decision.computeUnits.description, decision.threads))
+        let interrupt = InterruptFlag()
         while true {
             if interactive { FileHandle.standardError.write(Data("> ".utf8)) }
-            guard let line = readLine() else { break }
-            let message = line.trimmingCharacters(in: .whitespaces)
+            guard let message = Self.readMessage(continuing: interactive) else { break }
             if message.isEmpty { continue }
+            if message.hasPrefix("/"), try command(message, chat: chat) { continue }
             if message == "/exit" { break }
-            if message == "/reset" {
-                chat.reset()
-                continue
-            }
-            let reply = try chat.send(message, maxTokens: n) { piece in FileHandle.standardOutput.write(Data(piece.utf8)) }
+            interrupt.clear()
+            let reply = try chat.send(message, maxTokens: n, onPiece: { piece in FileHandle.standardOutput.write(Data(piece.utf8)) },
+                                      interrupted: { interrupt.isSet })
             FileHandle.standardOutput.write(Data("\n".utf8))
+            if chat.droppedTurns > 0 {
+                printError("\u{1B}[2m[context full: the oldest \(chat.droppedTurns) turn(s) dropped]\u{1B}[0m")
+            }
             printError(String(format: "[%d new prompt tokens at %.0f tok/s, %d generated at %.1f tok/s, %@; context %d/%d]",
                               reply.promptTokenIDs.count, Double(reply.promptTokenIDs.count) / max(reply.prefillSeconds, 1e-9),
                               reply.tokenIDs.count, Double(max(0, reply.tokenIDs.count - 1)) / max(reply.decodeSeconds, 1e-9),
                               reply.stopReason, chat.contextUsed, chat.contextCapacity))
         }
     }
+
+    /// One user message: a line, or several joined when each but the last ends with a backslash; nil at end of input.
+    static func readMessage(continuing interactive: Bool) -> String? {
+        guard var line = readLine() else { return nil }
+        var lines: [String] = []
+        while line.hasSuffix("\\") {
+            lines.append(String(line.dropLast()))
+            if interactive { FileHandle.standardError.write(Data(". ".utf8)) }
+            guard let next = readLine() else { break }
+            line = next
+        }
+        if !line.hasSuffix("\\") { lines.append(line) }
+        return lines.joined(separator: "\n").trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Runs a slash command; false for text that is not one (it is then sent as a message), except /exit.
+    func command(_ text: String, chat: ChatSession) throws -> Bool {
+        let (name, argument) = { () -> (String, String) in
+            guard let space = text.firstIndex(of: " ") else { return (text, "") }
+            return (String(text[..<space]), text[space...].trimmingCharacters(in: .whitespaces))
+        }()
+        switch name {
+        case "/reset":
+            chat.reset()
+            printError("[conversation cleared]")
+        case "/system":
+            var messages = chat.messages.filter { $0.role != "system" }
+            if !argument.isEmpty { messages.insert(ChatMessage(role: "system", content: argument), at: 0) }
+            chat.replaceMessages(messages)
+            printError(argument.isEmpty ? "[system message removed]" : "[system message set]")
+        case "/save":
+            guard !argument.isEmpty else { printError("usage: /save FILE"); return true }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes]
+            do {
+                try encoder.encode(chat.messages).write(to: URL(fileURLWithPath: argument))
+                printError("[\(chat.messages.count) messages saved to \(argument)]")
+            } catch {
+                printError("/save \(argument): \(error.localizedDescription)")
+            }
+        case "/load":
+            guard !argument.isEmpty else { printError("usage: /load FILE"); return true }
+            do {
+                let messages = try JSONDecoder().decode([ChatMessage].self, from: Data(contentsOf: URL(fileURLWithPath: argument)))
+                chat.replaceMessages(messages)
+                printError("[\(messages.count) messages loaded from \(argument)]")
+            } catch {
+                printError("/load \(argument): expected a JSON array of {\"role\", \"content\"} objects (as /save writes): \(error.localizedDescription)")
+            }
+        case "/exit":
+            return false
+        default:
+            printError("\(name): unknown command; /reset, /system TEXT, /save FILE, /load FILE, /exit")
+        }
+        return true
+    }
+}
+
+/// Set by Ctrl-C while a reply is written: the reply stops at its next token and the conversation goes on.
+/// (SIGINT is caught for the life of the chat; at the prompt it only reminds how to leave.)
+final class InterruptFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    private let source: DispatchSourceSignal
+
+    init() {
+        signal(SIGINT, SIG_IGN)
+        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler { [weak self] in self?.set() }
+        source.resume()
+    }
+
+    private func set() {
+        lock.withLock { value = true }
+        FileHandle.standardError.write(Data("\n[interrupted — /exit or Ctrl-D leaves]\n".utf8))
+    }
+
+    func clear() { lock.withLock { value = false } }
+    var isSet: Bool { lock.withLock { value } }
 }

@@ -54,6 +54,22 @@ struct CLIArgumentTests {
         #expect(decisions[1]["action"] as? String == "defer" && (decisions[1]["reason"] as? String)?.contains("20%") == true)
     }
 
+    /// `ember chat` commands: /save writes the conversation as JSON, /load restores it, unknown commands are named;
+    /// a message continued with a backslash is one turn.
+    @Test func chatSavesAndLoadsAConversation() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ember-chat-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let script = "Hi\n/save \(file.path)\n/reset\n/load \(file.path)\n/nope\ntwo \\\nlines\n/exit\n"
+        let run = try await ExternalProcess.run(Self.ember, ["chat", "-n", "4", "--temperature", "0"], input: Data(script.utf8),
+                                                environment: ["EMBER_MODELS_DIR": Self.models], timeout: 120)
+        #expect(run.status == 0, "\(run.standardError)")
+        let saved = try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [[String: String]]
+        #expect(saved?.map { $0["role"] ?? "" } == ["user", "assistant"] && saved?.first?["content"] == "Hi")
+        #expect(run.standardError.contains("[2 messages loaded from") && run.standardError.contains("/nope: unknown command"))
+        #expect(run.standardError.components(separatedBy: "new prompt tokens").count == 3, "two turns: Hi, and the two lines as one")
+    }
+
     /// Extreme but valid values run: a top-k far above the vocabulary is the whole vocabulary.
     @Test func aHugeTopKRuns() async throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")

@@ -120,4 +120,40 @@ struct ChatTests {
         #expect(fresh.tokenIDs == second.tokenIDs)
         #expect(chat.messages.map(\.role) == ["user", "assistant", "user", "assistant"])
     }
+
+    /// A conversation longer than the context drops its oldest turns (the system message stays) instead of failing.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+    func aFullContextDropsTheOldestTurns() throws {
+        let model = try TestCompute.textGenerator(path: GGUFReaderTests.smolLM2)
+        let template = try #require(model.chatTemplate)
+        let chat = ChatSession(model: model, template: template, system: "Be brief.", contextLength: 160,
+                               sampler: SamplerSettings(temperature: 0), precision: .int4)
+        var dropped = 0
+        for turn in 0..<8 {
+            _ = try chat.send("Tell me one fact about the number \(turn).", maxTokens: 24)
+            dropped += chat.droppedTurns
+            #expect(chat.contextUsed <= chat.contextCapacity)
+        }
+        #expect(dropped > 0, "eight turns of ~45 tokens do not fit 160")
+        #expect(chat.messages.first == ChatMessage(role: "system", content: "Be brief."))
+        #expect(chat.messages.last?.role == "assistant" && chat.messages.count < 1 + 2 * 8)
+    }
+
+    /// An interrupted reply ends at once with what it said so far, which stays in the conversation.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: GGUFReaderTests.smolLM2)))
+    func anInterruptedReplyIsKept() throws {
+        let model = try TestCompute.textGenerator(path: GGUFReaderTests.smolLM2)
+        let template = try #require(model.chatTemplate)
+        let chat = ChatSession(model: model, template: template, contextLength: 256, sampler: SamplerSettings(temperature: 0),
+                               precision: .int4)
+        var tokens = 0
+        let reply = try chat.send("Write a long poem about the sea.", maxTokens: 64, interrupted: {
+            tokens += 1
+            return tokens >= 3
+        })
+        #expect(reply.stopReason == "interrupted" && reply.tokenIDs.count == 3)
+        #expect(chat.messages.last == ChatMessage(role: "assistant", content: reply.text))
+        let next = try chat.send("Thanks.", maxTokens: 4)
+        #expect(!next.tokenIDs.isEmpty)
+    }
 }

@@ -231,26 +231,49 @@ public final class ChatSession: @unchecked Sendable {
     /// Tokens the session's KV cache can hold.
     public var contextCapacity: Int { session.capacity }
 
-    /// Adds the user's message, generates the assistant's reply (streamed to `onPiece`) and keeps it.
-    public func send(_ text: String, maxTokens: Int = 512, onPiece: (String) -> Void = { _ in }) throws -> Generation {
-        let turn = messages + [ChatMessage(role: "user", content: text)]
-        let tokens = try template.tokens(turn, tokenizer: model.tokenizer)
+    /// Turns (a user message and its reply) the last ``send(_:maxTokens:onPiece:interrupted:)`` dropped from the start
+    /// of the conversation to fit the context; 0 when all fit.
+    public private(set) var droppedTurns = 0
+
+    /// Adds the user's message, generates the assistant's reply (streamed to `onPiece`) and keeps it. When the
+    /// conversation and room for the reply (`maxTokens`, at most a quarter of the context) no longer fit the context,
+    /// the oldest turns are dropped first (a system message stays; ``droppedTurns`` says how many). `interrupted` is
+    /// asked after each token: true ends the reply there, and what it said so far is kept as the reply.
+    public func send(_ text: String, maxTokens: Int = 512, onPiece: (String) -> Void = { _ in },
+                     interrupted: () -> Bool = { false }) throws -> Generation {
+        var turn = messages + [ChatMessage(role: "user", content: text)]
+        var tokens = try template.tokens(turn, tokenizer: model.tokenizer)
+        droppedTurns = 0
+        let reserve = min(max(maxTokens, 1), session.capacity / 4)
+        while tokens.count + reserve > session.capacity, let first = turn.firstIndex(where: { $0.role != "system" }), first < turn.count - 1 {
+            var end = first + 1 // the oldest user message and what answered it, up to the next user message
+            while end < turn.count - 1, turn[end].role != "user" { end += 1 }
+            turn.removeSubrange(first..<end)
+            droppedTurns += 1
+            tokens = try template.tokens(turn, tokenizer: model.tokenizer)
+        }
+        guard tokens.count < session.capacity else {
+            throw KernelError.invalidArgument(argument: "message", found: "\(tokens.count) tokens with the system message",
+                                              expected: "fewer than the \(session.capacity)-token context: shorten it, or start with a larger --context")
+        }
         var common = 0
         while common < min(tokens.count, cached.count), tokens[common] == cached[common] { common += 1 }
         if common == tokens.count { common -= 1 } // at least one token is fed, for fresh logits
-        guard tokens.count < session.capacity else {
-            throw KernelError.invalidArgument(argument: "conversation", found: "\(tokens.count) tokens",
-                                              expected: "fewer than the \(session.capacity)-token context: start a new chat")
-        }
         session.rewind(to: common)
         cached.removeSubrange(common...)
         let room = session.capacity - tokens.count
         let result = try model.continueGeneration(
             session: session, feeding: Array(tokens[common...]), history: tokens, maxTokens: min(maxTokens, room),
-            sampler: &random, options: options, onPiece: onPiece)
+            sampler: &random, options: options, onPiece: onPiece, interrupted: interrupted)
         cached = tokens + result.tokenIDs.prefix(session.position - tokens.count)
         messages = turn + [ChatMessage(role: "assistant", content: result.text)]
         return result
+    }
+
+    /// Replaces the conversation (a saved one, or the same with another system message); the KV cache keeps what
+    /// the new conversation shares with the old from its start.
+    public func replaceMessages(_ conversation: [ChatMessage]) {
+        messages = conversation
     }
 
     /// Forgets the conversation (keeps a system message given at the start).

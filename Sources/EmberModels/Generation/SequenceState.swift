@@ -62,6 +62,13 @@ struct SequenceState {
         }
     }
 
+    /// Ends the generation where it is (the user stopped it): stop reason "interrupted".
+    mutating func interrupt() {
+        guard !finished else { return }
+        stopReason = "interrupted"
+        finished = true
+    }
+
     /// The finished generation, the text held back by the decoder or the stop strings flushed to `onPiece`.
     mutating func finish(onPiece: (String) -> Void) -> Generation {
         let tail = stops.append(decoder.finish()) + stops.finish()

@@ -9,7 +9,8 @@ public struct Generation: Sendable {
     public var tokenIDs: [Int]
     /// The decoded text of the sampled tokens, without the end-of-generation token.
     public var text: String
-    /// "eos" (an end-of-generation token), "stop" (one of the stop strings), "max_tokens", or "context_full".
+    /// "eos" (an end-of-generation token), "stop" (one of the stop strings), "max_tokens", "context_full", or
+    /// "interrupted" (the caller's `interrupted` said so).
     public var stopReason: String
     /// Seconds spent on the forward pass over the prompt tokens.
     public var prefillSeconds: Double
@@ -68,10 +69,12 @@ extension TextGenerator {
     /// Feeds `tokens` after what `session` holds, then samples up to
     /// `maxTokens` new ones (each fed back), stopping at end-of-generation or
     /// when the context is full, or at the first of the `stop` strings. `history` is what the repetition penalty sees.
-    /// The session keeps everything fed, so a conversation continues from it.
+    /// The session keeps everything fed, so a conversation continues from it. `interrupted` is asked after each
+    /// token: true ends the generation there, with what it has so far (stop reason "interrupted").
     public func continueGeneration(session: any GenerationSession, feeding tokens: [Int], history: [Int], maxTokens: Int,
                                    sampler: inout Sampler, options: ExecutionOptions = ExecutionOptions(), stop stopStrings: [String] = [],
-                                   onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
+                                   onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {},
+                                   interrupted: () -> Bool = { false }) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try sampler.settings.validate()
@@ -84,6 +87,7 @@ extension TextGenerator {
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
         while !state.finished {
             state.accept(logits: try logits.scalars(), onPiece: onPiece)
+            if !state.finished, interrupted() { state.interrupt() }
             if state.finished { break }
             try betweenTokens()
             logits = try forward([state.lastToken], session: session, options: options)
