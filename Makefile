@@ -9,7 +9,7 @@ EMBER        := $(BIN)/ember
 
 # Debian packages the build and the model fetcher need. `deps` installs only
 # the ones that are missing (apt-get update first), so a second run is a no-op.
-APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl
+APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
@@ -46,6 +46,7 @@ test: deps test-arm64 models fuzz-short sanitize-kernels openai-venv
 	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
 	$(SWIFT) test -c release
 	$(OPENAI_PYTHON) Tests/HTTP/openai_client_test.py $(EMBER) models
+	python3 Tests/HostTests/Programs/pty_chat.py $(EMBER) models
 	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SHORT_SECONDS)
 	python3 Tests/Soak/memory_budget.py $(EMBER) models 1000 40 4096 10
 	python3 Tests/Soak/memory_budget.py $(EMBER) models cgroup=1200 80 4096 10

@@ -49,6 +49,13 @@ let implementationTargets: [Target] = [
         pkgConfig: "openblas",
         providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]
     ),
+    // libedit's readline interface from Debian's libedit-dev: line editing and history for `ember chat`.
+    .systemLibrary(
+        name: "CEditLine",
+        path: "Sources/CEditLine",
+        pkgConfig: "libedit",
+        providers: [.apt(["libedit-dev"])]
+    ),
     // Thread ids, scheduling policies, futexes: what Glibc's Swift module lacks.
     .target(name: "_CEmberThreads", path: "Sources/_CEmberThreads"),
     .target(name: "EmberCore", dependencies: ["_CEmberKernels", "CBLAS", "_CEmberThreads"], path: "Sources/EmberCore"),
@@ -88,7 +95,7 @@ let implementationTargets: [Target] = [
     .executableTarget(
         name: "EmberCLI",
         dependencies: [
-            "Ember", "EmberCatalog", "EmberServer", "EmberHTTP", "EmberBenchmarks", "_CEmberCLIStartup",
+            "Ember", "EmberCatalog", "EmberServer", "EmberHTTP", "EmberBenchmarks", "_CEmberCLIStartup", "CEditLine",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ],
         path: "Sources/ember"

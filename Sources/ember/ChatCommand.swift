@@ -1,4 +1,5 @@
 import ArgumentParser
+import CEditLine
 import Ember
 import Foundation
 
@@ -8,7 +9,8 @@ struct ChatCommand: ParsableCommand {
         commandName: "chat",
         abstract: "Chat with a GGUF chat model (its chat template applied: ChatML, Gemma or Llama 3); replies stream to stdout.",
         discussion: """
-            Each line on stdin is one user message (end a line with \\ to continue the message on the next). \
+            Each line on stdin is one user message (end a line with \\ to continue the message on the next); at a \
+            terminal, lines are edited with libedit (arrows, history). \
             Ctrl-C stops the reply being written and keeps the conversation; /reset starts over; /system TEXT sets \
             the system message; /save FILE and /load FILE keep and restore a conversation (JSON); /exit or Ctrl-D \
             leaves. When the context fills, the oldest turns are dropped. The KV cache is kept between turns, so \
@@ -59,8 +61,7 @@ struct ChatCommand: ParsableCommand {
                           options.model, loadMs, decision.precisionName, decision.computeUnits.description, decision.threads))
         let interrupt = InterruptFlag()
         while true {
-            if interactive { FileHandle.standardError.write(Data("> ".utf8)) }
-            guard let message = Self.readMessage(continuing: interactive) else { break }
+            guard let message = Self.readMessage(interactive: interactive) else { break }
             if message.isEmpty { continue }
             if message.hasPrefix("/"), try command(message, chat: chat) { continue }
             if message == "/exit" { break }
@@ -79,16 +80,24 @@ struct ChatCommand: ParsableCommand {
     }
 
     /// One user message: a line, or several joined when each but the last ends with a backslash; nil at end of input.
-    static func readMessage(continuing interactive: Bool) -> String? {
-        guard var line = readLine() else { return nil }
-        var lines: [String] = []
-        while line.hasSuffix("\\") {
-            lines.append(String(line.dropLast()))
-            if interactive { FileHandle.standardError.write(Data(". ".utf8)) }
-            guard let next = readLine() else { break }
-            line = next
+    /// At a terminal, lines are read with libedit (editing, and history with the arrow keys).
+    static func readMessage(interactive: Bool) -> String? {
+        func line(_ prompt: String) -> String? {
+            guard interactive else { return readLine() }
+            guard let raw = readline(prompt) else { return nil }
+            defer { free(raw) }
+            let text = String(cString: raw)
+            if !text.trimmingCharacters(in: .whitespaces).isEmpty { add_history(raw) }
+            return text
         }
-        if !line.hasSuffix("\\") { lines.append(line) }
+        guard var current = line("> ") else { return nil }
+        var lines: [String] = []
+        while current.hasSuffix("\\") {
+            lines.append(String(current.dropLast()))
+            guard let next = line(". ") else { break }
+            current = next
+        }
+        if !current.hasSuffix("\\") { lines.append(current) }
         return lines.joined(separator: "\n").trimmingCharacters(in: .whitespaces)
     }
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""`ember chat` at a real terminal (a pseudo-terminal): libedit line editing and history, Ctrl-C, Ctrl-D.
+
+Usage: pty_chat.py EMBER_BINARY MODELS_DIR
+Types "Hx", Left arrow, "i", Enter (the message must be "Hix"); Up arrow, Enter (history recalls "Hix"); asks for a
+long reply and presses Ctrl-C once text streams (the reply stops, the chat goes on, the partial reply is kept);
+/save, then Ctrl-D (the chat ends). Prints what it checked; exits 1 on the first failure.
+"""
+import json, os, pty, select, sys, tempfile, time
+
+EMBER, MODELS = sys.argv[1], sys.argv[2]
+
+
+def main():
+    saved = os.path.join(tempfile.mkdtemp(prefix="ember-pty-"), "chat.json")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["EMBER_MODELS_DIR"] = MODELS
+        os.execv(EMBER, [EMBER, "chat", "-n", "400", "--temperature", "0.7", "--seed", "1"])
+
+    def read_until(token, timeout=60):
+        buffer, end = b"", time.time() + timeout
+        while time.time() < end:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                buffer += chunk
+                if token in buffer:
+                    return buffer
+        return buffer
+
+    turn_done = b"]\r\n> "           # a reply's statistics line, then the prompt
+    read_until(b"> ", 120)
+    os.write(fd, b"Hx\x1b[Di\r")   # Left arrow moves the cursor: "Hix"
+    read_until(turn_done)
+    os.write(fd, b"\x1b[A\r")      # Up arrow recalls it
+    read_until(turn_done)
+    os.write(fd, b"Write a very long story about a lighthouse keeper.\r")
+    read_until(b"\n", 30)
+    time.sleep(0.5)                # text is streaming now
+    os.write(fd, b"\x03")          # Ctrl-C: stop the reply, keep the chat
+    after = read_until(turn_done, 30)
+    os.write(fd, ("/save %s\r" % saved).encode())
+    read_until(b"> ")
+    os.write(fd, b"\x04")          # Ctrl-D leaves
+    _, status = os.waitpid(pid, 0)
+    messages = json.load(open(saved))
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    checks = [
+        ("Left arrow edits the line", users[:1] == ["Hix"]),
+        ("Up arrow recalls the last line", users[1:2] == ["Hix"]),
+        ("Ctrl-C stops the reply and the chat goes on", b"interrupted" in after and len(users) == 3),
+        ("the interrupted reply is kept", messages[-1]["role"] == "assistant" and messages[-1]["content"] != ""),
+        ("Ctrl-D ends the chat cleanly", os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0),
+    ]
+    for name, ok in checks:
+        print(("ok    " if ok else "FAIL  ") + name)
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
