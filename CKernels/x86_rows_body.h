@@ -120,6 +120,10 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
                                                   int64_t row_begin, int64_t row_end) {                              \
         for (int64_t r = row_begin; r < row_end; r++) {                                                              \
             const block_type *row = (const block_type *)(w + (size_t)r * row_bytes);                                \
+            if (m <= 16 && r + 2 < row_end) { /* decode: weights stream once; fetch two rows ahead */               \
+                const char *ahead = (const char *)w + (size_t)(r + 2) * row_bytes;                                  \
+                for (size_t line = 0; line < row_bytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);       \
+            }                                                                                                        \
             for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {                                                       \
                 const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
                 float out[EK_ROWS_TILE];                                                                             \
