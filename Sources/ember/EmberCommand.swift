@@ -9,7 +9,7 @@ struct EmberCommand: AsyncParsableCommand {
         commandName: "ember",
         abstract: "Ember — an embedded inference runtime that is honest about energy.",
         version: SystemReport.emberVersion,
-        subcommands: [InfoCommand.self, PlanCommand.self, FetchCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, PerplexityCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self, ServeCommand.self])
+        subcommands: [InfoCommand.self, PlanCommand.self, FetchCommand.self, ListCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, PerplexityCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self, ServeCommand.self])
 }
 
 /// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`); dates as ISO 8601.

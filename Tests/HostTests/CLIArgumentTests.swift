@@ -70,6 +70,23 @@ struct CLIArgumentTests {
         #expect(run.standardError.components(separatedBy: "new prompt tokens").count == 3, "two turns: Hi, and the two lines as one")
     }
 
+    /// `ember list`: every model of the manifest, fetched or not, in the folder the environment names.
+    @Test func listSaysWhatIsFetchedAndWhere() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let empty = FileManager.default.temporaryDirectory.appendingPathComponent("ember-list-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: empty) }
+        for (folder, fetched) in [(Self.models, true), (empty.path, false)] {
+            let run = try await ExternalProcess.run(Self.ember, ["list", "--json"], environment: ["EMBER_MODELS_DIR": folder], timeout: 60)
+            #expect(run.status == 0, "\(run.standardError)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any])
+            let models = try #require(object["models"] as? [[String: Any]])
+            #expect(models.contains { $0["name"] as? String == "smollm2-135m-instruct" && $0["default"] as? Bool == true })
+            let smollm = models.first { $0["name"] as? String == "smollm2-135m-instruct" }
+            #expect(smollm?["fetched"] as? Bool == fetched && (smollm?["path"] as? String)?.hasPrefix(folder) == true, "\(folder)")
+            if fetched { #expect((smollm?["bytes"] as? Int ?? 0) > 50_000_000) }
+        }
+    }
+
     /// Extreme but valid values run: a top-k far above the vocabulary is the whole vocabulary.
     @Test func aHugeTopKRuns() async throws {
         try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
