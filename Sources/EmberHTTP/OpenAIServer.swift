@@ -330,6 +330,8 @@ final class InFlightCounter: @unchecked Sendable {
         }
     }
     func leave() { lock.withLock { count -= 1 } }
+    /// Requests counted now.
+    var current: Int { lock.withLock { count } }
 }
 
 /// Stops accepting connections while `maximum` are open (they wait in the listen backlog).
@@ -339,5 +341,5 @@ struct ConnectionLimit: AvailableConnectionsDelegate {
     init(maximum: Int) { self.maximum = maximum }
     mutating func connectionOpened() { _ = open.enter(limit: .max) }
     mutating func connectionClosed() { open.leave() }
-    func isAcceptingNewConnections() -> Bool { open.enter(limit: maximum) ? { open.leave(); return true }() : false }
+    func isAcceptingNewConnections() -> Bool { open.current < maximum }
 }

@@ -51,9 +51,8 @@ final class ServerMetrics: Sendable {
 
     /// A finished run: its decision, tokens and energy.
     func ran<Output>(_ completion: Completion<Output>, promptTokens prompt: Int, generatedTokens generated: Int) {
-        let precision = completion.decision.storedWeights ? "native" : completion.decision.precision.rawValue
         registry.makeCounter(name: "ember_decisions_total",
-                             labels: [("precision", precision), ("units", completion.decision.computeUnits.description)],
+                             labels: [("precision", completion.decision.precisionName), ("units", completion.decision.computeUnits.description)],
                              help: "Requests run, by the policy's precision and compute units.").increment()
         promptTokens.increment(by: Int64(prompt))
         if generated > 0 { tokens.increment(by: Int64(generated)) }

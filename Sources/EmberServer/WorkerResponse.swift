@@ -74,14 +74,8 @@ extension JSONValue {
     /// A policy decision as both servers report it: action, precision ("native" for the weights as stored), units,
     /// QoS class and threads.
     public static func decision(_ decision: Decision) -> JSONValue {
-        let action: String = switch decision.action {
-        case .run: "run"
-        case .defer: "defer"
-        case .drop: "drop"
-        }
-        return .object([("action", .string(action)),
-                        ("precision", .string(decision.storedWeights ? "native" : decision.precision.rawValue)),
-                        ("units", .string(decision.computeUnits.description)), ("qos", .string(decision.qos.description)),
-                        ("threads", .number(Double(decision.threads)))])
+        .object([("action", .string(decision.action.name)), ("precision", .string(decision.precisionName)),
+                 ("units", .string(decision.computeUnits.description)), ("qos", .string(decision.qos.description)),
+                 ("threads", .number(Double(decision.threads)))])
     }
 }

@@ -159,11 +159,7 @@ struct DemoCommand: AsyncParsableCommand {
         print("  " + pad("request", 34) + pad("decision", 50) + pad("precision / units / QoS", 46) + pad("latency", 10)
               + pad("rate", 30) + pad("energy", 18) + "notes")
         for row in rows {
-            let action: String = switch row.decision.action {
-            case .run: "run"
-            case let .defer(reason): "defer (\(reason))"
-            case let .drop(reason): "drop (\(reason))"
-            }
+            let action = row.decision.action.name + (row.decision.action.reason.map { " (\($0))" } ?? "")
             let how = "\(row.decision.precisionName) / \(row.decision.computeUnits) / \(row.decision.qos)"
             let latency = row.seconds.map { String(format: "%.0f ms", $0 * 1000) } ?? "—"
             let rate = row.seconds == nil ? row.result : row.rate

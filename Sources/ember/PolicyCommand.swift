@@ -28,12 +28,9 @@ struct PolicyCommand: ParsableCommand {
 
         init(tier: Tier, _ decision: Decision) {
             self.tier = tier.rawValue
-            switch decision.action {
-            case .run: action = "run"
-            case let .defer(why): (action, reason) = ("defer", why)
-            case let .drop(why): (action, reason) = ("drop", why)
-            }
-            precision = decision.storedWeights ? "native" : decision.precision.rawValue
+            action = decision.action.name
+            reason = decision.action.reason
+            precision = decision.precisionName
             units = decision.computeUnits.description
             qos = decision.qos.description
             threads = decision.threads

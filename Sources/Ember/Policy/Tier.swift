@@ -56,6 +56,23 @@ public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
         case `defer`(reason: String)
         /// Refused: it cannot be satisfied.
         case drop(reason: String)
+
+        /// "run", "defer" or "drop".
+        public var name: String {
+            switch self {
+            case .run: "run"
+            case .defer: "defer"
+            case .drop: "drop"
+            }
+        }
+
+        /// Why the request does not run now; nil when it runs.
+        public var reason: String? {
+            switch self {
+            case .run: nil
+            case let .defer(reason), let .drop(reason): reason
+            }
+        }
     }
 
     /// Run, defer or drop; the other fields are filled in either way.
@@ -76,11 +93,7 @@ public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
 
     /// A one-line human-readable form, e.g. "run, int8 on cpuAndNeuralEngine, utility, 2 threads" or "defer (thermal state serious), int4 on cpuAndNeuralEngine, background, 1 thread".
     public var description: String {
-        let verdict: String = switch action {
-        case .run: "run"
-        case let .defer(reason): "defer (\(reason))"
-        case let .drop(reason): "drop (\(reason))"
-        }
+        let verdict = action.name + (action.reason.map { " (\($0))" } ?? "")
         return "\(verdict), \(precisionName) on \(computeUnits), \(qos), \(threads) thread\(threads == 1 ? "" : "s")"
     }
 }

@@ -181,15 +181,9 @@ extension TextGenerator {
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], batcher: ContinuousBatcher,
                          batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
                          betweenTokens: @escaping () throws -> Void = {}) throws -> Generation {
-        let promptIDs = tokenizer.encode(prompt)
-        guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
-        guard promptIDs.count < contextLength else {
-            throw KernelError.invalidArgument(argument: "prompt", found: "\(promptIDs.count) tokens",
-                                              expected: "fewer than the model's context of \(contextLength) tokens, with room for the reply — shorten it")
-        }
+        let (promptIDs, session) = try promptSession(prompt, maxTokens: maxTokens)
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try settings.validate()
-        let session = makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1)
         var state = SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,
                                   maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
         let prefillStart = DispatchTime.now().uptimeNanoseconds

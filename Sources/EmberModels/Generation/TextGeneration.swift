@@ -53,6 +53,15 @@ extension TextGenerator {
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
                          betweenTokens: () throws -> Void = {}) throws -> Generation {
+        let (promptIDs, session) = try promptSession(prompt, maxTokens: maxTokens)
+        var sampler = Sampler(settings)
+        return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
+                                      sampler: &sampler, options: options, stop: stop, onPiece: onPiece, betweenTokens: betweenTokens)
+    }
+
+    /// `prompt`'s token ids (special tokens parsed), checked to be some and to fit the context, and a session sized
+    /// for them and `maxTokens` more (capped at the context).
+    func promptSession(_ prompt: String, maxTokens: Int) throws -> ([Int], any GenerationSession) {
         let promptIDs = tokenizer.encode(prompt)
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
         guard promptIDs.count < contextLength else {
@@ -60,10 +69,7 @@ extension TextGenerator {
                                               expected: "fewer than the model's context of \(contextLength) tokens, with room for the reply — shorten it")
         }
         // Capped before adding: a huge maxTokens must not overflow (the session is capped at the context anyway).
-        let session = makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1)
-        var sampler = Sampler(settings)
-        return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
-                                      sampler: &sampler, options: options, stop: stop, onPiece: onPiece, betweenTokens: betweenTokens)
+        return (promptIDs, makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1))
     }
 
     /// Feeds `tokens` after what `session` holds, then samples up to
