@@ -164,7 +164,8 @@ def main():
         warm.sock.close()
         # Warm-up through one whole cycle of power states, so every precision's weights and plans exist before
         # the baseline (they are kept for the model's life, not per request).
-        warm_threads = [threading.Thread(target=client, args=(path, time.time() + 16, 100 + n), daemon=True) for n in range(4)]
+        # As many warm-up clients as soak clients: the batcher's workspaces and KV caches grow to the widest batch seen.
+        warm_threads = [threading.Thread(target=client, args=(path, time.time() + 16, 100 + n), daemon=True) for n in range(CLIENTS)]
         for thread in warm_threads:
             thread.start()
         for thread in warm_threads:
@@ -179,8 +180,12 @@ def main():
         threads = [threading.Thread(target=client, args=(path, deadline, seed), daemon=True) for seed in range(1, CLIENTS + 1)]
         for thread in threads:
             thread.start()
+        samples, next_sample = [], time.time()
         while any(thread.is_alive() for thread in threads):
             time.sleep(1)
+            if time.time() >= next_sample:
+                samples.append(round(rss_mib(server.pid)))
+                next_sample += 10
             if server.poll() is not None:
                 fail(f"the server exited ({server.returncode})")
                 break
@@ -213,6 +218,7 @@ def main():
     if server.returncode not in (0, -signal.SIGTERM):
         fail(f"the server exited with {server.returncode}")
     print(json.dumps(dict(COUNTS, seconds=SECONDS, clients=CLIENTS, fds=[base_fds, end_fds], rss_mib=[round(base_rss), round(end_rss)],
+                          rss_every_10s=samples,
                           errors_by_kind=ERROR_KINDS, failures=FAILURES[:10])))
     return 1 if FAILURES else 0
 
