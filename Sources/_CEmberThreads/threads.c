@@ -1,7 +1,7 @@
 /*
- * threads.c — Linux thread priorities and the spin-then-park work slot.
- * _GNU_SOURCE is defined here, in the .c file, so gettid, SCHED_IDLE and
- * SCHED_BATCH are visible; the header Swift imports needs none of it.
+ * threads.c — Linux thread priorities and affinity, and the spin-then-park work slot.
+ * _GNU_SOURCE is defined here, in the .c file, so gettid, SCHED_IDLE,
+ * SCHED_BATCH and cpu_set_t are visible; the header Swift imports needs none of it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,6 +87,40 @@ int et_thread_nice(int tid, int *nice) {
 #else
     (void)tid; (void)nice;
     return ENOTSUP;
+#endif
+}
+
+int et_thread_set_affinity(int tid, const int *cpus, int count) {
+#if defined(__linux__)
+    if (cpus == NULL || count <= 0) return EINVAL;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < count; i++) {
+        if (cpus[i] >= 0 && cpus[i] < CPU_SETSIZE) CPU_SET(cpus[i], &set);
+    }
+    if (CPU_COUNT(&set) == 0) return EINVAL;
+    return sched_setaffinity(tid, sizeof set, &set) == 0 ? 0 : errno;
+#else
+    (void)tid; (void)cpus; (void)count;
+    return ENOTSUP;
+#endif
+}
+
+int et_thread_affinity(int tid, int *cpus, int capacity) {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(tid, sizeof set, &set) != 0) return -errno;
+    int count = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        if (cpus != NULL && count < capacity) cpus[count] = cpu;
+        count++;
+    }
+    return count;
+#else
+    (void)tid; (void)cpus; (void)capacity;
+    return -ENOTSUP;
 #endif
 }
 

@@ -15,6 +15,9 @@ public final class ComputeContext: @unchecked Sendable {
         public var threadsPerClass: Int
         /// How QoS classes become OS priorities.
         public var qosMapping: QoSMapping
+        /// The machine's performance and efficiency cores, each class's workers pinned to its own (see
+        /// ``WorkerPool/cores(for:)``); the CLI reads it from /sys (``CoreTopology/read(sysfsRoot:)``); nil pins nothing.
+        public var coreTopology: CoreTopology? = nil
         /// The package energy counter's file (RAPL); measured energy where it is readable.
         public var energyCounterPath: String
         /// Hears what happens to backends while they run: one line when one is disabled, with the reason
@@ -43,6 +46,8 @@ public final class ComputeContext: @unchecked Sendable {
     public let isaOverrideError: KernelError?
     /// The compute threads, per QoS class.
     public let pool: WorkerPool
+    /// The performance and efficiency cores the pool was given (``Configuration/coreTopology``); nil when none was.
+    public var coreTopology: CoreTopology? { configuration.coreTopology }
     /// The neural-engine and GPU routes' queues.
     public let routes: ComputeRoutes
     /// The backends ops are placed on.
@@ -67,7 +72,8 @@ public final class ComputeContext: @unchecked Sendable {
             isa = .best(for: features)
             isaOverrideError = nil
         }
-        pool = WorkerPool(threadsPerClass: configuration.threadsPerClass, mapping: configuration.qosMapping)
+        pool = WorkerPool(threadsPerClass: configuration.threadsPerClass, mapping: configuration.qosMapping,
+                          topology: configuration.coreTopology)
         routes = ComputeRoutes()
         backends = .builtIn(isa: isa)
         backends.log = configuration.log

@@ -18,8 +18,14 @@ import _CEmberThreads
 /// OpenBLAS is set to one thread: Ember splits BLAS work across these
 /// workers too. A ``ComputeContext`` owns one pool; everything that runs
 /// under that context uses it.
+///
+/// Given a heterogeneous ``CoreTopology``, each class's workers pin
+/// themselves to that class's cores (``CoreTopology/cores(for:)``:
+/// background and utility on the efficiency cores, user-initiated and
+/// user-interactive on the performance cores, default on all), and a class
+/// has no more workers than its cores.
 public final class WorkerPool: @unchecked Sendable {
-    /// Workers per class.
+    /// Workers per class (a pinned class has at most as many as its cores: see ``workerCount(for:)``).
     public let threadsPerClass: Int
     /// How long workers spin for the next job before parking, in nanoseconds.
     public let workerSpinNanoseconds: Int64
@@ -34,12 +40,20 @@ public final class WorkerPool: @unchecked Sendable {
     /// Stack size of each worker thread in bytes (0: the system's default).
     public let workerStackBytes: Int
 
+    /// The machine's performance and efficiency cores, if the pool was given them; workers are pinned only when
+    /// it is heterogeneous (see ``cores(for:)``).
+    public let topology: CoreTopology?
+
     /// A pool of `threadsPerClass` workers per class (at least 1; default one per active core), started on first use.
     /// Spins are in nanoseconds; the caller spin defaults to 20 000; `workerStackBytes` 0 is the system's stack size.
+    /// With a heterogeneous `topology` each class's workers are pinned to its cores, at most one worker per core;
+    /// nil (or a homogeneous one) pins nothing.
     public init(threadsPerClass: Int = ProcessInfo.processInfo.activeProcessorCount, mapping: QoSMapping = .current,
-                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil, workerStackBytes: Int = 0) {
+                workerSpinNanoseconds: Int64 = 100_000, callerSpinNanoseconds: Int64? = nil, workerStackBytes: Int = 0,
+                topology: CoreTopology? = nil) {
         self.threadsPerClass = max(1, threadsPerClass)
         self.workerStackBytes = max(0, workerStackBytes)
+        self.topology = topology
         self.mapping = mapping
         self.workerSpinNanoseconds = workerSpinNanoseconds
         self.callerSpinNanoseconds = callerSpinNanoseconds ?? 20_000
@@ -73,21 +87,38 @@ public final class WorkerPool: @unchecked Sendable {
     /// Kernel thread ids of the workers of `qos` (starting them if needed).
     public func threadIDs(for qos: QoSClass) -> [Int32] { group(for: qos.resolved).threadIDs }
 
-    /// How many workers of `qos` run (starting them if needed): ``threadsPerClass``, or fewer when the system
-    /// could not create them all — then the work runs on those that did, or on the caller when none did.
+    /// How many workers of `qos` run (starting them if needed): ``threadsPerClass``, or as many as the class's
+    /// cores when it is pinned and they are fewer (at least 1), or fewer when the system could not create them
+    /// all — then the work runs on those that did, or on the caller when none did.
     public func workerCount(for qos: QoSClass) -> Int { group(for: qos.resolved).workers }
+
+    /// The CPUs the workers of `qos` are pinned to, nil when the pool pins nothing (no topology, or a homogeneous one).
+    public func cores(for qos: QoSClass) -> [Int]? {
+        guard let topology, topology.isHeterogeneous else { return nil }
+        let cores = topology.cores(for: qos.resolved)
+        return cores.isEmpty ? nil : cores
+    }
 
     /// Why workers of some class are missing (out of memory or threads), nil when every class started all of its own.
     public var threadStartFailure: String? {
         lock.withLock { groups.values.compactMap(\.startFailure).first }
     }
 
+    /// Why workers of some class could not be pinned to its cores (the errno `sched_setaffinity` gave: a CPU set
+    /// the process may not use, say), nil when every started worker that should be pinned is. Such workers run
+    /// unpinned, at their class's priority still.
+    public var pinningFailure: String? {
+        lock.withLock { groups.values.compactMap(\.pinningFailure).first }
+    }
+
     private func group(for qos: QoSClass) -> WorkerGroup {
         lock.lock()
         defer { lock.unlock() }
         if let group = groups[qos] { return group }
-        let group = WorkerGroup(qos: qos, count: threadsPerClass, mapping: mapping, workerSpin: workerSpinNanoseconds,
-                                callerSpin: callerSpinNanoseconds, stackBytes: workerStackBytes)
+        let cpus = cores(for: qos)
+        let count = cpus.map { max(1, min(threadsPerClass, $0.count)) } ?? threadsPerClass
+        let group = WorkerGroup(qos: qos, count: count, mapping: mapping, workerSpin: workerSpinNanoseconds,
+                                callerSpin: callerSpinNanoseconds, stackBytes: workerStackBytes, cpus: cpus)
         groups[qos] = group
         return group
     }
@@ -113,7 +144,9 @@ final class WorkerGroup: @unchecked Sendable {
         init(_ body: @escaping (Int) -> Void) { self.body = body }
     }
 
-    init(qos: QoSClass, count: Int, mapping: QoSMapping, workerSpin: Int64, callerSpin: Int64, stackBytes: Int) {
+    /// `cpus`: the CPUs each worker pins itself to right after taking its priority (nil: not pinned).
+    init(qos: QoSClass, count: Int, mapping: QoSMapping, workerSpin: Int64, callerSpin: Int64, stackBytes: Int,
+         cpus: [Int]? = nil) {
         self.qos = qos
         self.workerSpin = workerSpin
         self.callerSpin = callerSpin
@@ -127,13 +160,19 @@ final class WorkerGroup: @unchecked Sendable {
         }
         // Threads that cannot be created (out of memory or threads) are not waited for: the group runs with
         // those that started, and with none every part runs on the caller.
+        let affinity = cpus.map { $0.map { Int32(clamping: $0) } }
         var launched = 0
         for index in 0..<count {
             do {
                 try OSThread.start(name: "ember-\(qos)-\(index)", stackBytes: stackBytes) { [self] in
                     mapping.applyToCurrentThread(qos)
+                    let pinError = affinity.map { Self.pinCurrentThread(to: $0) } ?? 0
                     idLock.lock()
                     ids.append(et_thread_id())
+                    if pinError != 0 && pinningFailureValue == nil {
+                        pinningFailureValue = "cannot pin the \(qos) workers to CPUs \(cpus ?? []): "
+                            + "\(String(cString: strerror(pinError))) (errno \(pinError)); they run unpinned"
+                    }
                     idLock.unlock()
                     started.signal()
                     work()
@@ -152,6 +191,20 @@ final class WorkerGroup: @unchecked Sendable {
     private(set) var workers = 0
     /// Why workers are missing, nil when all started.
     private(set) var startFailure: String?
+    private var pinningFailureValue: String? // under idLock: workers write it as they start
+    /// Why workers could not be pinned to their CPUs, nil when all that should be are.
+    var pinningFailure: String? {
+        idLock.lock()
+        defer { idLock.unlock() }
+        return pinningFailureValue
+    }
+
+    /// Confines the calling thread to `cpus`; 0 or the errno.
+    private static func pinCurrentThread(to cpus: [Int32]) -> Int32 {
+        cpus.withUnsafeBufferPointer { buffer in
+            et_thread_set_affinity(et_thread_id(), buffer.baseAddress, Int32(buffer.count))
+        }
+    }
 
     var threadIDs: [Int32] {
         idLock.lock()

@@ -1,6 +1,6 @@
 /*
  * ember_threads.h — what Swift's Glibc module does not expose: gettid,
- * SCHED_IDLE / SCHED_BATCH, per-thread nice and policy by thread id, futexes,
+ * SCHED_IDLE / SCHED_BATCH, per-thread nice, policy and CPU affinity by thread id, futexes,
  * a PTHREAD_PRIO_INHERIT mutex, and the spin-then-park work slot the
  * WorkerPool runs on. An implementation detail of Ember; no Swift API.
  */
@@ -36,6 +36,12 @@ int et_thread_policy(int tid);
 int et_thread_set_nice(int tid, int nice);
 /* Thread `tid`'s nice value into *nice; 0 or an errno. */
 int et_thread_nice(int tid, int *nice);
+/* Confines thread `tid` (0: the caller) to the `count` CPUs in `cpus` (Linux: sched_setaffinity; numbers below 0
+ * or from CPU_SETSIZE up are skipped); 0 or an errno (EINVAL when no usable CPU is left). Elsewhere ENOTSUP. */
+int et_thread_set_affinity(int tid, const int *cpus, int count);
+/* How many CPUs thread `tid` (0: the caller) may run on, their numbers written to cpus[0 ..< capacity] ascending
+ * (cpus may be NULL with capacity 0 to only count); −errno on failure, −ENOTSUP off Linux. */
+int et_thread_affinity(int tid, int *cpus, int capacity);
 
 /* The lowest nice value RLIMIT_NICE allows without privilege (20 − rlim_cur), 20 when it is 0. */
 int et_nice_floor_from_rlimit(void);
