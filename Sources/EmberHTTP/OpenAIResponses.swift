@@ -14,7 +14,8 @@ enum OpenAIResponses {
     /// The `ember` object of a finished request.
     static func ember<Output>(_ completion: Completion<Output>, tier: Tier) -> JSONValue {
         var pairs: [(String, JSONValue)] = [
-            ("tier", .string(tier.rawValue)), ("decision", JSONValue.decision(completion.decision)),
+            ("tier", .string(tier.rawValue)), ("decision", JSONValue.decision(completion.decision, detailed: true)),
+            ("predicted_run_ms", completion.predictedSeconds.map { .number(($0 * 1000).rounded()) } ?? .null),
             ("wait_ms", .number((completion.waitSeconds * 1000).rounded())),
             ("run_ms", .number((completion.runSeconds * 1000).rounded())),
         ]

@@ -71,11 +71,20 @@ enum WorkerResponse {
 }
 
 extension JSONValue {
-    /// A policy decision as both servers report it: action, precision ("native" for the weights as stored), units,
-    /// QoS class and threads.
-    public static func decision(_ decision: Decision) -> JSONValue {
-        .object([("action", .string(decision.action.name)), ("precision", .string(decision.precisionName)),
-                 ("units", .string(decision.computeUnits.description)), ("qos", .string(decision.qos.description)),
-                 ("threads", .number(Double(decision.threads)))])
+    /// A policy decision as both servers report it: action, precision ("native" for the weights as stored), the unit
+    /// chosen and the units allowed, QoS class and threads; `detailed` (the HTTP API) adds the prediction (seconds,
+    /// joules, quality loss) and the reason — the worker protocol's lines stay within its 512-byte chunks.
+    public static func decision(_ decision: Decision, detailed: Bool = false) -> JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("action", .string(decision.action.name)), ("precision", .string(decision.precisionName)),
+            ("unit", .string(decision.unit.rawValue)), ("units", .string(decision.computeUnits.description)),
+            ("qos", .string(decision.qos.description)), ("threads", .number(Double(decision.threads))),
+        ]
+        if detailed, let predicted = decision.predicted {
+            fields.append(("predicted", .object([("seconds", .number(predicted.seconds)), ("joules", .number(predicted.joules)),
+                                                 ("quality_loss", .number(predicted.qualityLoss))])))
+        }
+        if detailed, !decision.explanation.isEmpty { fields.append(("reason", .string(decision.explanation))) }
+        return .object(fields)
     }
 }

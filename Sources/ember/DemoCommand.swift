@@ -36,6 +36,8 @@ struct DemoCommand: AsyncParsableCommand {
         var energy: EnergyEstimate? = nil
         var batchSize = 1
         var coalesced = false
+        /// Predicted and measured run seconds (not the wait).
+        var predicted: (Double, Double)? = nil
     }
 
     /// What a finished request reports: its speed, the decision it ran under, its energy, its batch.
@@ -45,10 +47,13 @@ struct DemoCommand: AsyncParsableCommand {
         var energy: EnergyEstimate?
         var batchSize: Int
         var coalesced: Bool
+        var predicted: Double?
+        var run: Double
 
         init<Output>(rate: String, _ completion: Completion<Output>) {
-            (self.rate, decision, energy, batchSize, coalesced) =
-                (rate, completion.decision, completion.energy, completion.batchSize, completion.coalesced)
+            (self.rate, decision, energy, batchSize, coalesced, predicted, run) =
+                (rate, completion.decision, completion.energy, completion.batchSize, completion.coalesced, completion.predictedSeconds,
+                 completion.runSeconds)
         }
     }
 
@@ -61,13 +66,23 @@ struct DemoCommand: AsyncParsableCommand {
         let minilm = try await Self.timed("loading all-minilm-l6-v2 (safetensors, fp32)") {
             try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
         }
+        guard let template = llm.chatTemplate else { throw ValidationError("smollm2-135m-instruct has no chat template") }
+        let prompt = template.format([ChatMessage(role: "user", content: "Give me one tip for saving battery.")])
+        let sentences = EmbeddingBenchmark.sentences(16, seed: 1)
+        let archive = EmbeddingBenchmark.sentences(64, seed: 2)
+        // Each request's work, as the runtime will describe it to the policy.
+        let chatWork = Workload.generation(parameters: llm.matmulParameters, promptTokens: prompt.utf8.count / 4 + 1, newTokens: tokens,
+                                           model: llm.path)
+        func embedWork(_ texts: [String]) -> Workload {
+            .embedding(parameters: minilm.matmulParameters, tokens: texts.reduce(0) { $0 + $1.utf8.count / 4 + 2 }, model: minilm.path)
+        }
+        let works: [(Tier, Workload)] = [(.critical, chatWork), (.standard, embedWork(sentences)), (.background, embedWork(archive))]
         // Bind each model's weights for every (units, precision) the script will ask for, so the
         // table shows steady-state speed rather than one-time conversions.
         var plans = Set<String>()
         for step in Self.steps {
-            for tier in [Tier.critical, .standard, .background] {
-                let decision = BackendPolicy.decide(request: RequestRequirements(tier: tier), state: step.state,
-                                                    configuration: runtime.configuration.policy)
+            for (tier, work) in works {
+                let decision = runtime.decide(RequestRequirements(tier: tier, workload: work), state: step.state)
                 guard plans.insert("\(decision.computeUnits.rawValue)-\(decision.precision)").inserted else { continue }
                 try await Self.timed("binding weights for \(decision.precision) on \(decision.computeUnits)") {
                     try llm.prepare(decision.executionOptions())
@@ -75,20 +90,15 @@ struct DemoCommand: AsyncParsableCommand {
                 }
             }
         }
-        guard let template = llm.chatTemplate else { throw ValidationError("smollm2-135m-instruct has no chat template") }
-        let sentences = EmbeddingBenchmark.sentences(16, seed: 1)
-        let archive = EmbeddingBenchmark.sentences(64, seed: 2)
         var pending: [(String, Task<Outcome, Never>)] = []
         var waited = 0
 
         for (index, step) in Self.steps.enumerated() {
             try runtime.setPowerState(step.state)
             print("\n[\(index + 1)/\(Self.steps.count)] \(step.name): \(step.state)")
-            let decide = { (tier: Tier) in
-                BackendPolicy.decide(request: RequestRequirements(tier: tier), state: step.state, configuration: runtime.configuration.policy)
-            }
-            let prompt = template.format([ChatMessage(role: "user", content: "Give me one tip for saving battery.")])
-            let (critical, standard, background, tokens) = (decide(.critical), decide(.standard), decide(.background), tokens)
+            let decide = { (tier: Tier, work: Workload) in runtime.decide(RequestRequirements(tier: tier, workload: work), state: step.state) }
+            let (critical, standard, background, tokens) = (decide(.critical, chatWork), decide(.standard, embedWork(sentences)),
+                                                            decide(.background, embedWork(archive)), tokens)
             let chat = Task { await Self.measure("critical chat", critical) {
                 let done = try await runtime.generateText(llm, prompt: prompt, maxTokens: tokens, tier: .critical)
                 let pieces = done.output.tokenIDs.count
@@ -149,7 +159,8 @@ struct DemoCommand: AsyncParsableCommand {
         do {
             let done = try await work()
             return Outcome(label: label, decision: done.decision, result: "done", seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9,
-                           rate: done.rate, energy: done.energy, batchSize: done.batchSize, coalesced: done.coalesced)
+                           rate: done.rate, energy: done.energy, batchSize: done.batchSize, coalesced: done.coalesced,
+                           predicted: done.predicted.map { ($0, done.run) })
         } catch {
             return Outcome(label: label, decision: decision, result: "\(error)", seconds: nil, rate: "—")
         }
@@ -157,7 +168,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     static func printTable(_ rows: [Outcome]) {
         print("  " + pad("request", 34) + pad("decision", 50) + pad("precision / units / QoS", 46) + pad("latency", 10)
-              + pad("rate", 30) + pad("energy", 18) + "notes")
+              + pad("rate", 30) + pad("energy", 18) + pad("run: predicted / measured", 28) + "notes")
         for row in rows {
             let action = row.decision.action.name + (row.decision.action.reason.map { " (\($0))" } ?? "")
             let how = "\(row.decision.precisionName) / \(row.decision.computeUnits) / \(row.decision.qos)"
@@ -167,8 +178,11 @@ struct DemoCommand: AsyncParsableCommand {
             var notes: [String] = []
             if row.batchSize > 1 { notes.append("one batch of \(row.batchSize) requests (energy of the batch)") }
             if row.coalesced { notes.append("joined an identical request: ran once") }
+            let prediction = row.predicted.map { String(format: "%.0f / %.0f ms (%+.0f%%)", $0.0 * 1000, $0.1 * 1000, ($0.0 / $0.1 - 1) * 100) }
+                ?? (row.seconds == nil ? "—" : "— (batch)")
             print("  " + pad(row.label, 34) + pad(action, 50) + pad(how, 46) + pad(latency, 10) + pad(rate, 30) + pad(energy, 18)
-                  + notes.joined(separator: "; "))
+                  + pad(prediction, 28) + notes.joined(separator: "; "))
+            if row.seconds != nil, !row.decision.explanation.isEmpty { print("    why: \(row.decision.explanation)") }
         }
     }
 }

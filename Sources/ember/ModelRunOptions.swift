@@ -52,8 +52,7 @@ struct DecisionOptions: ParsableArguments {
     /// The policy's decision for a critical (interactive) request in the runtime's power state, with the flags'
     /// overrides applied; also starts the workers of the decision's class.
     func decision(in runtime: Runtime, quantizedFile: Bool) throws -> Decision {
-        var decision = BackendPolicy.decide(request: requirements(quantizedFile: quantizedFile), state: runtime.powerSource.current(),
-                                            configuration: runtime.configuration.policy)
+        var decision = runtime.decide(requirements(quantizedFile: quantizedFile))
         if case let .drop(reason) = decision.action {
             throw ValidationError("the power policy refuses to run now: \(reason)")
         }

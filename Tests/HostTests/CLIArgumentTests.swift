@@ -48,10 +48,63 @@ struct CLIArgumentTests {
         let run = try await ExternalProcess.run(Self.ember, ["policy", "--json", "--state", "battery=0.1"], timeout: 60)
         #expect(run.status == 0, "\(run.standardError)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any])
-        let decisions = try #require(((object["states"] as? [[String: Any]])?.first)?["decisions"] as? [[String: Any]])
+        let decisions = try #require(object["decisions"] as? [[String: Any]])
         #expect(decisions.map { $0["tier"] as? String } == ["critical", "standard", "background"])
         #expect(decisions[0]["action"] as? String == "run" && decisions[0]["precision"] as? String == "int4")
         #expect(decisions[1]["action"] as? String == "defer" && (decisions[1]["reason"] as? String)?.contains("20%") == true)
+        let predicted = try #require(decisions[0]["predicted"] as? [String: Any])
+        #expect((predicted["seconds"] as? Double ?? 0) > 0 && (predicted["joules"] as? Double ?? 0) > 0 && predicted["quality_loss"] is Double)
+        #expect(decisions[0]["unit"] is String && decisions[0]["qos"] as? String == "userInitiated" && decisions[0]["threads"] is Int)
+    }
+
+    /// `ember policy --calibration FILE`: the issue's file shape decides; quantized routes made 5× slower and costlier
+    /// send a battery-powered standard request to fp32; a bad file is an error naming the field.
+    @Test func policyDecidesFromACalibrationFile() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ember-calibration-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func standard(_ json: String) async throws -> [String: Any] {
+            let file = folder.appendingPathComponent("\(UUID().uuidString).json")
+            try Data(json.utf8).write(to: file)
+            let run = try await ExternalProcess.run(Self.ember, ["policy", "--json", "--state", "battery=0.5", "--calibration", file.path],
+                                                    timeout: 60)
+            #expect(run.status == 0, "\(run.standardError)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any])
+            return try #require((object["decisions"] as? [[String: Any]])?.first { $0["tier"] as? String == "standard" })
+        }
+        func file(_ scale: Double) -> String {
+            String(format: #"{"units": {"neural-engine": {"int8": {"gops": %g, "joules_per_gop": %g}, "int4": {"gops": %g, "joules_per_gop": %g}}, "#
+                   + #""gpu": {"fp32": {"gops": 100, "joules_per_gop": 0.123}}, "cpu": {"fp32": {"gops": 20, "joules_per_gop": 0.5}}}}"#,
+                   120 / scale, 0.096 * scale, 150 / scale, 0.069 * scale)
+        }
+        let usual = try await standard(file(1))
+        #expect(usual["precision"] as? String == "int4" && usual["unit"] as? String == "neural-engine", "\(usual)")
+        let penalised = try await standard(file(5))
+        #expect(penalised["precision"] as? String == "fp32" && penalised["unit"] as? String == "gpu", "\(penalised)")
+        let bad = folder.appendingPathComponent("bad.json")
+        try Data(#"{"units": {"gpu": {"fp32": {"gops": "fast", "joules_per_gop": 1}}}}"#.utf8).write(to: bad)
+        let refused = try await ExternalProcess.run(Self.ember, ["policy", "--json", "--state", "battery=0.5", "--calibration", bad.path], timeout: 60)
+        #expect(refused.status != 0 && refused.standardError.contains("units.gpu.fp32.gops") && refused.standardError.contains("fast"),
+                "\(refused.standardError)")
+    }
+
+    /// `ember info` reads performance and efficiency cores from the sysfs tree `EMBER_SYSFS_ROOT` names, and the
+    /// policy sizes each tier's threads to its cores.
+    @Test func coresComeFromSysfs() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let tree = try FakeFileTree(name: "cores")
+        try tree.write("sys/devices/system/cpu/online", "0-1\n")
+        try tree.write("sys/devices/system/cpu/cpu0/cpu_capacity", "1024\n")
+        try tree.write("sys/devices/system/cpu/cpu1/cpu_capacity", "512\n")
+        let run = try await ExternalProcess.run(Self.ember, ["info"], environment: ["EMBER_SYSFS_ROOT": tree.root.path], timeout: 60)
+        #expect(run.status == 0, "\(run.standardError)")
+        #expect(run.standardOutput.contains("cores      1 performance + 1 efficiency"), "\(run.standardOutput)")
+        let policy = try await ExternalProcess.run(Self.ember, ["policy", "--json", "--state", "external=1"],
+                                                   environment: ["EMBER_SYSFS_ROOT": tree.root.path], timeout: 60)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(policy.standardOutput.utf8)) as? [String: Any])
+        let decisions = try #require(object["decisions"] as? [[String: Any]])
+        #expect(decisions.allSatisfy { $0["threads"] as? Int == 1 }, "one core per class: \(decisions)")
     }
 
     /// `ember chat` commands: /save writes the conversation as JSON, /load restores it, unknown commands are named;

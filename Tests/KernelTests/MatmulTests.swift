@@ -175,6 +175,7 @@ struct MatmulTests {
         try compute.matmul(x, weights, units: decision.computeUnits, precision: decision.precision, qos: decision.qos).output
     }
     let answer = try await scheduler.submit(request, tier: .standard)
-    #expect(answer.decision.precision == .int8)
+    // On battery the budget allows +2 %: an unmeasured model's int4 (+2 % assumed) is the least energy.
+    #expect(answer.decision.precision == .int4 && answer.decision.unit == .neuralEngine, "\(answer.decision.explanation)")
     #expect((answer.output as? Tensor)?.shape == [2, 4])
 }

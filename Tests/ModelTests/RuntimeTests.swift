@@ -90,16 +90,21 @@ struct ReadmeHostSnippetTests {
                                                        modelsDirectory: RuntimeTests.models))
         let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
         let onBattery = try await runtime.generateText(llm, prompt: "The capital of France is", maxTokens: 8)
-        #expect(onBattery.decision.precision == .int8 && onBattery.decision.computeUnits == .cpuAndNeuralEngine)
+        // On battery the fastest within +2 %: SmolLM2's measured int8/int4 losses are ~0.2 %, so a quantized route.
+        #expect(onBattery.decision.precision != .fp32 && onBattery.decision.computeUnits == .cpuAndNeuralEngine,
+                "\(onBattery.decision.explanation)")
+        #expect((onBattery.decision.predicted?.qualityLoss ?? 1) < 0.02)
         #expect(onBattery.output.text.hasPrefix(" Paris"), "\(onBattery.output.text)")
         try runtime.setPowerState(PowerState(batteryLevel: 0.15, charging: .unplugged))
         let low = try await runtime.generateText(llm, prompt: "The capital of France is", maxTokens: 8)
-        #expect(low.decision.precision == .int4)
-        // The int4 path is the file's Q4_1: llama.cpp's greedy text for this prompt.
-        #expect(low.output.text == " Paris.\n\nThe United States has", "\(low.output.text)")
+        #expect(low.decision.explanation.contains("reduced budget"), "energy within 1.25× the least: \(low.decision.explanation)")
+        if low.decision.precision == .int4 {
+            // The int4 path is the file's Q4_1: llama.cpp's greedy text for this prompt.
+            #expect(low.output.text == " Paris.\n\nThe United States has", "\(low.output.text)")
+        }
         let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
         let embedded = try await runtime.embedding(minilm, ["a cat"], tier: .critical)
-        #expect(embedded.decision.precision == .int4 && embedded.output.count == 1 && embedded.output[0].count == 384)
+        #expect(embedded.decision.precision != .fp32 && embedded.output.count == 1 && embedded.output[0].count == 384)
         // Standard work waits at 15 %; cancelling it ends the wait.
         let waiting = Task { try await runtime.embedding(minilm, ["later"], tier: .standard) }
         #expect(await eventually { await runtime.scheduler.deferredCount == 1 })

@@ -6,17 +6,20 @@ import Testing
 struct BackendPolicyTests {
     static let configuration = PolicyConfiguration(threads: 2)
 
-    /// Every row of docs/POLICY.md: state, tier → verdict, precision, units, QoS, threads.
+    /// Every row of docs/POLICY.md, decided from the reference machine's costs for the reference workload of a model
+    /// not yet measured (int8 +0.2 %, int4 +2 % assumed): state, tier → verdict, precision, units, QoS, threads.
+    /// Mains (budget 0.5 %) keeps int4 out; battery (2 %) lets it in; thermal serious halves the power (1 thread of 2);
+    /// thermal critical's 25 % cap cannot be met, so the lowest power (1 thread) runs.
     static let rows: [(state: String, tier: Tier, verdict: String, precision: Precision, units: ComputeUnits, qos: QoSClass, threads: Int)] = [
-        ("mains, no battery", .critical, "run", .fp32, .cpuAndGPU, .userInitiated, 2),
-        ("mains, no battery", .standard, "run", .fp32, .cpuAndGPU, .utility, 2),
-        ("mains, no battery", .background, "run", .fp32, .cpuAndGPU, .background, 2),
-        ("charging 60%", .critical, "run", .fp32, .cpuAndGPU, .userInitiated, 2),
-        ("charging 60%", .standard, "run", .fp32, .cpuAndGPU, .utility, 2),
-        ("charging 60%", .background, "run", .fp32, .cpuAndGPU, .background, 2),
-        ("battery 50%", .critical, "run", .int8, .cpuAndNeuralEngine, .userInitiated, 2),
-        ("battery 50%", .standard, "run", .int8, .cpuAndNeuralEngine, .utility, 2),
-        ("battery 50%", .background, "run", .int8, .cpuAndNeuralEngine, .background, 2),
+        ("mains, no battery", .critical, "run", .int8, .cpuAndNeuralEngine, .userInitiated, 2),
+        ("mains, no battery", .standard, "run", .int8, .cpuAndNeuralEngine, .utility, 2),
+        ("mains, no battery", .background, "run", .int8, .cpuAndNeuralEngine, .background, 2),
+        ("charging 60%", .critical, "run", .int8, .cpuAndNeuralEngine, .userInitiated, 2),
+        ("charging 60%", .standard, "run", .int8, .cpuAndNeuralEngine, .utility, 2),
+        ("charging 60%", .background, "run", .int8, .cpuAndNeuralEngine, .background, 2),
+        ("battery 50%", .critical, "run", .int4, .cpuAndNeuralEngine, .userInitiated, 2),
+        ("battery 50%", .standard, "run", .int4, .cpuAndNeuralEngine, .utility, 2),
+        ("battery 50%", .background, "run", .int4, .cpuAndNeuralEngine, .background, 2),
         ("battery 15%", .critical, "run", .int4, .cpuAndNeuralEngine, .userInitiated, 2),
         ("battery 15%", .standard, "defer", .int4, .cpuAndNeuralEngine, .utility, 2),
         ("battery 15%", .background, "defer", .int4, .cpuAndNeuralEngine, .background, 2),
@@ -29,9 +32,9 @@ struct BackendPolicyTests {
         ("battery 50%, thermal serious", .critical, "run", .int4, .cpuAndNeuralEngine, .userInitiated, 1),
         ("battery 50%, thermal serious", .standard, "run", .int4, .cpuAndNeuralEngine, .utility, 1),
         ("battery 50%, thermal serious", .background, "defer", .int4, .cpuAndNeuralEngine, .background, 1),
-        ("mains, thermal critical", .critical, "run", .int4, .cpuAndNeuralEngine, .userInitiated, 1),
-        ("mains, thermal critical", .standard, "defer", .int4, .cpuAndNeuralEngine, .utility, 1),
-        ("mains, thermal critical", .background, "defer", .int4, .cpuAndNeuralEngine, .background, 1),
+        ("mains, thermal critical", .critical, "run", .int8, .cpuAndNeuralEngine, .userInitiated, 1),
+        ("mains, thermal critical", .standard, "defer", .int8, .cpuAndNeuralEngine, .utility, 1),
+        ("mains, thermal critical", .background, "defer", .int8, .cpuAndNeuralEngine, .background, 1),
     ]
 
     @Test func everyDocumentedRowHolds() throws {
@@ -100,7 +103,7 @@ struct BackendPolicyTests {
         let decision = BackendPolicy.decide(request: RequestRequirements(tier: .standard), state: state,
                                             configuration: PolicyConfiguration(table: table))
         #expect(decision.action == .run)
-        #expect(decision.precision == .int8)
+        #expect(decision.precision == .int4, "15 % is above a 10 % threshold: the battery budget (2 %) lets int4 in")
         table.rules[.background]?.runsInLowPowerMode = true
         let lowPower = PowerState(batteryLevel: 0.5, charging: .unplugged, externalPower: false, lowPowerMode: true)
         #expect(BackendPolicy.decide(request: RequestRequirements(tier: .background), state: lowPower,

@@ -56,7 +56,7 @@ struct SchedulerTests {
             .init(at: 40, battery: 0.5, lowPower: false, thermal: .serious),
             .init(at: 50, battery: 0.6, charging: .charging, thermal: .nominal),
         ], clock: clock)
-        let scheduler = InferenceScheduler(source: timeline, configuration: PolicyConfiguration(threads: 2))
+        let scheduler = InferenceScheduler(source: timeline, configuration: PolicyConfiguration(threads: 2), costs: .gradedForTests)
         func precision(_ tier: Tier) async throws -> Precision {
             try await scheduler.submit(precisionRequest(tier), tier: tier).output as! Precision
         }
@@ -78,8 +78,8 @@ struct SchedulerTests {
         await move(to: 30)
         #expect(try await precision(.critical) == .int4)
         #expect(await scheduler.deferredCount == 2)
-        await move(to: 40) // 50% again, thermal serious: standard drains at int8 stepped down to int4; background still waits
-        #expect(try await standard.value == .int4)
+        await move(to: 40) // 50% again, thermal serious: standard drains at int8 on one thread (power capped); background waits
+        #expect(try await standard.value == .int8)
         #expect(await scheduler.deferredCount == 1)
         await move(to: 50) // recovery on the charger: background drains at full precision
         #expect(try await background.value == .fp32)
@@ -432,10 +432,10 @@ struct SchedulerExtrasTests {
         #expect(try weights.variant(for: .int4) === weights)
         #expect(try weights.variant(for: .fp32).type == .f32)
         let x = try Tensor(shape: [2, 64], values: (0..<128).map { _ in generator.nextUnitFloat() })
-        let battery = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: battery50)
+        let battery = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: battery50, costs: .gradedForTests)
         let result = try TestCompute.context.matmul(x, weights, units: battery.computeUnits, precision: battery.precision, qos: battery.qos)
         #expect(result.placement.type == .q8_0, "the decision's int8 picks the int8 variant")
-        let charged = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: charging)
+        let charged = BackendPolicy.decide(request: RequestRequirements(tier: .critical), state: charging, costs: .gradedForTests)
         #expect(try TestCompute.context.matmul(x, weights, units: charged.computeUnits, precision: charged.precision).placement.unit == .gpu)
     }
 }

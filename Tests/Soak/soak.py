@@ -12,7 +12,8 @@ disconnect with requests in flight. Checks, and exits 1 on any failure:
   - no deadlock: a watchdog fails the run when no answer arrives for 60 s while requests are outstanding;
   - the server's open file descriptors return to their baseline after the clients leave, and its RSS to within
     96 MiB of the baseline taken after a warm-up;
-  - the server is still alive and answers at the end, and exits cleanly on SIGTERM.
+  - the server is still alive and answers at the end, then idles under 3 % of a core for 5 s (workers park, nothing
+    spins), and exits cleanly on SIGTERM.
 Prints one JSON line with the counts.
 """
 import json, os, random, signal, socket, subprocess, sys, tempfile, threading, time, uuid
@@ -33,6 +34,11 @@ def fail(message):
 def count(key, n=1):
     with LOCK:
         COUNTS[key] += n
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def fds(pid):
@@ -134,6 +140,7 @@ def client(path, deadline, seed):
 
 
 def main():
+    idle_percent = -1.0
     folder = tempfile.mkdtemp(prefix="ember-soak-")
     path = os.path.join(folder, "worker.sock")
     timeline = os.path.join(folder, "timeline.json")
@@ -208,6 +215,13 @@ def main():
             if message.get("id") == "final" and ("last" not in message or message.get("last")):
                 break
         check.sock.close()
+        # Idle workers park instead of spinning: an idle server uses next to no CPU.
+        time.sleep(1)
+        before, start = cpu_seconds(server.pid), time.time()
+        time.sleep(5)
+        idle_percent = 100 * (cpu_seconds(server.pid) - before) / (time.time() - start)
+        if idle_percent > 3:
+            fail(f"idle CPU: {idle_percent:.1f}% of a core over 5 s with no requests (expected under 3%)")
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -218,7 +232,7 @@ def main():
     if server.returncode not in (0, -signal.SIGTERM):
         fail(f"the server exited with {server.returncode}")
     print(json.dumps(dict(COUNTS, seconds=SECONDS, clients=CLIENTS, fds=[base_fds, end_fds], rss_mib=[round(base_rss), round(end_rss)],
-                          rss_every_10s=samples,
+                          rss_every_10s=samples, idle_cpu_percent=round(idle_percent, 2),
                           errors_by_kind=ERROR_KINDS, failures=FAILURES[:10])))
     return 1 if FAILURES else 0
 

@@ -1,21 +1,28 @@
 import EmberCore
 import EmberModels
-/// Turns a request's tier and needs and the device's power state into a
-/// ``Decision``: run now, defer, or drop — and if it runs, at which
-/// precision, on which units, at which QoS, with how many threads. A pure
-/// function of its arguments; the numbers live in ``PolicyTable``.
+import Foundation
+
+/// Turns a request's tier and needs, the device's power state and the cost model into a ``Decision``: run now,
+/// defer, or drop — and if it runs, at which precision, on which unit, at which QoS, with how many threads.
+///
+/// Whether a tier runs at all is the table's rule (``PolicyTable``). How it runs is an optimisation: every candidate
+/// (unit × precision × threads) gets a predicted time, energy and quality loss from the ``CostModel``; the power
+/// situation's budget keeps those within its quality loss, its energy cap and (thermal) its power cap; the tier's
+/// objective picks — critical the fastest, standard the least energy within its latency target, background the least
+/// energy. A pure function of its arguments.
 public enum BackendPolicy {
-    /// The decision for `request` in power `state` under the host's `configuration` (the default settings when omitted).
+    /// The decision for `request` in power `state` under the host's `configuration`, predicted with `costs`
+    /// (the reference machine's when omitted).
     public static func decide(request: RequestRequirements, state: PowerState,
-                              configuration: PolicyConfiguration = PolicyConfiguration()) -> Decision {
+                              configuration: PolicyConfiguration = PolicyConfiguration(),
+                              costs: CostModel = .reference) -> Decision {
         let table = configuration.table
         // A host table without a rule for this tier: the critical rule, else run always.
         let rule = table.rules[request.tier] ?? table.rules[.critical] ?? PolicyTable.TierRule.runsAlways
         let budget = table.budget(for: state)
-        var decision = Decision(
-            action: .run, precision: budget.precision, computeUnits: budget.computeUnits,
-            qos: request.tier == .critical && request.userInteractive ? .userInteractive : rule.qos,
-            threads: configuration.threads)
+        let qos = request.tier == .critical && request.userInteractive ? QoSClass.userInteractive : rule.qos
+        var decision = Decision(action: .run, precision: .fp32, computeUnits: .cpu, qos: qos,
+                                threads: min(configuration.threads, configuration.threadLimits[qos] ?? .max))
 
         // Power: what may run at all.
         if state.lowPowerMode && !rule.runsInLowPowerMode {
@@ -25,56 +32,51 @@ public enum BackendPolicy {
         } else if request.requiresExternalPower && !state.onExternalPower {
             decision.action = .defer(reason: "needs external power, none connected")
         }
-
-        // Thermal: the second signal.
+        var powerCap: (fraction: Double, why: String)? = nil
         switch state.thermal {
         case .critical:
             if !rule.runsWhenThermalCritical, decision.action == .run { decision.action = .defer(reason: "thermal state critical") }
-            decision.precision = .int4
-            decision.threads = 1
+            powerCap = (table.criticalPowerCap, "thermal critical")
         case .serious:
             if !rule.runsWhenThermalSerious, decision.action == .run { decision.action = .defer(reason: "thermal state serious") }
-            decision.precision = stepDown(decision.precision)
-            decision.threads = max(1, decision.threads / 2)
+            powerCap = (table.seriousPowerCap, "thermal serious")
         case .nominal, .fair:
             break
         }
 
-        // The host's ceiling and the request's own overrides always win.
-        if let requested = request.computeUnits {
-            guard requested.isSubset(of: configuration.computeUnits) else {
-                decision.action = .drop(reason: "asks for \(requested), beyond the host's \(configuration.computeUnits)")
-                return decision
-            }
-            decision.computeUnits = requested
+        // The host's ceiling and the request's own units always win.
+        if let requested = request.computeUnits, !requested.isSubset(of: configuration.computeUnits) {
+            decision.action = .drop(reason: "asks for \(requested), beyond the host's \(configuration.computeUnits)")
+            return decision
         }
         let ceiling = request.computeUnits ?? configuration.computeUnits
-        if let precision = request.precision {
-            // A precision the request needs may use any unit the ceiling allows (fp32 → the GPU route).
-            decision.precision = precision
-            decision.computeUnits = units(for: precision, within: ceiling, ceiling: ceiling)
+        // A precision the request needs may use any unit the ceiling allows; otherwise the budget's units.
+        let allowed = (request.precision == nil ? ceiling.intersection(budget.computeUnits) : ceiling).union(.cpu)
+        let workload = request.workload ?? .reference
+        let choice = CandidateSearch(workload: workload, costs: costs, units: allowed,
+                                     precisions: request.precision.map { [$0] } ?? Precision.allCases,
+                                     maxThreads: decision.threads)
+            .choose(rule: rule, budget: budget, powerCap: powerCap, qualityBound: request.precision == nil)
+        if let choice {
+            decision.precision = choice.precision
+            decision.unit = choice.unit
+            decision.threads = choice.threads
+            decision.predicted = choice.prediction
+            decision.explanation = choice.explanation
         } else {
-            decision.computeUnits = units(for: decision.precision, within: decision.computeUnits, ceiling: ceiling)
+            // No unit the ceiling allows has a calibrated cost for any allowed precision: the CPU route, as asked.
+            decision.precision = request.precision ?? .fp32
+            decision.explanation = "no calibrated cost for this request's units and precision: the CPU route"
         }
+        decision.computeUnits = ComputeUnits(decision.unit).union(.cpu)
         if request.storedWeights {
             // Stored weights are quantized or float as the file has them: the quantized kernels' route, within the ceiling.
             decision.storedWeights = true
             decision.computeUnits = ceiling.union(.cpu)
+            decision.predicted = nil
+            decision.explanation = "the weights as the file stores them, on \(decision.computeUnits) (asked for)"
         }
         return decision
-    }
-
-    /// The units that run `precision` well, within what is allowed (the CPU route always stays).
-    static func units(for precision: Precision, within allowed: ComputeUnits, ceiling: ComputeUnits) -> ComputeUnits {
-        let preferred: ComputeUnits = precision == .fp32 ? .cpuAndGPU : .cpuAndNeuralEngine
-        return preferred.intersection(allowed).intersection(ceiling).union(.cpu)
-    }
-
-    static func stepDown(_ precision: Precision) -> Precision {
-        switch precision {
-        case .fp32: .int8
-        case .int8, .int4: .int4
-        }
     }
 
     private static func runners(_ table: PolicyTable, _ allowed: (PolicyTable.TierRule) -> Bool) -> String {

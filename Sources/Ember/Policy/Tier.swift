@@ -34,9 +34,13 @@ public struct RequestRequirements: Sendable, Equatable, Codable {
     /// … ("native") — rather than converted to `precision` or to the policy's choice.
     public var storedWeights: Bool
 
+    /// The work the request is, for the policy's predictions (nil: ``Workload/reference``).
+    public var workload: Workload?
+
     /// Requirements for a request of `tier`; nil `precision` and `computeUnits` leave both to the policy, and every flag defaults to false.
     public init(tier: Tier, userInteractive: Bool = false, precision: Precision? = nil, computeUnits: ComputeUnits? = nil,
-                requiresExternalPower: Bool = false, storedWeights: Bool = false) {
+                requiresExternalPower: Bool = false, storedWeights: Bool = false, workload: Workload? = nil) {
+        self.workload = workload
         self.storedWeights = storedWeights
         self.tier = tier
         self.userInteractive = userInteractive
@@ -87,6 +91,13 @@ public struct Decision: Sendable, Equatable, Codable, CustomStringConvertible {
     public var threads: Int
     /// The model's weights run as its file stores them ("native"); `precision` then only says the policy's budget.
     public var storedWeights = false
+    /// The unit the matrix products were chosen for (``computeUnits`` is it and the CPU route, the fallback).
+    public var unit: ComputeUnit = .cpu
+    /// What the chosen candidate was expected to cost; nil for stored weights (not among the candidates).
+    public var predicted: Prediction? = nil
+    /// Why this candidate: the objective, what it beat and by how much, the quality budget
+    /// ("fastest: int4 on neural-engine, 2 threads — 8.4× faster than fp32 on gpu at 12 % of its energy; +0.26 % perplexity, budget 1 %").
+    public var explanation = ""
 
     /// "native" for stored weights, else the precision's name ("int8").
     public var precisionName: String { storedWeights ? "native" : precision.rawValue }

@@ -23,6 +23,10 @@ public struct Completion<Output: Sendable>: Sendable {
     /// How many requests ran in the same batch (1 when alone).
     public var batchSize: Int
 
+    /// The seconds the cost model expected for the work done (nil in a batch or for stored weights): against
+    /// ``runSeconds``, the prediction's error.
+    public var predictedSeconds: Double?
+
     init(_ result: InferenceResult, output: Output) {
         self.output = output
         decision = result.decision
@@ -32,5 +36,6 @@ public struct Completion<Output: Sendable>: Sendable {
         energy = result.energy
         coalesced = result.coalesced
         batchSize = result.batchSize
+        predictedSeconds = result.predictedSeconds
     }
 }

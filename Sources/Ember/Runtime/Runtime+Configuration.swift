@@ -87,10 +87,19 @@ extension Runtime {
             public static let modelsDirectory = "EMBER_MODELS_DIR"
             /// Where `ember/calibration.json` is cached (else `$HOME/.cache`).
             public static let cacheHome = "XDG_CACHE_HOME"
+            /// The folder that plays `/` when the performance and efficiency cores are read from `/sys` (tests).
+            public static let sysfsRoot = "EMBER_SYSFS_ROOT"
+        }
+
+        /// A compute configuration forcing `isa` (nil: the best) whose workers are pinned as `topology` says.
+        static func computeConfiguration(isa: String?, topology: CoreTopology) -> ComputeContext.Configuration {
+            var compute = ComputeContext.Configuration(isaOverride: isa)
+            compute.coreTopology = topology
+            return compute
         }
 
         /// A configuration from environment variables (the CLI passes its process's): `EMBER_ISA`,
-        /// `EMBER_PLUGIN_PATH`, `EMBER_POWER`, `EMBER_MODELS_DIR`, and the calibration cached under
+        /// `EMBER_PLUGIN_PATH`, `EMBER_POWER`, `EMBER_MODELS_DIR`, the cores read under `EMBER_SYSFS_ROOT` (else `/`), and the calibration cached under
         /// `$XDG_CACHE_HOME/ember/` (else `$HOME/.cache/ember/`). The library itself reads no environment.
         public init(environment: [String: String], computeUnits: ComputeUnits? = nil) {
             let nonEmpty = { (name: String) in environment[name].flatMap { $0.isEmpty ? nil : $0 } }
@@ -100,7 +109,8 @@ extension Runtime {
                       modelsDirectory: nonEmpty(Variable.modelsDirectory).map { URL(fileURLWithPath: $0, isDirectory: true) }
                           ?? ModelLocator.defaultModelsDirectory(currentDirectory: FileManager.default.currentDirectoryPath,
                                                                  cacheHome: cacheBase?.path),
-                      compute: ComputeContext.Configuration(isaOverride: nonEmpty(Variable.isa)),
+                      compute: Self.computeConfiguration(isa: nonEmpty(Variable.isa),
+                                                         topology: CoreTopology.read(sysfsRoot: nonEmpty(Variable.sysfsRoot) ?? "/")),
                       pluginPaths: (nonEmpty(Variable.pluginPath) ?? "").split(separator: ":").map(String.init),
                       calibration: cacheBase.map { .cached($0.appendingPathComponent("ember/calibration.json")) } ?? .measure)
         }

@@ -14,6 +14,11 @@ extension Runtime {
     func generationRequest(_ model: any TextGenerator, prompt: String, maxTokens: Int, requirements: RequestRequirements,
                            sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil) -> InferenceRequest {
         let tier = requirements.tier
+        var requirements = requirements
+        // About four bytes per token until the prompt is tokenized; the run reports what it really did.
+        let parameters = model.matmulParameters
+        requirements.workload = requirements.workload ?? .generation(parameters: parameters, promptTokens: prompt.utf8.count / 4 + 1,
+                                                                     newTokens: maxTokens, model: model.path)
         let (batcher, batching) = (self.batcher, configuration.continuousBatching)
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.utf8.count + 1 + min(max(maxTokens, 0), model.contextLength))
@@ -47,6 +52,8 @@ extension Runtime {
                 cancelled.set()
             }
             context.report(energy: result.energy)
+            context.report(work: .generation(parameters: parameters, promptTokens: result.promptTokenIDs.count,
+                                             newTokens: result.tokenIDs.count, model: model.path))
             return result
         }
     }
@@ -57,6 +64,8 @@ extension Runtime {
                                  requirements: RequestRequirements? = nil, deadline: Date? = nil) -> InferenceRequest {
         var needs = requirements ?? RequestRequirements(tier: tier)
         needs.tier = tier
+        needs.workload = needs.workload ?? .embedding(parameters: model.matmulParameters,
+                                                      tokens: texts.reduce(0) { $0 + $1.utf8.count / 4 + 2 }, model: model.path)
         let batchKey = "embed-\(ObjectIdentifier(model).hashValue)"
         return InferenceRequest(
             requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"), deadline: deadline,
@@ -89,6 +98,8 @@ extension Runtime {
             try model.embed(texts, options: decision.executionOptions(qos: qos))
         }
         context.report(energy: batch.energy)
+        context.report(work: .embedding(parameters: model.matmulParameters, tokens: batch.tokenIDs.reduce(0) { $0 + $1.count },
+                                        model: model.path))
         return batch.embeddings
     }
 }

@@ -76,7 +76,24 @@ public final class Runtime: Sendable {
         }
         var policy = configuration.policy
         policy.threads = min(policy.threads, context.maximumThreads)
-        scheduler = InferenceScheduler(source: powerSource, configuration: policy, memoryBudget: configuration.memoryBudget)
+        for qos in QoSClass.allCases {
+            // Pinned workers: a class runs on as many threads as its cores.
+            if let cores = context.pool.cores(for: qos) { policy.threadLimits[qos] = max(1, cores.count) }
+        }
+        scheduler = InferenceScheduler(source: powerSource, configuration: policy, memoryBudget: configuration.memoryBudget,
+                                       costs: CostModel(units: UnitCostTable(profiles: context.unitProfiles)))
+    }
+
+    /// The costs a decision made now is predicted from: this machine's calibration and the loaded models' quality
+    /// (without what the scheduler has learned from requests; ``InferenceScheduler/costs`` has that).
+    public var costModel: CostModel {
+        CostModel(units: UnitCostTable(profiles: context.unitProfiles), qualities: scheduler.qualities.all)
+    }
+
+    /// The policy's decision for `request` in power `state` (the source's current one when omitted), from
+    /// ``costModel``.
+    public func decide(_ request: RequestRequirements, state: PowerState? = nil) -> Decision {
+        BackendPolicy.decide(request: request, state: state ?? powerSource.current(), configuration: scheduler.configuration, costs: costModel)
     }
 
     /// Sets the power state; only for a runtime configured with `.injected`.
@@ -103,14 +120,43 @@ public final class Runtime: Sendable {
 
     /// ``loadLanguageModel(named:)`` on the calling thread (for hosts that are not async).
     public func languageModel(named name: String) throws -> any TextGenerator {
-        try configuration.architectures.loadTextGenerator(path: try ModelLocator.path(for: name, modelsDirectory: configuration.modelsDirectory),
-                                                          context: context)
+        let model = try configuration.architectures.loadTextGenerator(
+            path: try ModelLocator.path(for: name, modelsDirectory: configuration.modelsDirectory), context: context)
+        recordQuality(of: model.path) { try QualityProbe.measure(model, threads: self.context.maximumThreads) }
+        return model
     }
 
     /// ``loadEmbeddingModel(named:)`` on the calling thread (for hosts that are not async).
     public func embeddingModel(named name: String) throws -> any Embedder {
-        try configuration.architectures.loadEmbedder(directory: try ModelLocator.directory(for: name, modelsDirectory: configuration.modelsDirectory),
-                                                     context: context)
+        let model = try configuration.architectures.loadEmbedder(
+            directory: try ModelLocator.directory(for: name, modelsDirectory: configuration.modelsDirectory), context: context)
+        recordQuality(of: model.path) { try QualityProbe.measure(model, threads: self.context.maximumThreads) }
+        return model
+    }
+
+    /// The quality profile of the model at `path` for the policy: from the cache beside the calibration when it
+    /// holds this file on this ISA, else measured now (and cached); none with `.defaults` calibration (the
+    /// unmeasured default applies). A measurement that fails leaves the default, and says why in the context's log.
+    private func recordQuality(of path: String, measure: () throws -> QualityProfile) {
+        let cache: QualityCache?
+        switch configuration.calibration {
+        case .defaults: return
+        case .measure: cache = nil
+        case let .cached(url): cache = QualityCache(url: url.deletingLastPathComponent().appendingPathComponent("quality.json"))
+        }
+        let key = QualityProbe.key(path: path, isa: context.isa.rawValue)
+        if let key, let cached = cache?.profile(for: key) {
+            scheduler.qualities.set(cached, for: path)
+            return
+        }
+        do {
+            let profile = try measure()
+            scheduler.qualities.set(profile, for: path)
+            if let key { try? cache?.store(profile, for: key) }
+        } catch {
+            context.configuration.log("the quality of \(path) at int8 and int4 could not be measured (\(error)); "
+                                      + "its requests are decided with the default losses")
+        }
     }
 
     /// Loads a backend plugin (a shared library exporting `ember_plugin_entry`, see
@@ -118,7 +164,13 @@ public final class Runtime: Sendable {
     /// reference, measured, and take ops from the next pass (models rebind their plans when the backends change). A bad
     /// library throws a ``PluginError`` naming the field and nothing is registered.
     @discardableResult
-    public func loadPlugin(at path: String) throws -> LoadedPlugin { try context.loadPlugin(at: path) }
+    public func loadPlugin(at path: String) throws -> LoadedPlugin {
+        let plugin = try context.loadPlugin(at: path)
+        let units = UnitCostTable(profiles: context.unitProfiles)
+        let scheduler = scheduler
+        Task { await scheduler.updateUnitCosts(units) }
+        return plugin
+    }
 
     // MARK: Requests
 

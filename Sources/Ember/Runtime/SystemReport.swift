@@ -144,6 +144,8 @@ public struct SystemReport: Sendable, Codable {
     public var powerSource: String
     /// The memory the process may use and the working-memory budget in force.
     public var memory: Memory
+    /// The performance and efficiency cores the workers are pinned to (nil: not read, nothing pinned).
+    public var cores: CoreTopology?
     /// Things that cost speed or correctness, each with its fix.
     public var warnings: [String]
 
@@ -164,7 +166,7 @@ public struct SystemReport: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case cpu, kernels, blas, warnings, qos, units, backends, plugins, calibration, power, memory
+        case cpu, kernels, blas, warnings, qos, units, backends, plugins, calibration, power, memory, cores
         case pluginFailures = "plugin_failures"
         case energySource = "energy_source"
         case powerSource = "power_source"
@@ -244,6 +246,7 @@ public struct SystemReport: Sendable, Codable {
             power: powerState, powerSource: powerSource,
             memory: Memory(physicalBytes: memoryLimit.physicalBytes, cgroupLimitBytes: memoryLimit.cgroupBytes,
                            budgetBytes: runtime.configuration.memoryBudget),
+            cores: context.coreTopology,
             warnings: warnings)
     }
 
@@ -271,6 +274,12 @@ public struct SystemReport: Sendable, Codable {
                 + "Ember runs it on one thread per call, split over its own QoS workers",
             "           \(blas.configuration)",
         ]
+        if let cores {
+            let pinned = cores.isHeterogeneous
+                ? "; user-initiated work on cpus \(cores.cores(for: .userInitiated)), utility and background on \(cores.cores(for: .background))"
+                : "; nothing pinned"
+            result.append("cores      \(cores)\(pinned)")
+        }
         result.append("QoS        \(qos.reason)")
         result += qos.lines.map { "           \($0)" }
         for profile in units {

@@ -68,6 +68,9 @@ public struct InferenceResult: Sendable {
     public var piecesPerSecond: Double?
     /// The energy the run reported, labelled measured or modelled.
     public var energy: EnergyEstimate?
+    /// The seconds the cost model expected for the work the request did (nil when it ran in a batch or as stored
+    /// weights): compare with ``runSeconds`` for the prediction's error.
+    public var predictedSeconds: Double? = nil
 }
 
 /// Why the scheduler did not return a result.
@@ -92,6 +95,7 @@ public final class RunContext: @unchecked Sendable {
     private var currentQoS: QoSClass
     private var emitted = 0
     private var energyReported: EnergyEstimate?
+    private var workReported: Workload?
 
     init(qos: QoSClass, yieldPoint: @escaping @Sendable () async -> Void, sink: @escaping @Sendable (String) -> Void) {
         currentQoS = qos
@@ -122,6 +126,11 @@ public final class RunContext: @unchecked Sendable {
         }
     }
 
+    /// Tells the scheduler the work the request really did (a generation that stopped early did less than it asked
+    /// for), so the cost model learns from the right prediction.
+    public func report(work: Workload) { lock.withLock { workReported = work } }
+
+    var work: Workload? { lock.withLock { workReported } }
     var pieces: Int { lock.withLock { emitted } }
     var energy: EnergyEstimate? { lock.withLock { energyReported } }
 }

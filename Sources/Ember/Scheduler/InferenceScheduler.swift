@@ -24,7 +24,7 @@ import Foundation
 /// Every request ends exactly once: a result, an error, or a drop with a reason.
 public actor InferenceScheduler {
     /// The policy settings every decision is made with.
-    public let configuration: PolicyConfiguration
+    public nonisolated let configuration: PolicyConfiguration
     /// Seconds after a request's submission during which an identical request (same signature) shares its run or result; default 0.5.
     public let coalescingWindow: Double
     /// Seconds the first batchable request of a key waits for others to join its batch; default 0.005.
@@ -133,13 +133,28 @@ public actor InferenceScheduler {
     /// Results of recent requests by signature, kept for the coalescing window.
     private var recent: [String: (finished: Double, submitted: Double, result: InferenceResult)] = [:]
     private nonisolated(unsafe) var watcher: Task<Void, Never>?
+    /// What the policy predicts from: the calibrated costs, corrected by every request that finishes alone, and the
+    /// loaded models' quality profiles.
+    public var costs: CostModel {
+        var model = learnedCosts
+        model.qualities.merge(qualities.all) { _, new in new }
+        return model
+    }
+    private var learnedCosts: CostModel
+    /// The loaded models' quality profiles (the runtime writes them as models load).
+    public nonisolated let qualities: QualityRegistry
+
+    /// Replaces the calibrated unit costs (a plugin loaded, a new calibration); learned corrections are kept.
+    public func updateUnitCosts(_ units: UnitCostTable) { learnedCosts.units = units }
     private let clockStart = DispatchTime.now().uptimeNanoseconds
 
     /// A scheduler that reads the power state from `source` and follows its changes; windows are in seconds.
     public init(source: any PowerSource, configuration: PolicyConfiguration = PolicyConfiguration(),
                 coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256,
-                memoryBudget: Int? = nil) {
+                memoryBudget: Int? = nil, costs: CostModel = .reference, qualities: QualityRegistry = QualityRegistry()) {
         self.configuration = configuration
+        self.learnedCosts = costs
+        self.qualities = qualities
         self.memoryBudget = memoryBudget.map { max(0, $0) }
         self.coalescingWindow = coalescingWindow
         self.batchingWindow = batchingWindow
@@ -244,7 +259,7 @@ public actor InferenceScheduler {
                 if job.phase == .running {
                     var requirements = job.request.requirements
                     requirements.tier = tier
-                    job.context?.promote(to: BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration).qos)
+                    job.context?.promote(to: BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration, costs: costs).qos)
                 }
             }
             if job.phase == .deferred, case let .defer(reason)? = job.decision?.action { waiter.onDeferred?(reason) }
@@ -270,7 +285,7 @@ public actor InferenceScheduler {
     private func evaluate(_ job: Job) {
         var requirements = job.request.requirements
         requirements.tier = job.tier
-        let decision = BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration)
+        let decision = BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration, costs: costs)
         job.decision = decision
         switch decision.action {
         case .run:
@@ -309,7 +324,7 @@ public actor InferenceScheduler {
         for job in waiting where job.phase == .deferred {
             var requirements = job.request.requirements
             requirements.tier = job.tier
-            if case .defer = BackendPolicy.decide(request: requirements, state: state, configuration: configuration).action { continue }
+            if case .defer = BackendPolicy.decide(request: requirements, state: state, configuration: configuration, costs: costs).action { continue }
             job.phase = .pending
             evaluate(job)
         }
@@ -439,6 +454,18 @@ public actor InferenceScheduler {
         memoryInUse -= memory
         defer { admitWaiting() }
         if let energy { metrics.energy = metrics.energy.map { $0 + energy } ?? energy }
+        var predicted: Double? = nil
+        // A run alone is predicted from its request's work unless it reported what it did; a batch only from what it
+        // reported (the whole batch's work).
+        if case .success = outcome, let job = jobs[ids[0]], let decision = job.decision, decision.predicted != nil,
+           let work = job.context?.work ?? (ids.count == 1 ? job.request.requirements.workload : nil),
+           let expected = costs.predict(work, unit: decision.unit, precision: decision.precision, threads: decision.threads,
+                                        maxThreads: configuration.threads) {
+            // What the work it really did (tokens generated, not asked for) was expected to take; then learn from it.
+            predicted = expected.seconds
+            learnedCosts.observe(work, unit: decision.unit, precision: decision.precision, threads: decision.threads, predicted: expected.seconds,
+                          measured: finished - started)
+        }
         for (index, id) in ids.enumerated() {
             guard let job = jobs[id] else { continue }
             let pieces = job.context?.pieces ?? 0
@@ -446,7 +473,7 @@ public actor InferenceScheduler {
                 InferenceResult(output: outputs[index], decision: job.decision!, waitSeconds: 0,
                                 runSeconds: finished - started, coalesced: false, batchSize: ids.count,
                                 piecesPerSecond: pieces > 0 ? Double(pieces) / max(finished - started, 1e-9) : nil,
-                                energy: job.context?.energy)
+                                energy: job.context?.energy, predictedSeconds: predicted)
             }
             finish(job, with: result, reason: nil, started: started)
         }

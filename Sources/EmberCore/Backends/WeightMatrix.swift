@@ -178,6 +178,23 @@ public final class WeightMatrix: @unchecked Sendable {
         }
     }
 
+    /// Drops every copy made from these weights (packed, interleaved, fp32, other precisions, backends' bindings);
+    /// the next use makes again what it needs. For a model whose precisions were all bound once (a quality
+    /// measurement) and will run at one.
+    public func releaseDerivedCopies() {
+        let variants = lock.withLock { () -> [WeightMatrix] in
+            defer {
+                packedVariant = nil
+                interleavedVariant = nil
+                fp32Variant = nil
+                precisionVariants = [:]
+                bindings = [:]
+            }
+            return Array(precisionVariants.values)
+        }
+        variants.forEach { $0.releaseDerivedCopies() }
+    }
+
     /// Whether the fp32 copy exists yet (for tests of the caching).
     public var hasFP32Copy: Bool { lock.withLock { fp32Variant != nil } }
 }

@@ -18,4 +18,7 @@ final class PlanCache<Key: Hashable, Plan>: @unchecked Sendable {
             return plan
         }
     }
+
+    /// Drops every plan; the next pass binds again.
+    func removeAll() { lock.withLock { plans = [:] } }
 }

@@ -42,6 +42,14 @@ public protocol TextGenerator: AnyObject, Sendable {
     /// then holds the tokens.
     func forward(_ tokens: [Int], session: any GenerationSession, options: ExecutionOptions, lastLogits: Int) throws -> Tensor
 
+    /// Weights multiplied per token (every matrix product of one pass): what the policy's cost model counts as
+    /// 2 operations each.
+    var matmulParameters: Int { get }
+
+    /// Drops every bound plan and every copy of the weights made for a precision or a backend; the next pass binds
+    /// again what it needs.
+    func releaseBoundWeights()
+
     /// Feeds `tokens[i]` to `sessions[i]` at its own position, all in one pass where the family can (continuous
     /// batching: one matrix product per weight over every sequence), and returns the logits [sessions.count,
     /// vocabulary]; each session then holds its token. The default runs ``forward(_:session:options:lastLogits:)``
@@ -137,6 +145,10 @@ public protocol Embedder: AnyObject, Sendable {
     func embed(_ texts: [String], options: ExecutionOptions) throws -> EmbeddingBatch
     /// The token ids `text` becomes (truncated to ``maxSequenceLength``).
     func tokenize(_ text: String) -> [Int]
+    /// Weights multiplied per token: what the policy's cost model counts as 2 operations each.
+    var matmulParameters: Int { get }
+    /// Drops every bound plan and every copy of the weights made for a precision or a backend.
+    func releaseBoundWeights()
 }
 
 /// Sentence embeddings and what producing them took.

@@ -63,6 +63,22 @@ final class BertModel: Embedder, @unchecked Sendable {
     var workspace: EncoderWorkspace?
 
     var architecture: String { "bert" }
+    var matmulParameters: Int {
+        layers.reduce(0) { sum, layer in
+            sum + [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output]
+                .reduce(0) { $0 + $1.weights.rows * $1.weights.columns }
+        }
+    }
+
+    func releaseBoundWeights() {
+        plans.removeAll()
+        lock.withLock { workspace = nil }
+        for layer in layers {
+            for linear in [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output] {
+                linear.weights.releaseDerivedCopies()
+            }
+        }
+    }
     var path: String { directory }
     var dimension: Int { config.hidden }
     var maxSequenceLength: Int { config.maxSequenceLength }

@@ -47,6 +47,18 @@ final class DecoderModel: TextGenerator, @unchecked Sendable {
     var contextLength: Int { config.contextLength }
     var vocabularySize: Int { config.vocabulary }
     var filePrecision: Precision { layers.first?.q.type.precision ?? .fp32 }
+    var matmulParameters: Int {
+        layers.reduce(output.rows * output.columns) { sum, layer in
+            sum + [layer.q, layer.k, layer.v, layer.o, layer.gate, layer.up, layer.down].reduce(0) { $0 + $1.rows * $1.columns }
+        }
+    }
+
+    func releaseBoundWeights() {
+        plans.removeAll()
+        var matrices = [embedding, output]
+        for layer in layers { matrices += [layer.q, layer.k, layer.v, layer.o, layer.gate, layer.up, layer.down] }
+        matrices.forEach { $0.releaseDerivedCopies() }
+    }
 
     /// Reads a model of family `description` from `file`, into `context`; every shape is checked and a
     /// mismatch throws a ``ModelFileError`` naming the key or tensor.

@@ -1,0 +1,121 @@
+import EmberCore
+import EmberModels
+import Foundation
+
+/// How much work one request is: what the policy predicts time and energy for.
+public struct Workload: Sendable, Equatable, Codable {
+    /// What runs: "generate" or "embed" (the cost model learns each kind apart).
+    public var kind: String
+    /// Billions of operations done on many rows at once (a prompt, a batch of sentences).
+    public var batchedGigaOps: Double
+    /// Billions of operations done one row at a time (decoded tokens).
+    public var sequentialGigaOps: Double
+    /// The model's file: whose ``QualityProfile`` applies (nil: the unmeasured default).
+    public var model: String?
+
+    /// A workload of `batchedGigaOps` and `sequentialGigaOps`.
+    public init(kind: String, batchedGigaOps: Double, sequentialGigaOps: Double, model: String? = nil) {
+        self.kind = kind
+        self.batchedGigaOps = max(0, batchedGigaOps)
+        self.sequentialGigaOps = max(0, sequentialGigaOps)
+        self.model = model
+    }
+
+    /// Generating `newTokens` after a prompt of `promptTokens` with a model multiplying `parameters` weights per token.
+    public static func generation(parameters: Int, promptTokens: Int, newTokens: Int, model: String? = nil) -> Workload {
+        let perToken = 2 * Double(parameters) / 1e9
+        return Workload(kind: "generate", batchedGigaOps: perToken * Double(max(1, promptTokens)),
+                        sequentialGigaOps: perToken * Double(max(0, newTokens - 1)), model: model)
+    }
+
+    /// Embedding texts of `tokens` tokens in all with a model multiplying `parameters` weights per token.
+    public static func embedding(parameters: Int, tokens: Int, model: String? = nil) -> Workload {
+        Workload(kind: "embed", batchedGigaOps: 2 * Double(parameters) / 1e9 * Double(max(1, tokens)), sequentialGigaOps: 0, model: model)
+    }
+
+    /// What `ember policy` decides for when no model is named: a 135M-parameter generator (SmolLM2's size)
+    /// answering a 32-token prompt with 64 tokens.
+    public static let reference = Workload.generation(parameters: 135_000_000, promptTokens: 32, newTokens: 64)
+}
+
+/// What the policy expects one candidate to cost.
+public struct Prediction: Sendable, Equatable, Codable {
+    /// Seconds from start to end.
+    public var seconds: Double
+    /// Joules the busy cores draw.
+    public var joules: Double
+    /// The quality lost against fp32 (``QualityProfile``).
+    public var qualityLoss: Double
+
+    /// Average power while it runs, in watts.
+    public var watts: Double { seconds > 0 ? joules / seconds : 0 }
+
+    enum CodingKeys: String, CodingKey {
+        case seconds, joules
+        case qualityLoss = "quality_loss"
+    }
+}
+
+/// The policy's numbers: every unit's cost per precision (calibration), corrected online by what requests measured,
+/// and each model's quality per precision. An ``InferenceScheduler`` keeps one, updated as requests finish.
+public struct CostModel: Sendable {
+    /// The calibrated costs.
+    public var units: UnitCostTable
+    /// Model file → its measured quality per precision.
+    public var qualities: [String: QualityProfile]
+    /// The quality assumed for a request without a measured model (``QualityProfile/unmeasured`` unless set).
+    public var defaultQuality = QualityProfile.unmeasured
+    /// "unit/precision/kind/threads" → measured ÷ predicted time, a moving average over finished requests (1 until one ends).
+    public private(set) var corrections: [String: Double] = [:]
+    /// Observations behind each correction.
+    public private(set) var observations: [String: Int] = [:]
+    /// How far each observation moves a correction once it has a few (an exponential moving average's weight); the
+    /// first observations weigh 1, 1/2, 1/3 … down to this (a running mean to start).
+    public var learningRate = 0.3
+
+    /// A model of `units` costs and `qualities`.
+    public init(units: UnitCostTable, qualities: [String: QualityProfile] = [:]) {
+        self.units = units
+        self.qualities = qualities
+    }
+
+    /// The reference machine's costs, no model measured: what `BackendPolicy.decide` uses when given none.
+    public static let reference = CostModel(units: .reference)
+
+    /// The quality profile of `workload`'s model (the unmeasured default without one).
+    public func quality(for workload: Workload) -> QualityProfile {
+        workload.model.flatMap { qualities[$0] } ?? defaultQuality
+    }
+
+    /// The correction of time and energy for `precision` on `unit` with `threads` for work of `kind`.
+    public func correction(_ unit: ComputeUnit, _ precision: Precision, kind: String, threads: Int) -> Double {
+        corrections["\(unit.rawValue)/\(precision.rawValue)/\(kind)/\(threads)"] ?? 1
+    }
+
+    /// Predicted seconds, joules and quality loss of `workload` at `precision` on `unit` with `threads` of `maxThreads`;
+    /// nil when the unit does not run the precision. Time: dispatch + batched work at the calibrated rate + sequential
+    /// work at its decode fraction, stretched when fewer threads run; energy: the unit's power over the core-seconds
+    /// (the same whatever the thread count); both scaled by what requests of this kind measured.
+    public func predict(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, maxThreads: Int) -> Prediction? {
+        guard let cost = units.cost(unit, precision), cost.gops > 0 else { return nil }
+        let busy = workload.batchedGigaOps / cost.gops + workload.sequentialGigaOps / (cost.gops * max(cost.decodeEfficiency, 1e-4))
+        let correction = correction(unit, precision, kind: workload.kind, threads: threads)
+        let stretch = Double(max(1, maxThreads)) / Double(max(1, min(threads, maxThreads)))
+        return Prediction(seconds: (cost.dispatchMicroseconds * 1e-6 + busy * stretch) * correction,
+                          joules: busy * cost.watts * correction,
+                          qualityLoss: quality(for: workload).loss(at: precision))
+    }
+
+    /// Learns from a finished request: it ran `workload` at `precision` on `unit` with `threads` in `measured` seconds,
+    /// where `predicted` was expected (with the correction then in force). Ignores runs too short to time (under a millisecond).
+    public mutating func observe(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, predicted: Double,
+                                 measured: Double) {
+        guard predicted > 0, measured > 1e-3, measured.isFinite else { return }
+        let key = "\(unit.rawValue)/\(precision.rawValue)/\(workload.kind)/\(threads)"
+        let old = corrections[key] ?? 1
+        let ratio = min(100, max(0.01, measured / predicted * old))
+        let count = (observations[key] ?? 0) + 1
+        observations[key] = count
+        corrections[key] = old + max(learningRate, 1 / Double(count)) * (ratio - old)
+    }
+}
