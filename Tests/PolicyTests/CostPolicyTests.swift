@@ -123,7 +123,7 @@ struct CostPolicyTests {
         let battery = Self.battery
         let request = RequestRequirements(tier: .critical)
         #expect(BackendPolicy.decide(request: request, state: battery, configuration: Self.configuration, costs: costs).precision == .int4)
-        for _ in 0..<10 {
+        for _ in 0..<12 {
             let predicted = try #require(costs.predict(.reference, unit: .neuralEngine, precision: .int4, threads: 2, maxThreads: 2)).seconds
             costs.observe(.reference, unit: .neuralEngine, precision: .int4, threads: 2, predicted: predicted,
                           measured: 3 * predicted / costs.correction(.neuralEngine, .int4, kind: "generate", threads: 2))

@@ -22,6 +22,7 @@ BINARY, MODELS, SECONDS = sys.argv[1], sys.argv[2], float(sys.argv[3])
 CLIENTS = int(sys.argv[4]) if len(sys.argv) > 4 else 8
 FAILURES, LOCK = [], threading.Lock()
 ERROR_KINDS = {}
+DECISIONS = {}
 COUNTS = {"requests": 0, "answered": 0, "errors": 0, "cancelled": 0, "abandoned": 0, "disconnects": 0, "connections": 0}
 LAST_PROGRESS = [time.time()]
 
@@ -114,6 +115,11 @@ def client(path, deadline, seed):
                     fail(f"request {request_id} answered twice: {message}")
                 finals[request_id] = message
                 LAST_PROGRESS[0] = time.time()
+                decision = message.get("decision") or {}
+                if decision.get("action") == "run":
+                    how = f'{decision.get("precision")} {decision.get("unit")} x{decision.get("threads")}'
+                    with LOCK:
+                        DECISIONS[how] = DECISIONS.get(how, 0) + 1
                 count("answered")
                 if not message.get("ok"):
                     count("errors")
@@ -183,6 +189,7 @@ def main():
             for key in COUNTS:
                 COUNTS[key] = 0
             ERROR_KINDS.clear()
+            DECISIONS.clear()
         deadline = time.time() + SECONDS
         threads = [threading.Thread(target=client, args=(path, deadline, seed), daemon=True) for seed in range(1, CLIENTS + 1)]
         for thread in threads:
@@ -233,7 +240,7 @@ def main():
         fail(f"the server exited with {server.returncode}")
     print(json.dumps(dict(COUNTS, seconds=SECONDS, clients=CLIENTS, fds=[base_fds, end_fds], rss_mib=[round(base_rss), round(end_rss)],
                           rss_every_10s=samples, idle_cpu_percent=round(idle_percent, 2),
-                          errors_by_kind=ERROR_KINDS, failures=FAILURES[:10])))
+                          errors_by_kind=ERROR_KINDS, decisions=DECISIONS, failures=FAILURES[:10])))
     return 1 if FAILURES else 0
 
 

@@ -70,7 +70,8 @@ public struct CostModel: Sendable {
     /// Observations behind each correction.
     public private(set) var observations: [String: Int] = [:]
     /// How far each observation moves a correction once it has a few (an exponential moving average's weight); the
-    /// first observations weigh 1, 1/2, 1/3 … down to this (a running mean to start).
+    /// first observations weigh 1/2, 1/3, 1/4 … down to this (a running mean with the calibration as the first value).
+    /// Runs predicted under 20 ms do not count.
     public var learningRate = 0.3
 
     /// A model of `units` costs and `qualities`.
@@ -110,12 +111,15 @@ public struct CostModel: Sendable {
     /// where `predicted` was expected (with the correction then in force). Ignores runs too short to time (under a millisecond).
     public mutating func observe(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, predicted: Double,
                                  measured: Double) {
-        guard predicted > 0, measured > 1e-3, measured.isFinite else { return }
+        // Runs predicted under 20 ms are mostly fixed costs the model does not count (tokenizing, a session, the first
+        // token's sampling): their ratios would mislead the larger requests the corrections are for.
+        guard predicted >= 0.02, measured > 1e-3, measured.isFinite else { return }
         let key = "\(unit.rawValue)/\(precision.rawValue)/\(workload.kind)/\(threads)"
         let old = corrections[key] ?? 1
         let ratio = min(100, max(0.01, measured / predicted * old))
         let count = (observations[key] ?? 0) + 1
         observations[key] = count
-        corrections[key] = old + max(learningRate, 1 / Double(count)) * (ratio - old)
+        // The calibration counts as one observation: the first measurement moves the correction halfway.
+        corrections[key] = old + max(learningRate, 1 / Double(count + 1)) * (ratio - old)
     }
 }

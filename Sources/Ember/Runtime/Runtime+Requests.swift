@@ -38,6 +38,7 @@ extension Runtime {
                         done.wait()
                     }
                     let options = decision.executionOptions(qos: context.qos)
+                    try Self.bind(model.prepare, options, context: context)
                     guard batching else {
                         return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
                                                   stop: stop, onPiece: { context.emit($0) }, betweenTokens: checkpoint)
@@ -95,12 +96,24 @@ extension Runtime {
         await context.checkpoint() // let critical work on the same route pass first
         let qos = context.qos
         let batch = try await QoSThread.value(qos: qos) {
-            try model.embed(texts, options: decision.executionOptions(qos: qos))
+            let options = decision.executionOptions(qos: qos)
+            try bind(model.prepare, options, context: context)
+            return try model.embed(texts, options: options)
         }
         context.report(energy: batch.energy)
         context.report(work: .embedding(parameters: model.matmulParameters, tokens: batch.tokenIDs.reduce(0) { $0 + $1.count },
                                         model: model.path))
         return batch.embeddings
+    }
+}
+
+extension Runtime {
+    /// Binds the model's weights for `options` if this is their first run (a lookup otherwise) and tells the
+    /// scheduler how long that took, so one-time conversions do not teach the cost model that a route is slow.
+    static func bind(_ prepare: (ExecutionOptions) throws -> ExecutionPlan, _ options: ExecutionOptions, context: RunContext) throws {
+        let start = DispatchTime.now().uptimeNanoseconds
+        _ = try prepare(options)
+        context.report(setupSeconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
     }
 }
 

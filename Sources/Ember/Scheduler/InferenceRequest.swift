@@ -96,6 +96,7 @@ public final class RunContext: @unchecked Sendable {
     private var emitted = 0
     private var energyReported: EnergyEstimate?
     private var workReported: Workload?
+    private var setupReported = 0.0
 
     init(qos: QoSClass, yieldPoint: @escaping @Sendable () async -> Void, sink: @escaping @Sendable (String) -> Void) {
         currentQoS = qos
@@ -130,7 +131,12 @@ public final class RunContext: @unchecked Sendable {
     /// for), so the cost model learns from the right prediction.
     public func report(work: Workload) { lock.withLock { workReported = work } }
 
+    /// Tells the scheduler how long one-time setup inside the run took (binding weights for a precision the first
+    /// time it runs): the cost model learns from the run time without it.
+    public func report(setupSeconds: Double) { lock.withLock { setupReported += max(0, setupSeconds) } }
+
     var work: Workload? { lock.withLock { workReported } }
+    var setupSeconds: Double { lock.withLock { setupReported } }
     var pieces: Int { lock.withLock { emitted } }
     var energy: EnergyEstimate? { lock.withLock { energyReported } }
 }

@@ -141,6 +141,7 @@ public actor InferenceScheduler {
         return model
     }
     private var learnedCosts: CostModel
+    private var runsInFlight = 0
     /// The loaded models' quality profiles (the runtime writes them as models load).
     public nonisolated let qualities: QualityRegistry
 
@@ -379,7 +380,12 @@ public actor InferenceScheduler {
             job.route = route
         }
         if topTier == .critical { criticalRunning[route, default: 0] += 1 }
+        // A run that starts and ends with no other run of this scheduler alongside times its candidate alone: only
+        // such runs teach the cost model (queueing behind each other is not a property of a unit or precision).
+        let alone = runsInFlight == 0
+        runsInFlight += 1
         metrics.executions += 1
+        let epoch = metrics.executions
         if group.count > 1 { metrics.batches += 1 }
         let ids = group.map(\.id)
         let started = now
@@ -408,7 +414,7 @@ public actor InferenceScheduler {
             }
             if heldMemory > 0 { FreedMemory.release() } // its KV cache and buffers are gone: give the pages back
             await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route,
-                                 energy: context.energy, memory: heldMemory)
+                                 energy: context.energy, memory: heldMemory, alone: alone, epoch: epoch)
         }
         group.forEach {
             $0.task = task
@@ -449,8 +455,10 @@ public actor InferenceScheduler {
     }
 
     private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit,
-                           energy: EnergyEstimate?, memory: Int) {
+                           energy: EnergyEstimate?, memory: Int, alone: Bool, epoch: Int) {
         let finished = now
+        let timedAlone = alone && metrics.executions == epoch
+        runsInFlight -= 1
         memoryInUse -= memory
         defer { admitWaiting() }
         if let energy { metrics.energy = metrics.energy.map { $0 + energy } ?? energy }
@@ -463,8 +471,10 @@ public actor InferenceScheduler {
                                         maxThreads: configuration.threads) {
             // What the work it really did (tokens generated, not asked for) was expected to take; then learn from it.
             predicted = expected.seconds
-            learnedCosts.observe(work, unit: decision.unit, precision: decision.precision, threads: decision.threads, predicted: expected.seconds,
-                          measured: finished - started)
+            if timedAlone {
+                learnedCosts.observe(work, unit: decision.unit, precision: decision.precision, threads: decision.threads,
+                                     predicted: expected.seconds, measured: finished - started - (job.context?.setupSeconds ?? 0))
+            }
         }
         for (index, id) in ids.enumerated() {
             guard let job = jobs[id] else { continue }
