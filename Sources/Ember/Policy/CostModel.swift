@@ -89,8 +89,12 @@ public struct CostModel: Sendable {
     }
 
     /// The correction of time and energy for `precision` on `unit` with `threads` for work of `kind`.
+    /// A thread count never observed takes what the other thread counts of the same unit, precision and kind taught:
+    /// what slows a route (a kernel's real speed, memory traffic) slows it on any number of threads, and an unobserved
+    /// count must not look better merely for being unobserved.
     public func correction(_ unit: ComputeUnit, _ precision: Precision, kind: String, threads: Int) -> Double {
-        corrections["\(unit.rawValue)/\(precision.rawValue)/\(kind)/\(threads)"] ?? 1
+        let route = "\(unit.rawValue)/\(precision.rawValue)/\(kind)"
+        return corrections["\(route)/\(threads)"] ?? corrections[route] ?? 1
     }
 
     /// Predicted seconds, joules and quality loss of `workload` at `precision` on `unit` with `threads` of `maxThreads`;
@@ -114,12 +118,16 @@ public struct CostModel: Sendable {
         // Runs predicted under 20 ms are mostly fixed costs the model does not count (tokenizing, a session, the first
         // token's sampling): their ratios would mislead the larger requests the corrections are for.
         guard predicted >= 0.02, measured > 1e-3, measured.isFinite else { return }
-        let key = "\(unit.rawValue)/\(precision.rawValue)/\(workload.kind)/\(threads)"
-        let old = corrections[key] ?? 1
-        let ratio = min(100, max(0.01, measured / predicted * old))
-        let count = (observations[key] ?? 0) + 1
-        observations[key] = count
-        // The calibration counts as one observation: the first measurement moves the correction halfway.
-        corrections[key] = old + max(learningRate, 1 / Double(count + 1)) * (ratio - old)
+        let route = "\(unit.rawValue)/\(precision.rawValue)/\(workload.kind)"
+        let old = correction(unit, precision, kind: workload.kind, threads: threads)
+        let ratio = min(100, max(0.01, measured / predicted * old)) // what the correction should have been
+        // The thread count's own correction and the route's over every thread count, each a running mean that counts
+        // the calibration as its first value (the first measurement moves it halfway), then a moving average.
+        for key in ["\(route)/\(threads)", route] {
+            let current = corrections[key] ?? (key == route ? 1 : old)
+            let count = (observations[key] ?? 0) + 1
+            observations[key] = count
+            corrections[key] = current + max(learningRate, 1 / Double(count + 1)) * (ratio - current)
+        }
     }
 }

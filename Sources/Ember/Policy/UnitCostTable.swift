@@ -18,13 +18,14 @@ public struct UnitCost: Sendable, Equatable, Codable {
     /// Where the numbers come from: "measured", "default", or the calibration file's name.
     public var source: String
 
-    /// Documented starting point for ``decodeEfficiency``: decode rates over calibrated GEMM rates on this project's
-    /// machine kind (SmolLM2 135M, 2 threads; decode streams 4, 1.06 and 0.6 bytes per weight).
+    /// Documented starting point for ``decodeEfficiency``: decode rates over calibrated rates on this project's
+    /// machine kind (SmolLM2 135M, 64 tokens, 2 threads, 2026-11-25: int4 390 tok/s, int8 310, fp32 95, i.e. 105, 83
+    /// and 26 billion operations per second against calibrated 1000, 970 and 160).
     public static func defaultDecodeEfficiency(_ precision: Precision) -> Double {
         switch precision {
-        case .fp32: 0.12
-        case .int8: 0.08
-        case .int4: 0.067
+        case .fp32: 0.16
+        case .int8: 0.085
+        case .int4: 0.10
         }
     }
 
@@ -89,17 +90,17 @@ public struct UnitCostTable: Sendable, Equatable {
     }
 
     /// The costs measured on this project's machine kind (AMD EPYC Zen 5, 2 threads, AVX-512 VNNI,
-    /// OPENBLAS_CORETYPE=Haswell; `ember info --json`, 2026-11-25): what the policy decides from when it is given
-    /// no calibration (`BackendPolicy.decide` without a ``CostModel``, `ember policy` without a runtime's).
+    /// OPENBLAS_CORETYPE=Haswell; `ember info`, best of five rounds, 2026-11-25): what the policy decides from when it
+    /// is given no calibration (`BackendPolicy.decide` without a ``CostModel``, `ember policy --reference-costs`).
     public static let reference = UnitCostTable(units: ([
-        .neuralEngine: [.int4: UnitCost(gops: 1002, joulesPerGop: 0.012, source: "reference"),
-                        .int8: UnitCost(gops: 508, joulesPerGop: 0.0236, source: "reference")],
-        .gpu: [.fp32: UnitCost(gops: 93.7, joulesPerGop: 0.128, source: "reference"),
-               .int8: UnitCost(gops: 108, joulesPerGop: 0.111, source: "reference"),
-               .int4: UnitCost(gops: 84.2, joulesPerGop: 0.143, source: "reference")],
-        .cpu: [.fp32: UnitCost(gops: 23.6, joulesPerGop: 0.509, dispatchMicroseconds: 2, source: "reference"),
-               .int8: UnitCost(gops: 2.7, joulesPerGop: 4.43, dispatchMicroseconds: 2, source: "reference"),
-               .int4: UnitCost(gops: 8.1, joulesPerGop: 1.48, dispatchMicroseconds: 2, source: "reference")],
+        .neuralEngine: [.int4: UnitCost(gops: 1119, joulesPerGop: 0.0107, source: "reference"),
+                        .int8: UnitCost(gops: 1001, joulesPerGop: 0.0120, source: "reference")],
+        .gpu: [.fp32: UnitCost(gops: 161, joulesPerGop: 0.0746, source: "reference"),
+               .int8: UnitCost(gops: 164, joulesPerGop: 0.0731, source: "reference"),
+               .int4: UnitCost(gops: 166, joulesPerGop: 0.0722, source: "reference")],
+        .cpu: [.fp32: UnitCost(gops: 25, joulesPerGop: 0.49, dispatchMicroseconds: 2, source: "reference"),
+               .int8: UnitCost(gops: 17, joulesPerGop: 0.69, dispatchMicroseconds: 2, source: "reference"),
+               .int4: UnitCost(gops: 8, joulesPerGop: 1.42, dispatchMicroseconds: 2, source: "reference")],
     ] as [ComputeUnit: [Precision: UnitCost]]).mapValues { precisions in
         Dictionary(uniqueKeysWithValues: precisions.map { precision, cost in
             var cost = cost

@@ -102,7 +102,7 @@ public final class ComputeContext: @unchecked Sendable {
     /// What a calibration must hold for to be used here: CPU, kernel ISA, BLAS core, cores and built-in backends.
     public var calibrationKey: String {
         let builtIns = backends.all.filter { !$0.descriptor.source.isPlugin }.map(\.descriptor.name).joined(separator: ",")
-        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v2"
+        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v3"
     }
 
     /// Uses `calibration`'s costs of the built-in backends if its key is this context's (a cache from an earlier run;
@@ -129,7 +129,8 @@ public final class ComputeContext: @unchecked Sendable {
         return value
     }
 
-    /// Measures every available backend's ops now (each op on a representative shape, median of three rounds)
+    /// Measures every available backend's ops now (each op on a representative shape, the best of five rounds: on a
+    /// shared machine the median of three moved by 2× between runs, and the best is what the hardware does)
     /// and uses the result; takes well under a second. Call it when the host asks, or at start — never inside a request.
     @discardableResult
     public func calibrate() -> Calibration {
@@ -175,7 +176,7 @@ public final class ComputeContext: @unchecked Sendable {
             }
             let repetitions = max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))
             var seconds: [Double] = []
-            for _ in 0..<3 {
+            for _ in 0..<5 {
                 let timed = serializer.map { $0.withLock { probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads) } }
                     ?? probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads)
                 guard case let .success(round) = timed else {
@@ -187,7 +188,7 @@ public final class ComputeContext: @unchecked Sendable {
             guard !seconds.isEmpty else { continue }
             // Matmul runs on every core; the other ops were timed on one thread and a pass splits them over all.
             let parallel = support.op == .matmul ? 1.0 : Double(threads)
-            result[support.description] = OpCost(throughput: probe.work / Measurement.median(seconds) * parallel,
+            result[support.description] = OpCost(throughput: probe.work / (seconds.min() ?? 1) * parallel,
                                                  dispatchMicroseconds: dispatch, cores: threads, source: "measured")
         }
         return result
