@@ -137,6 +137,26 @@ struct CostPolicyTests {
         #expect(learned.precision == .int8, "\(learned.explanation)")
     }
 
+    @Test func aModelStaysOnItsBoundRouteUnlessAnotherIsClearlyBetter() {
+        func costs(int4: Double) -> CostModel {
+            var costs = CostModel(units: UnitCostTable(units: [
+                .neuralEngine: [.int4: UnitCost(gops: int4, joulesPerGop: 0.05), .int8: UnitCost(gops: 100, joulesPerGop: 0.05)],
+            ]))
+            costs.defaultQuality = QualityProfile(metric: "perplexity", loss: [.int8: 0.001, .int4: 0.001], reference: 10, source: "test")
+            costs.markBound(model: "m", unit: .neuralEngine, precision: .int8)
+            return costs
+        }
+        let request = RequestRequirements(tier: .critical, workload: .generation(parameters: 135_000_000, promptTokens: 32, newTokens: 64, model: "m"))
+        let slightly = BackendPolicy.decide(request: request, state: .mains, configuration: Self.configuration, costs: costs(int4: 110))
+        #expect(slightly.precision == .int8, "10 % faster is not worth binding int4 too: \(slightly.explanation)")
+        let clearly = BackendPolicy.decide(request: request, state: .mains, configuration: Self.configuration, costs: costs(int4: 200))
+        #expect(clearly.precision == .int4 && clearly.explanation.contains("worth binding a new route"), "\(clearly.explanation)")
+        var other = RequestRequirements(tier: .critical, workload: .reference)
+        other.workload?.model = "another"
+        #expect(BackendPolicy.decide(request: other, state: .mains, configuration: Self.configuration, costs: costs(int4: 110)).precision == .int4,
+                "a model with nothing bound has no preference")
+    }
+
     @Test func coreLimitsSizeTheThreads() {
         var configuration = PolicyConfiguration(threads: 8)
         configuration.threadLimits = [.background: 2, .utility: 2, .userInitiated: 6]

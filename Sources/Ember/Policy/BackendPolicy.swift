@@ -56,7 +56,8 @@ public enum BackendPolicy {
         let choice = CandidateSearch(workload: workload, costs: costs, units: allowed,
                                      precisions: request.precision.map { [$0] } ?? Precision.allCases,
                                      maxThreads: decision.threads)
-            .choose(rule: rule, budget: budget, powerCap: powerCap, qualityBound: request.precision == nil)
+            .choose(rule: rule, budget: budget, powerCap: powerCap, qualityBound: request.precision == nil,
+                    bound: workload.model.flatMap { costs.bound[$0] } ?? [], switchingMargin: costs.switchingMargin)
         if let choice {
             decision.precision = choice.precision
             decision.unit = choice.unit

@@ -50,8 +50,10 @@ public struct CandidateSearch: Sendable {
 
     /// The candidate `rule`'s objective picks within `budget` (its quality loss when `qualityBound`, its energy cap)
     /// and `powerCap` (a fraction of the most power any candidate draws); nil when there is no candidate at all.
+    /// Routes ("unit/precision") in `bound` are preferred: another must be predicted `switchingMargin` times better by
+    /// the objective to be chosen (nothing bound: no preference).
     public func choose(rule: PolicyTable.TierRule, budget: PolicyTable.Budget, powerCap: (fraction: Double, why: String)?,
-                       qualityBound: Bool) -> Candidate? {
+                       qualityBound: Bool, bound: Set<String> = [], switchingMargin: Double = 1) -> Candidate? {
         guard !candidates.isEmpty else { return nil }
         var constraints: [String] = []
         var pool = candidates
@@ -78,19 +80,33 @@ public struct CandidateSearch: Sendable {
         }
         var objective: String
         var chosen: Candidate
+        // The objective compares predictions with a route not bound yet handicapped by the switching margin.
+        let handicap = { (candidate: Candidate) -> Candidate in
+            guard !bound.isEmpty, !bound.contains("\(candidate.unit.rawValue)/\(candidate.precision.rawValue)") else { return candidate }
+            var handicapped = candidate
+            handicapped.prediction.seconds *= switchingMargin
+            handicapped.prediction.joules *= switchingMargin
+            return handicapped
+        }
+        let pick = { (pool: [Candidate], better: (Candidate, Candidate) -> Bool) -> Candidate in
+            pool.indices.min { better(handicap(pool[$0]), handicap(pool[$1])) }.map { pool[$0] }!
+        }
         switch rule.objective {
         case .fastest:
-            chosen = pool.min(by: Self.faster)!
+            chosen = pick(pool, Self.faster)
             objective = "fastest"
         case .leastEnergy:
             let inTime = rule.latencyTarget.map { target in pool.filter { $0.prediction.seconds <= target } } ?? pool
             if inTime.isEmpty {
-                chosen = pool.min(by: Self.faster)!
+                chosen = pick(pool, Self.faster)
                 objective = String(format: "fastest (nothing within the %.3g s target)", rule.latencyTarget ?? 0)
             } else {
-                chosen = inTime.min(by: Self.thriftier)!
+                chosen = pick(inTime, Self.thriftier)
                 objective = rule.latencyTarget.map { String(format: "least energy within %.3g s", $0) } ?? "least energy"
             }
+        }
+        if !bound.isEmpty, !bound.contains("\(chosen.unit.rawValue)/\(chosen.precision.rawValue)") {
+            constraints.append(String(format: "worth binding a new route (over %.0f%% better)", (switchingMargin - 1) * 100))
         }
         chosen.explanation = explain(chosen, objective: objective, constraints: constraints, budget: budget, qualityBound: qualityBound)
         return chosen

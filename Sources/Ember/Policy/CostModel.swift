@@ -80,6 +80,19 @@ public struct CostModel: Sendable {
         self.qualities = qualities
     }
 
+    /// Model file → the routes ("unit/precision") its requests have run on, so their weights are bound: a route not
+    /// bound yet must win by ``switchingMargin`` to be chosen.
+    public private(set) var bound: [String: Set<String>] = [:]
+    /// How much better (time or energy, by the tier's objective) a route must be predicted to be before a model is
+    /// bound on it as well as on the ones it runs on: binding costs memory (a 135M model's int8 copy is 150 MB) and
+    /// a conversion, and an unobserved route only looks better for lack of corrections. 1.25: 25 % better.
+    public var switchingMargin = 1.25
+
+    /// Records that requests of `model` run on `unit` at `precision`.
+    public mutating func markBound(model: String, unit: ComputeUnit, precision: Precision) {
+        bound[model, default: []].insert("\(unit.rawValue)/\(precision.rawValue)")
+    }
+
     /// The reference machine's costs, no model measured: what `BackendPolicy.decide` uses when given none.
     public static let reference = CostModel(units: .reference)
 

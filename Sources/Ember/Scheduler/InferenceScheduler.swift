@@ -382,6 +382,9 @@ public actor InferenceScheduler {
         if topTier == .critical { criticalRunning[route, default: 0] += 1 }
         // A run that starts and ends with no other run of this scheduler alongside times its candidate alone: only
         // such runs teach the cost model (queueing behind each other is not a property of a unit or precision).
+        if let model = group.first?.request.requirements.workload?.model, !decision.storedWeights {
+            learnedCosts.markBound(model: model, unit: decision.unit, precision: decision.precision)
+        }
         let alone = runsInFlight == 0
         runsInFlight += 1
         metrics.executions += 1
