@@ -44,6 +44,41 @@ enum WorkerResponse {
         }
     }
 
+    /// An embedding response: `{"id", "ok": true, "output": [[…], …], …metadata}` on one line if it fits `limit`
+    /// bytes, else chunks of numbers, never of text — `{"id", "chunk": n, "last": false, "index": i, "offset": k,
+    /// "values": […]}` carrying vector `i` from element `k`: a whole vector when one fits the limit, else consecutive
+    /// slices of it — then `{"id", "chunk": n, "last": true, "ok": true, "count", …metadata}`.
+    static func vectorLines(id: String, vectors: [[Float]], metadata: [(String, JSONValue)], limit: Int) -> [String] {
+        let whole = JSONValue.object([("id", .string(id)), ("ok", .bool(true)),
+                                      ("output", .array(vectors.map { .array($0.map(JSONValue.float)) }))] + metadata).text
+        if whole.utf8.count <= limit { return [whole] }
+        var lines: [String] = []
+        func slice(_ index: Int, _ offset: Int, _ values: ArraySlice<Float>) -> String {
+            JSONValue.object([("id", .string(id)), ("chunk", .number(Double(lines.count))), ("last", .bool(false)),
+                              ("index", .number(Double(index))), ("offset", .number(Double(offset))),
+                              ("values", .array(values.map(JSONValue.float)))]).text
+        }
+        for (index, vector) in vectors.enumerated() {
+            var offset = 0
+            repeat {
+                // As many values as fit: the empty slice's bytes, then each number and its comma.
+                var budget = limit - slice(index, offset, []).utf8.count
+                var end = offset
+                while end < vector.count {
+                    let size = JSONValue.float(vector[end]).text.utf8.count + (end > offset ? 1 : 0)
+                    guard size <= budget || end == offset else { break }
+                    budget -= size
+                    end += 1
+                }
+                lines.append(slice(index, offset, vector[offset..<end]))
+                offset = end
+            } while offset < vector.count
+        }
+        lines.append(JSONValue.object([("id", .string(id)), ("chunk", .number(Double(lines.count))), ("last", .bool(true)),
+                                       ("ok", .bool(true)), ("count", .number(Double(vectors.count)))] + metadata).text)
+        return lines
+    }
+
     /// `{"id", "ok": false, "error"}` (`id` null when the request's id is unknown); a message too long for
     /// `limit` bytes is cut at a character boundary and ends with "…".
     static func error(id: String?, _ message: String, limit: Int = .max) -> String {

@@ -319,7 +319,8 @@ public final class WorkerServer: @unchecked Sendable {
             connection.send(JSONValue.object([("id", .string(request.id)), ("deferred", .string(reason))]).text)
         }
         do {
-            let output: JSONValue
+            var output = JSONValue.null
+            var vectors: [[Float]]? = nil
             var metadata: [(String, JSONValue)]
             switch request.kind {
             case .generate:
@@ -343,15 +344,15 @@ public final class WorkerServer: @unchecked Sendable {
                 let model = try await models.embedding(named: request.model ?? configuration.embeddingModel)
                 let completion = try await runtime.embedding(model, request.texts, tier: request.tier,
                                                              requirements: configuration.requirements, onDeferred: deferred)
-                output = .array(completion.output.map { .array($0.map(JSONValue.float)) })
+                vectors = completion.output
                 metadata = Self.metadata(completion)
                 metadata.insert(("dimension", .number(Double(model.dimension))), at: 0)
             }
             let milliseconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
             metadata.insert(("durationMs", .number(milliseconds.rounded())), at: 0)
-            for line in WorkerResponse.lines(id: request.id, output: output, metadata: metadata, limit: configuration.chunkBytes) {
-                connection.send(line)
-            }
+            let lines = vectors.map { WorkerResponse.vectorLines(id: request.id, vectors: $0, metadata: metadata, limit: configuration.chunkBytes) }
+                ?? WorkerResponse.lines(id: request.id, output: output, metadata: metadata, limit: configuration.chunkBytes)
+            for line in lines { connection.send(line) }
         } catch is CancellationError {
             connection.send(WorkerResponse.error(id: request.id, "cancelled", limit: configuration.chunkBytes))
         } catch {

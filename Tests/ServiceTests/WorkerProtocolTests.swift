@@ -156,6 +156,44 @@ struct WorkerProtocolTests {
         }
     }
 
+    /// Embeddings are chunked as numbers: whole vectors when one fits the limit, slices in order otherwise; every
+    /// line within the limit, the last carrying ok, count and the metadata; reassembled they are the vectors.
+    @Test(arguments: [512, 1024, 4096, 8192])
+    func embeddingsAreChunkedAsNumbers(limit: Int) throws {
+        var generator = SystemRandomNumberGenerator()
+        let id = String(repeating: "é", count: WorkerRequest.maxIDBytes / 2)
+        for count in [1, 3, 17] {
+            let vectors = (0..<count).map { _ in (0..<384).map { _ in Float.random(in: -1...1, using: &generator) } }
+            let lines = WorkerResponse.vectorLines(id: id, vectors: vectors, metadata: Self.longestMetadata, limit: limit)
+            var rebuilt = [[Float]](repeating: [], count: count)
+            if lines.count == 1 {
+                // Small enough for one line: the vectors as the output, as numbers.
+                #expect(lines[0].utf8.count <= limit)
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+                rebuilt = try #require(object["output"] as? [[Double]]).map { $0.map(Float.init) }
+                #expect(rebuilt == vectors)
+                continue
+            }
+            for (index, line) in lines.enumerated() {
+                #expect(line.utf8.count <= limit, "chunk \(index) is \(line.utf8.count) bytes, limit \(limit)")
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                #expect(object["chunk"] as? Int == index && object["last"] as? Bool == (index == lines.count - 1))
+                #expect(object["output"] == nil, "numbers, never text")
+                if index == lines.count - 1 {
+                    #expect(object["ok"] as? Bool == true && object["count"] as? Int == count && object["durationMs"] != nil)
+                    continue
+                }
+                let vector = try #require(object["index"] as? Int), offset = try #require(object["offset"] as? Int)
+                #expect(rebuilt[vector].count == offset, "slices in order")
+                rebuilt[vector] += try #require(object["values"] as? [Double]).map(Float.init)
+            }
+            #expect(rebuilt == vectors, "limit \(limit), \(count) vectors")
+            if limit >= 8192 {
+                #expect(lines.count == count + 1, "a 384-value vector fits 8192 bytes whole: one chunk per vector")
+            }
+        }
+    }
+
     /// Ids are capped at 128 bytes as JSON text (escapes count), in requests and in cancels;
     /// so are model names at 256: every line that echoes them stays within the chunk limit.
     @Test func idsLongerThanTheLimitAreRefused() throws {
