@@ -100,4 +100,36 @@ struct CHostTests {
         #expect(lines.contains { $0.hasPrefix("submitted embedding: precision=int4") })
         #expect(lines.contains { $0.hasPrefix("missing model: status 2") && $0.contains("no-such-model") })
     }
+
+    /// The README's C program, extracted as written, compiled in a folder outside the checkout and run there: it
+    /// generates and embeds with the checkout's models; without them (an empty home, no models folder) it exits 1
+    /// with the error saying where it looked and how to fetch.
+    @Test func theReadmeCProgramBuildsAndRunsOutsideTheCheckout() async throws {
+        let root = ExternalProcess.repositoryRoot
+        try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
+                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let start = try #require(readme.range(of: "```c\n/* hello.c"))
+        let end = try #require(readme.range(of: "\n```", range: start.upperBound..<readme.endIndex))
+        let program = String(readme[readme.index(start.lowerBound, offsetBy: 5)..<end.lowerBound]) + "\n"
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ember-newcomer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("home"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let source = folder.appendingPathComponent("hello.c"), binary = folder.appendingPathComponent("hello").path
+        try Data(program.utf8).write(to: source)
+        let compile = try await Self.compile(source.path, binary)
+        try #require(compile.status == 0, "the README's C program does not compile: \(compile.standardError)")
+
+        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path], workingDirectory: folder, timeout: 300)
+        #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.hasPrefix(" Paris"), "\(run.standardOutput)")
+        #expect(run.standardOutput.contains("embedding[0..2] = "))
+
+        let lost = try await ExternalProcess.run(binary, [], environment: ["HOME": folder.appendingPathComponent("home").path,
+                                                                           "XDG_CACHE_HOME": ""],
+                                                 workingDirectory: folder, timeout: 300)
+        #expect(lost.status == 1, "\(lost.standardOutput)\n\(lost.standardError)")
+        #expect(lost.standardError.contains("ember_model_load") && lost.standardError.contains("ember fetch"), "\(lost.standardError)")
+        #expect(!lost.standardError.contains("Fatal error"))
+    }
 }
