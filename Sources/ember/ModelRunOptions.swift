@@ -75,6 +75,7 @@ struct ModelRunOptions: ParsableArguments {
     /// decision, what requests of the command need, and the milliseconds taken.
     func load(in runtime: Runtime) throws -> LoadedModel {
         let start = DispatchTime.now().uptimeNanoseconds
+        try FirstUseFetch.ensure(model)
         let generator = try runtime.languageModel(named: model)
         let quantized = generator.filePrecision != .fp32
         let decision = try overrides.decision(in: runtime, quantizedFile: quantized)

@@ -100,6 +100,7 @@ struct PolicyCommand: ParsableCommand {
                 return
             }
             if let model {
+                try FirstUseFetch.ensure(model)
                 (workload, costs.qualities) = try Self.workload(of: model, in: runtime)
             }
         }

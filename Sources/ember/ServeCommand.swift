@@ -93,15 +93,21 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // A misspelt or unfetched default model is a configuration error: refuse to start rather than
-        // answer every request with it.
+        // A model the manifest lists and that is not fetched yet is fetched now (first use); a misspelt one, or one
+        // that cannot be fetched, is a configuration error: refuse to start rather than answer every request with it.
         var configuration = CommandEnvironment.configuration(units: DecisionOptions.unitSets[units] ?? .all, threads: threads)
         let directory = configuration.modelsDirectory
         for name in languageModels {
-            do { _ = try ModelLocator.path(for: name, modelsDirectory: directory) } catch { throw ValidationError("--model \(name): \(error)") }
+            do {
+                try FirstUseFetch.ensure(name)
+                _ = try ModelLocator.path(for: name, modelsDirectory: directory)
+            } catch { throw ValidationError("--model \(name): \(error)") }
         }
         for name in embeddingModels {
-            do { _ = try ModelLocator.directory(for: name, modelsDirectory: directory) } catch {
+            do {
+                try FirstUseFetch.ensure(name)
+                _ = try ModelLocator.directory(for: name, modelsDirectory: directory)
+            } catch {
                 throw ValidationError("--embedding-model \(name): \(error)")
             }
         }

@@ -89,6 +89,24 @@ struct CLIArgumentTests {
                 "\(refused.standardError)")
     }
 
+    /// `ember fetch --when charging` is a discretionary job of the scheduler: on battery it waits for external power
+    /// up to `--within` seconds and then runs anyway; on the charger it runs at once. (The models are there already, so
+    /// both end by verifying them: nothing is downloaded.)
+    @Test func discretionaryFetchWaitsForPower() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let onBattery = try await ExternalProcess.run(Self.ember, ["fetch", "all-minilm-l6-v2", "--when", "charging", "--within", "2"],
+                                                      environment: ["EMBER_MODELS_DIR": Self.models, "EMBER_POWER": "battery=0.5"], timeout: 120)
+        #expect(onBattery.status == 0, "\(onBattery.standardError)")
+        #expect(onBattery.standardError.contains("waiting: needs external power"), "\(onBattery.standardError)")
+        #expect(onBattery.standardError.contains("no external power within 2 s: fetching now"), "\(onBattery.standardError)")
+        #expect(onBattery.standardOutput.contains("all-minilm-l6-v2/model.safetensors: already present, sha256 verified"), "\(onBattery.standardOutput)")
+        let charging = try await ExternalProcess.run(Self.ember, ["fetch", "all-minilm-l6-v2", "--when", "charging", "--within", "600"],
+                                                     environment: ["EMBER_MODELS_DIR": Self.models, "EMBER_POWER": "charging=charging"], timeout: 120)
+        #expect(charging.status == 0 && !charging.standardError.contains("waiting"), "\(charging.standardError)")
+        let bad = try await ExternalProcess.run(Self.ember, ["fetch", "all-minilm-l6-v2", "--when", "later"], timeout: 60)
+        #expect(bad.status != 0 && bad.standardError.contains("--when later: expected now or charging"), "\(bad.standardError)")
+    }
+
     /// `ember info` reads performance and efficiency cores from the sysfs tree `EMBER_SYSFS_ROOT` names, and the
     /// policy sizes each tier's threads to its cores.
     @Test func coresComeFromSysfs() async throws {
