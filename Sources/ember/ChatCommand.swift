@@ -80,15 +80,12 @@ struct ChatCommand: ParsableCommand {
     }
 
     /// One user message: a line, or several joined when each but the last ends with a backslash; nil at end of input.
-    /// At a terminal, lines are read with libedit (editing, and history with the arrow keys).
+    /// At a terminal, lines are read with libedit (editing, and history with the arrow keys), and a multi-line
+    /// paste is one message (``BracketedPaste``).
     static func readMessage(interactive: Bool) -> String? {
         func line(_ prompt: String) -> String? {
             guard interactive else { return readLine() }
-            guard let raw = readline(prompt) else { return nil }
-            defer { free(raw) }
-            let text = String(cString: raw)
-            if !text.trimmingCharacters(in: .whitespaces).isEmpty { add_history(raw) }
-            return text
+            return BracketedPaste.readline(prompt)
         }
         guard var current = line("> ") else { return nil }
         var lines: [String] = []

@@ -2,7 +2,8 @@
 """`ember chat` at a real terminal (a pseudo-terminal): libedit line editing and history, Ctrl-C, Ctrl-D.
 
 Usage: pty_chat.py EMBER_BINARY MODELS_DIR
-Types "Hx", Left arrow, "i", Enter (the message must be "Hix"); Up arrow, Enter (history recalls "Hix"); asks for a
+Types "Hx", Left arrow, "i", Enter (the message must be "Hix"); Up arrow, Enter (history recalls "Hix"); pastes three
+lines in one bracketed paste (one turn, newlines kept); asks for a
 long reply and presses Ctrl-C once text streams (the reply stops, the chat goes on, the partial reply is kept);
 /save, then Ctrl-D (the chat ends). Prints what it checked; exits 1 on the first failure.
 """
@@ -40,6 +41,10 @@ def main():
     read_until(turn_done)
     os.write(fd, b"\x1b[A\r")      # Up arrow recalls it
     read_until(turn_done)
+    # A pasted message of three lines (bracketed paste, as terminals send it) is one turn, newlines kept.
+    # Terminals send a pasted line break as CR; "é" checks that typed and pasted UTF-8 arrives as characters.
+    os.write(fd, "\x1b[200~Line one\rligne deux \u00e9t\u00e9\rline three\x1b[201~\r".encode())
+    read_until(turn_done)
     os.write(fd, b"Write a very long story about a lighthouse keeper.\r")
     read_until(b"\n", 30)
     time.sleep(0.5)                # text is streaming now
@@ -54,7 +59,8 @@ def main():
     checks = [
         ("Left arrow edits the line", users[:1] == ["Hix"]),
         ("Up arrow recalls the last line", users[1:2] == ["Hix"]),
-        ("Ctrl-C stops the reply and the chat goes on", b"interrupted" in after and len(users) == 3),
+        ("a multi-line paste is one turn", users[2:3] == ["Line one\nligne deux \u00e9t\u00e9\nline three"]),
+        ("Ctrl-C stops the reply and the chat goes on", b"interrupted" in after and len(users) == 4),
         ("the interrupted reply is kept", messages[-1]["role"] == "assistant" and messages[-1]["content"] != ""),
         ("Ctrl-D ends the chat cleanly", os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0),
     ]
