@@ -33,6 +33,12 @@ public struct Workload: Sendable, Equatable, Codable {
         Workload(kind: "embed", batchedGigaOps: 2 * Double(parameters) / 1e9 * Double(max(1, tokens)), sequentialGigaOps: 0, model: model)
     }
 
+    enum CodingKeys: String, CodingKey {
+        case kind, model
+        case batchedGigaOps = "batched_giga_ops"
+        case sequentialGigaOps = "sequential_giga_ops"
+    }
+
     /// What `ember policy` decides for when no model is named: a 135M-parameter generator (SmolLM2's size)
     /// answering a 32-token prompt with 64 tokens.
     public static let reference = Workload.generation(parameters: 135_000_000, promptTokens: 32, newTokens: 64)
