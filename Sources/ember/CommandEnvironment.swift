@@ -14,7 +14,7 @@ enum CommandEnvironment {
     static func configuration(units: ComputeUnits? = nil, threads: Int? = nil) -> Runtime.Configuration {
         var configuration = Runtime.Configuration(environment: variables, computeUnits: units)
         if let threads { configuration.policy.threads = threads }
-        configuration.compute.log = { printError("warning: \($0)\($0.hasPrefix("the quality") ? "" : "; its ops fall back")") }
+        configuration.compute.log = { printError("warning: \($0)") }
         return configuration
     }
 

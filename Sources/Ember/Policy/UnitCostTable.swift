@@ -5,7 +5,7 @@ import Foundation
 /// What running a matrix product at one precision on one compute unit costs: the numbers the policy predicts time
 /// and energy from. Made from this machine's calibration (``UnitCostTable/init(profiles:)``) or read from a
 /// calibration file (``UnitCostTable/read(from:)``).
-public struct UnitCost: Sendable, Equatable, Codable {
+public struct UnitCost: Sendable, Equatable, Encodable {
     /// Billions of operations per second on a batch of rows (prompt processing, embeddings), all threads.
     public var gops: Double
     /// Joules per billion operations: the busy cores' power ÷ ``gops``.
@@ -47,16 +47,6 @@ public struct UnitCost: Sendable, Equatable, Codable {
         case joulesPerGop = "joules_per_gop"
         case dispatchMicroseconds = "dispatch_us"
         case decodeEfficiency = "decode_efficiency"
-    }
-
-    /// Decodes the calibration file's entry; only `gops` and `joules_per_gop` are required.
-    public init(from decoder: Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        gops = try container.decode(Double.self, forKey: .gops)
-        joulesPerGop = try container.decode(Double.self, forKey: .joulesPerGop)
-        dispatchMicroseconds = try container.decodeIfPresent(Double.self, forKey: .dispatchMicroseconds) ?? 20
-        decodeEfficiency = try container.decodeIfPresent(Double.self, forKey: .decodeEfficiency) ?? 0.1
-        source = try container.decodeIfPresent(String.self, forKey: .source) ?? "file"
     }
 }
 

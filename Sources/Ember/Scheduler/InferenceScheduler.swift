@@ -322,6 +322,7 @@ public actor InferenceScheduler {
     public func powerChanged(_ state: PowerState) {
         powerState = state
         let waiting = deferred.compactMap { jobs[$0] }.sorted { $0.tier > $1.tier }
+        let costs = self.costs // one merge of the quality profiles for the whole queue
         for job in waiting where job.phase == .deferred {
             var requirements = job.request.requirements
             requirements.tier = job.tier

@@ -78,7 +78,7 @@ public final class BackendRegistry: @unchecked Sendable {
     /// A health for the backend called `name` that reports its disabling here (``events``, ``log``) and makes
     /// later plans place around it (``generation``).
     public func makeHealth(for name: String) -> BackendHealth {
-        BackendHealth { [weak self] reason in self?.noteEvent("backend \(name) disabled: \(reason)") }
+        BackendHealth { [weak self] reason in self?.noteEvent("backend \(name) disabled: \(reason); its ops fall back") }
     }
 
     /// Adds `backend` with `health` (a new one when nil; a plugin's is made before its checks), serialising its
