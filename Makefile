@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
+.PHONY: all deps build test-build test openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
 
 all: build
 
@@ -38,13 +38,23 @@ deps:
 build: deps
 	$(SWIFT) build $(BUILD_FLAGS) --product ember
 
+# One build serves `make test` and `make docs`: every product and test target in release with testable imports
+# (`swift test --skip-build` then runs it as is) and each module's public symbol graph (what `make docs` checks).
+# A plain `swift build` in between would rebuild every module without those flags, so `make test` fetches the
+# models with this build's `ember` instead of depending on `build`. (One build instead of three: `ember`, the
+# tests and the documentation each compiled the modules before, ~3 min each on 2 cores.)
+SYMBOL_GRAPHS := .build/symbol-graphs
+test-build: deps
+	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing \
+	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(SYMBOL_GRAPHS)
+
 # Kernel tests run in release: C kernels at -O0 are too slow to test well.
 # On x86 the arm64 NEON kernels are checked too, cross-compiled and run under qemu.
 # The model tests compare against llama.cpp's outputs on the real files: fetched first.
-# The host tests compile examples/c-host against libEmberC.so and drive `ember serve`: built first.
-test: deps test-arm64 models fuzz-short sanitize-kernels openai-venv
-	$(SWIFT) build $(BUILD_FLAGS) --product EmberC
-	$(SWIFT) test -c release
+# The host tests compile examples/c-host against libEmberC.so and drive `ember serve`: the test build made both.
+test: deps test-arm64 fuzz-short sanitize-kernels openai-venv test-build
+	$(EMBER) fetch --all
+	$(SWIFT) test -c release --skip-build
 	$(OPENAI_PYTHON) Tests/HTTP/openai_client_test.py $(EMBER) models
 	python3 Tests/HostTests/Programs/pty_chat.py $(EMBER) models
 	python3 Tests/Soak/soak.py $(EMBER) models $(SOAK_SHORT_SECONDS)
@@ -196,15 +206,11 @@ demo: build models
 # their doc comments), after checking that every public symbol of each has a doc comment.
 DOCS_SCRATCH := .build/docs
 DOC_MODULES  := EmberCore EmberModels Ember EmberServer EmberBenchmarks
-docs: deps
-	@for target in EmberServer EmberBenchmarks; do \
-	  $(SWIFT) build $(BUILD_FLAGS) --target $$target --scratch-path $(DOCS_SCRATCH) \
-	    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(DOCS_SCRATCH)/all-symbol-graphs || exit 1; \
-	done
+docs: deps test-build
 	@for module in $(DOC_MODULES); do \
 	  rm -rf $(DOCS_SCRATCH)/graphs-$$module && mkdir -p $(DOCS_SCRATCH)/graphs-$$module && \
-	  cp $(DOCS_SCRATCH)/all-symbol-graphs/$$module.symbols.json $(DOCS_SCRATCH)/graphs-$$module/ && \
-	  (cp $(DOCS_SCRATCH)/all-symbol-graphs/$$module@*.symbols.json $(DOCS_SCRATCH)/graphs-$$module/ 2>/dev/null || true) && \
+	  cp $(SYMBOL_GRAPHS)/$$module.symbols.json $(DOCS_SCRATCH)/graphs-$$module/ && \
+	  (cp $(SYMBOL_GRAPHS)/$$module@*.symbols.json $(DOCS_SCRATCH)/graphs-$$module/ 2>/dev/null || true) && \
 	  python3 scripts/undocumented_symbols.py $(DOCS_SCRATCH)/graphs-$$module $$module Sources/$$module || exit 1; \
 	done
 	docc convert Sources/Ember/Ember.docc --additional-symbol-graph-dir $(DOCS_SCRATCH)/graphs-Ember \
