@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
+.PHONY: all deps build test-build test bench-peers openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
 
 all: build
 
@@ -226,6 +226,19 @@ docs: deps test-build
 bench: build
 	$(EMBER) bench blas
 	$(EMBER) bench kernels
+
+# Ember against its peers in one run (scripts/bench_peers.py): llama.cpp — the newest, vendored in the
+# llama-cpp-python source package on PyPI, built here once (~10 min) with the SmolLM2 files it is compared on — for
+# text generation at every precision, and ONNX Runtime (a venv of its own, fp32 transformer-optimized and int8
+# per-channel) for embeddings at batch 1 and 32. Alternating rounds, medians, ratios from one run; PEER_ROUNDS
+# rounds (default 3), figures also in .build/peers/figures.json.
+PEERS_DIR   := .build/peers
+PEER_ROUNDS ?= 3
+bench-peers: build models
+	@llama_bin=$$(bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1) && \
+	ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
+	python3 scripts/bench_peers.py --ember $(EMBER) --models models --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) \
+	  --ort-python "$$ort_python" --ort-cache $(PEERS_DIR)/onnx --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures.json
 
 # The package-benchmark suites under Benchmarks/ (statistics, allocations).
 bench-suite: deps

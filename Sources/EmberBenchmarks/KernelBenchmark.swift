@@ -51,9 +51,15 @@ public struct KernelBenchmark: Sendable {
         (576, 576), (1536, 576), (576, 1536), (49152, 576), (16384, 8192),
     ]
 
-    /// The weight types `isa` multiplies with SIMD code of its own (every type `ember bench kernels` measures).
+    /// The weight types `isa` multiplies with SIMD code (every type `ember bench kernels` measures): F32 too, as
+    /// the GPU route runs it — its GEMV is fp32 decoding's share of the read bandwidth; its GEMM is the sgemm baseline.
     public static func simdTypes(_ isa: KernelISA) -> [TensorType] {
-        TensorType.table.filter { $0 != .f32 && $0.canDequantize && $0.hasSIMDKernel(isa) }
+        TensorType.table.filter { $0.canDequantize && $0.hasSIMDKernel(isa) }
+    }
+
+    /// The few types a quick run measures: the packed 4- and 8-bit ones, Q5_0, and F32 (fp32 decoding's GEMV).
+    public static func quickTypes(_ isa: KernelISA) -> [TensorType] {
+        [.q4_0, .q4_1, .q8_0, .q5_0, .f32]
     }
 
     /// The kernel family measured.
@@ -164,7 +170,8 @@ public struct KernelBenchmark: Sendable {
 
     /// Weights of `format` for `weights`' shape and one timed call over them (rotating over copies when asked):
     /// Q8_0/Q4_0/Q4_1 quantized from `weights` and packed; F16/BF16 rounded from them; the other block
-    /// types random blocks with sane scales (Ember cannot quantize into them), bound to `isa`'s SIMD backend.
+    /// types random blocks with sane scales (Ember cannot quantize into them), bound to `isa`'s SIMD backend;
+    /// F32 the weights themselves, bound to the GPU route (OpenBLAS).
     private func kernel(_ format: TensorType, weights: Tensor, generator: inout SplitMix64, rotating: Bool) throws
         -> (bytes: Int, call: (Tensor, inout Tensor) throws -> Void) {
         let (n, k) = (weights.shape[0], weights.shape[1])
@@ -180,7 +187,9 @@ public struct KernelBenchmark: Sendable {
             })
         }
         var bytes = [UInt8](repeating: 0, count: byteCount)
-        if let blockFormat = format.blockFormat {
+        if format == .f32 {
+            try weights.withUnsafeBufferPointer { values in bytes.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(values)) } }
+        } else if let blockFormat = format.blockFormat {
             _ = ek_fill_random_blocks(blockFormat, generator.next(), &bytes, Int64(byteCount / format.blockBytes))
         } else {
             try weights.withUnsafeBufferPointer { values in
@@ -196,7 +205,7 @@ public struct KernelBenchmark: Sendable {
         let bound = try bytes.withUnsafeBytes { raw in
             try (0..<copies).map { _ in
                 try registry.bindMatmul(try WeightMatrix(type: format, rows: n, columns: k, copying: raw),
-                                        units: .cpuAndNeuralEngine, pool: pool)
+                                        units: format == .f32 ? .gpu : .cpuAndNeuralEngine, pool: pool)
             }
         }
         var next = 0

@@ -118,18 +118,18 @@ struct BenchKernelsCommand: ParsableCommand {
     @Option(help: "Comma-separated weight types, e.g. q4_k,q6_k (default: every type this ISA runs with SIMD code).")
     var types: String?
 
-    /// The types to measure: the flag's, else every SIMD type (the demo's four with --quick).
+    /// The types to measure: the flag's, else every SIMD type (the demo's few with --quick).
     func measuredTypes(_ isa: KernelISA) throws -> [TensorType] {
         if let types {
             return try types.split(separator: ",").map { name in
-                guard let type = TensorType(name: String(name)), type.canDequantize, type != .f32 else {
+                guard let type = TensorType(name: String(name)), KernelBenchmark.simdTypes(isa).contains(type) || type.canDequantize && type != .f32 else {
                     throw ValidationError("--types: \(name) is not a weight type Ember computes with; expected some of "
                                           + KernelBenchmark.simdTypes(isa).map(\.description).joined(separator: ", "))
                 }
                 return type
             }
         }
-        return quick ? [.q4_0, .q4_1, .q8_0, .q5_0] : KernelBenchmark.simdTypes(isa)
+        return quick ? KernelBenchmark.quickTypes(isa) : KernelBenchmark.simdTypes(isa)
     }
 
     struct Report: Encodable {

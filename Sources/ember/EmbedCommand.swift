@@ -106,6 +106,9 @@ struct BenchEmbedCommand: ParsableCommand {
     @Option(help: "Sentences per call.") var batch = 32
     @Option(help: "Timed passes (at least 3); the median is reported.") var runs = 3
     @Flag(help: "Print one JSON object: precision, batch, threads, sentences_per_s, runs (and more).") var json = false
+    @Flag(name: .customLong("print-sentences"),
+          help: "Print the benchmark's sentences, one per line, and exit (what `make bench-peers` gives the peers).")
+    var printSentences = false
 
     struct Report: Encodable {
         var precision: String
@@ -126,6 +129,10 @@ struct BenchEmbedCommand: ParsableCommand {
     }
 
     func run() throws {
+        if printSentences {
+            print(EmbeddingBenchmark.sentences(EmbeddingBenchmark(batch: batch, options: ExecutionOptions()).sentences).joined(separator: "\n"))
+            return
+        }
         let runtime = try options.overrides.makeRuntime()
         let decision = try options.overrides.decision(in: runtime, quantizedFile: false)
         let (embedder, loadMs) = try options.load(in: runtime, for: decision)

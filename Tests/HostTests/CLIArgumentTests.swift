@@ -125,6 +125,18 @@ struct CLIArgumentTests {
         #expect(decisions.allSatisfy { $0["threads"] as? Int == 1 }, "one core per class: \(decisions)")
     }
 
+    /// `ember info` names the kernel path in use and warns when it is a fallback (here the scalar one, forced).
+    @Test func infoWarnsAboutAFallbackKernelPath() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        let forced = try await ExternalProcess.run(Self.ember, ["info"], environment: ["EMBER_ISA": "scalar"], timeout: 60)
+        #expect(forced.status == 0, "\(forced.standardError)")
+        #expect(forced.standardOutput.contains("kernels    scalar (EMBER_ISA=scalar; best for this CPU:"), "\(forced.standardOutput)")
+        #expect(forced.standardOutput.contains("warning: kernels: running the scalar path, a fallback slower than this CPU's best"),
+                "\(forced.standardOutput)")
+        let best = try await ExternalProcess.run(Self.ember, ["info"], timeout: 60)
+        #expect(!best.standardOutput.contains("a fallback slower"), "\(best.standardOutput)")
+    }
+
     /// `ember chat` commands: /save writes the conversation as JSON, /load restores it, unknown commands are named;
     /// a message continued with a backslash is one turn.
     @Test func chatSavesAndLoadsAConversation() async throws {

@@ -181,6 +181,16 @@ public struct SystemReport: Sendable, Codable {
         let features = context.features
         var warnings = [String]()
         if let error = context.isaOverrideError { warnings.append("\(error); using \(context.isa) instead.") }
+        let bestISA = KernelISA.best(for: features)
+        if context.isa != bestISA {
+            warnings.append("kernels: running the \(context.isa) path, a fallback slower than this CPU's best (\(bestISA)); "
+                + "cause: the kernel family was chosen as \"\(context.configuration.isaOverride ?? context.isa.rawValue)\" "
+                + "(\(KernelISA.environmentVariable) or the runtime's configuration). Fix: unset \(KernelISA.environmentVariable) unless you "
+                + "are testing that path.")
+        } else if bestISA == .scalar {
+            warnings.append("kernels: no SIMD path for this CPU (Ember's kernels need AVX2 + FMA on x86 or NEON on arm64): "
+                + "every matmul runs the scalar reference, 10–50× slower.")
+        }
         if let failure = context.pool.threadStartFailure { warnings.append("\(failure); running on the threads that started.") }
         let library = context.blas
         if let warning = library.coreWarning(cpu: features, forcedCore: openBLASCoreType) { warnings.append(warning) }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the newest llama.cpp we can reach — the copy vendored in the llama-cpp-python source package on PyPI —
+# into DIR (once; later runs reuse it), and writes the SmolLM2 files it is compared on beside it, re-quantized by its
+# own llama-quantize from the Q4_1 file Ember ships with: F32, Q8_0, Q4_0 and Q4_K_M.
+# Usage: scripts/peers/llama_cpp.sh DIR SMOLLM2_Q4_1.gguf     Prints the folder of the binaries on its last line.
+set -euo pipefail
+dir=$1; model=$2
+version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
+mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+src="$dir/llama_cpp_python-$version/vendor/llama.cpp"
+if [ ! -d "$src" ]; then
+  python3 -m pip download --no-deps --no-binary llama-cpp-python -q -d "$dir" "llama-cpp-python==$version" >&2
+  tar -xzf "$dir/llama_cpp_python-$version.tar.gz" -C "$dir"
+fi
+if ! command -v cmake >/dev/null; then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends cmake >&2
+fi
+bin="$src/build/bin"
+if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ]; then
+  echo "building llama.cpp $version's vendored copy (about 10 minutes on 2 cores)" >&2
+  cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >&2
+  cmake --build "$src/build" -j "$(nproc)" --target llama-bench llama-quantize >&2
+fi
+for type in F32 Q8_0 Q4_0 Q4_K_M; do
+  out="$dir/smollm2-135m-$type.gguf"
+  [ -s "$out" ] || "$bin/llama-quantize" --allow-requantize "$model" "$out" "$type" >/dev/null 2>&1 \
+    || { echo "llama-quantize could not write $out" >&2; exit 1; }
+done
+echo "$bin"
