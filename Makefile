@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test bench-peers openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
+.PHONY: all deps build test-build test bench-peers check-swift-package openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
 
 all: build
 
@@ -226,6 +226,13 @@ docs: deps test-build
 bench: build
 	$(EMBER) bench blas
 	$(EMBER) bench kernels
+
+# The README's Swift program built as a newcomer builds it: a package of its own outside the checkout depending on
+# it by path, models fetched from there (scripts/check_swift_package.sh; Ember compiled from scratch, minutes).
+# `make test` runs the short version: the same program compiled against the test build and run outside the checkout
+# (Tests/HostTests/DocBlockTests.swift).
+check-swift-package: build models
+	bash scripts/check_swift_package.sh $(EMBER)
 
 # Ember against its peers in one run (scripts/bench_peers.py): llama.cpp — the newest, vendored in the
 # llama-cpp-python source package on PyPI, built here once (~10 min) with the SmolLM2 files it is compared on — for

@@ -176,6 +176,24 @@ def run_checks(base):
           and "ember_decisions_total" in metrics and "ember_energy_joules_total" in metrics)
 
 
+    doc_snippets(base)
+
+
+def doc_snippets(base):
+    """The Python blocks of the README and docs/HTTP.md, as written, run against this server (their base URL's
+    port replaced by this server's): each exits 0 and prints something."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for document in ["README.md", "docs/HTTP.md"]:
+        text = open(os.path.join(root, document), encoding="utf-8").read()
+        blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+        check("%s has Python blocks" % document, bool(blocks))
+        for index, block in enumerate(blocks):
+            program = block.replace("http://127.0.0.1:8080", base)
+            run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+            check("%s python block %d runs against the server" % (document, index + 1),
+                  run.returncode == 0 and run.stdout.strip() != "", (run.stdout + run.stderr)[-500:])
+
+
 def EMBER_MODEL_IN(ids):
     return EMBED_MODEL in ids
 

@@ -52,8 +52,9 @@ public enum ModelLocator {
         guard FileManager.default.fileExists(atPath: location.path) else {
             throw ModelCatalogError.unreadable(
                 file: location.path,
-                reason: "not fetched yet into \(modelsDirectory.path): run `ember fetch \(nameOrPath)` (it downloads there), "
-                    + "or set EMBER_MODELS_DIR to the folder that has it")
+                reason: "not fetched yet into \(modelsDirectory.path): run `ember fetch \(nameOrPath)` from any folder that is "
+                    + "not an Ember checkout (it downloads there), or point Ember at the folder that has it — a host app: "
+                    + "Runtime.Configuration's modelsDirectory (C: ember_runtime_options_t.models_directory), the CLI: EMBER_MODELS_DIR")
         }
         return location.path
     }
