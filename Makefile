@@ -228,11 +228,11 @@ bench: build
 	$(EMBER) bench kernels
 
 # The README's Swift program built as a newcomer builds it: a package of its own outside the checkout depending on
-# it by path, models fetched from there (scripts/check_swift_package.sh; Ember compiled from scratch, minutes).
+# it by path, run there (scripts/check_swift_package.sh; Ember's modules compiled anew, a minute or more).
 # `make test` runs the short version: the same program compiled against the test build and run outside the checkout
 # (Tests/HostTests/DocBlockTests.swift).
 check-swift-package: build models
-	bash scripts/check_swift_package.sh $(EMBER)
+	bash scripts/check_swift_package.sh
 
 # Ember against its peers in one run (scripts/bench_peers.py): llama.cpp — the newest, vendored in the
 # llama-cpp-python source package on PyPI, built here once (~10 min) with the SmolLM2 files it is compared on — for
