@@ -10,8 +10,13 @@ public enum QualityProbe {
     /// Tokens per perplexity chunk.
     public static let contextLength = 128
 
+    /// The version of the recipes that make a model's int8 and int4 weights (which roles and layers stay at 8 bits,
+    /// how scales are searched): part of the cache key, so a cached profile never outlives the recipe it measured.
+    /// 2: MiniLM's int4 keeps ffn_up at int8 in its middle layers.
+    public static let recipeVersion = 2
+
     /// The cache key of the model at `path` (a file, or a folder whose `model.safetensors` is hashed) on `isa`:
-    /// "checksum|bytes|isa", the checksum a 64-bit multiply-rotate hash of every 8-byte word of the file (fast — about
+    /// "checksum|bytes|isa|recipes N", the checksum a 64-bit multiply-rotate hash of every 8-byte word of the file (fast — about
     /// 0.1 s for 250 MB — and not cryptographic: it tells files apart, it does not authenticate them); nil when the
     /// file cannot be read.
     public static func key(path: String, isa: String) -> String? {
@@ -30,7 +35,7 @@ public enum QualityProbe {
             for index in (words * 8)..<bytes.count { hash = (hash ^ UInt64(bytes[index])) &* 0xC4CE_B9FE_1A85_EC53 }
             return hash
         }
-        return String(format: "%016llx|%d|", hash, data.count) + isa
+        return String(format: "%016llx|%d|", hash, data.count) + isa + "|recipes \(recipeVersion)"
     }
 
     /// The generator's loss per precision: perplexity at int8 and int4 over fp32's, minus one.
