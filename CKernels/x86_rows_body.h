@@ -45,11 +45,6 @@ EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(dot_scaled)(__m256i u, __m256
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales);
 }
 
-/* Lanes 0–7 (elements 0–15) × low, lanes 8–15 (elements 16–31) × high. */
-EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(two_scales)(int low, int high) {
-    return _mm256_set_m128i(_mm_set1_epi16((int16_t)high), _mm_set1_epi16((int16_t)low));
-}
-
 /* 16 bytes of nibbles → 32 bytes: low nibbles (elements 0–15), then high nibbles (16–31). */
 EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(nibbles32)(const uint8_t *qs) {
     __m128i q = _mm_loadu_si128((const __m128i *)qs);
@@ -259,9 +254,20 @@ EK_ROWS_K45(gemm_q4_k, ek_block_q4_k, 0)
 EK_ROWS_K45(gemm_q5_k, ek_block_q5_k, 1)
 
 /* Q6_K: unsigned u = q + 32 (0…63), a signed scale per 16: Σ s·(u − 32)·a = Σ s·u·a − 32·Σ s·bsum. */
+#ifndef EK_Q6_K_SCALE_PICKS
+#define EK_Q6_K_SCALE_PICKS
+/* Byte shuffles taking int16 scale 2s of a 128-bit lane into every element of the low lane and 2s + 1 of the high. */
+static const uint8_t ek_q6_k_scale_picks[4][32] = {
+#define EK_PICK(s) {4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, \
+                    4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3}
+    EK_PICK(0), EK_PICK(1), EK_PICK(2), EK_PICK(3)
+#undef EK_PICK
+};
+#endif
 EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
     const __m256i low_mask = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(0x03);
     __m256i all_scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+    __m256i low_scales = _mm256_permute4x64_epi64(all_scales, 0x44), high_scales = _mm256_permute4x64_epi64(all_scales, 0xee);
     float d = EK_ROWS_NAME(load_f16)(&wb->d);
     __m256i sums[EK_ROWS_TILE];
     for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();
@@ -277,9 +283,11 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
         u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+        /* This half's eight scales (int16) in both 128-bit lanes; chunk s takes scale 2s in the low lane and 2s + 1
+           in the high one by one byte shuffle (building them from scalars took five instructions a chunk). */
+        __m256i half_scales = h == 0 ? low_scales : high_scales;
         for (int s = 0; s < 4; s++) {
-            int sub = 8 * h + 2 * s;
-            __m256i scales = EK_ROWS_NAME(two_scales)(wb->scales[sub], wb->scales[sub + 1]);
+            __m256i scales = _mm256_shuffle_epi8(half_scales, _mm256_loadu_si256((const __m256i *)ek_q6_k_scale_picks[s]));
             for (int t = 0; t < tile; t++) {
                 __m256i a = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * s));
                 sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(u[s], a, scales));
