@@ -135,11 +135,9 @@ public final class ComputeContext: @unchecked Sendable {
     @discardableResult
     public func calibrate() -> Calibration {
         let key = calibrationKey
-        for backend in backends.available {
-            let measured = measure(backend)
-            lock.withLock { calibrationValue.costs[backend.descriptor.name] = measured }
-        }
+        let measured = measure(backends.available)
         return lock.withLock {
+            for (name, costs) in measured { calibrationValue.costs[name] = costs }
             calibrationValue.key = key
             calibrationValue.measuredAt = Date().timeIntervalSince1970
             return calibrationValue
@@ -155,43 +153,70 @@ public final class ComputeContext: @unchecked Sendable {
         return defaultCost(support, on: descriptor)
     }
 
-    private func measure(_ backend: any Backend) -> [String: OpCost] {
-        var result: [String: OpCost] = [:]
+    /// One op of one backend being timed.
+    private struct TimedOp {
+        let backend: any Backend
+        let support: OpSupport
+        let probe: OpProbe
+        let repetitions: Int
+        var seconds: [Double] = []
+        var failed = false
+    }
+
+    /// Every op of `backends`, timed in five rounds that each time every op once: a burst of load on a shared
+    /// machine then slows one round of every op, not every round of one op (timed back to back, an op's five rounds
+    /// once all fell in a burst, and a quantized route looked slower than fp32 under the test suite's load).
+    private func measure(_ backends: [any Backend]) -> [String: [String: OpCost]] {
+        var result: [String: [String: OpCost]] = [:]
         let threads = pool.threadsPerClass
-        for support in backend.descriptor.supports where support.op != .quantizeActivations {
-            let probe = support.op == .matmul ? OpProbe(support: support, rows: 16, matmulShape: (576, 1536)) : OpProbe(support: support, rows: 16)
-            let dispatch = defaultCost(support, on: backend.descriptor).dispatchMicroseconds
-            let plugin = backend as? PluginBackend
-            // A plugin's ops are called straight from its table here, so one that is not concurrent is called alone;
-            // its matmul serialises its own calls (and binding), so wrapping it too would lock twice.
-            let serializer = support.op == .matmul ? nil : plugin?.serializer
-            let first: OpProbe.Outcome
-            switch serializer.map({ $0.withLock { probe.run(on: backend, pool: pool, threads: threads) } })
-                ?? probe.run(on: backend, pool: pool, threads: threads) {
-            case let .success(outcome): first = outcome
-            case let .failure(failure):
-                // A plugin's op that fails here failed its own check's conditions: it is disabled, not timed.
-                plugin?.health.disable("while timed: \(failure)")
-                continue
-            }
-            let repetitions = max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))
-            var seconds: [Double] = []
-            for _ in 0..<5 {
-                let timed = serializer.map { $0.withLock { probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads) } }
-                    ?? probe.run(on: backend, repetitions: repetitions, pool: pool, threads: threads)
-                guard case let .success(round) = timed else {
-                    if case let .failure(failure) = timed { plugin?.health.disable("while timed: \(failure)") }
-                    break
+        var timed: [TimedOp] = []
+        for backend in backends {
+            result[backend.descriptor.name] = [:]
+            for support in backend.descriptor.supports where support.op != .quantizeActivations {
+                let probe = support.op == .matmul ? OpProbe(support: support, rows: 16, matmulShape: (576, 1536)) : OpProbe(support: support, rows: 16)
+                switch run(probe, support, on: backend, repetitions: nil) {
+                case let .success(first):
+                    timed.append(TimedOp(backend: backend, support: support, probe: probe,
+                                         repetitions: max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))))
+                case let .failure(failure):
+                    // A plugin's op that fails here failed its own check's conditions: it is disabled, not timed.
+                    (backend as? PluginBackend)?.health.disable("while timed: \(failure)")
                 }
-                seconds.append(round.secondsPerCall)
             }
-            guard !seconds.isEmpty else { continue }
+        }
+        for _ in 0..<5 {
+            for index in timed.indices where !timed[index].failed {
+                let op = timed[index]
+                switch run(op.probe, op.support, on: op.backend, repetitions: op.repetitions) {
+                case let .success(round): timed[index].seconds.append(round.secondsPerCall)
+                case let .failure(failure):
+                    (op.backend as? PluginBackend)?.health.disable("while timed: \(failure)")
+                    timed[index].failed = true
+                }
+            }
+        }
+        for op in timed where !op.seconds.isEmpty {
             // Matmul runs on every core; the other ops were timed on one thread and a pass splits them over all.
-            let parallel = support.op == .matmul ? 1.0 : Double(threads)
-            result[support.description] = OpCost(throughput: probe.work / (seconds.min() ?? 1) * parallel,
-                                                 dispatchMicroseconds: dispatch, cores: threads, source: "measured")
+            let parallel = op.support.op == .matmul ? 1.0 : Double(threads)
+            result[op.backend.descriptor.name, default: [:]][op.support.description] = OpCost(
+                throughput: op.probe.work / (op.seconds.min() ?? 1) * parallel,
+                dispatchMicroseconds: defaultCost(op.support, on: op.backend.descriptor).dispatchMicroseconds,
+                cores: threads, source: "measured")
         }
         return result
+    }
+
+    /// One run of `probe` on `backend` (`repetitions` timed calls; nil: the first, checked call). A plugin's ops are
+    /// called straight from its table here, so one that is not concurrent is called alone; its matmul serialises its
+    /// own calls (and binding), so wrapping it too would lock twice.
+    private func run(_ probe: OpProbe, _ support: OpSupport, on backend: any Backend, repetitions: Int?) -> Result<OpProbe.Outcome, OpProbe.Failure> {
+        let threads = pool.threadsPerClass
+        let serializer = support.op == .matmul ? nil : (backend as? PluginBackend)?.serializer
+        let call = {
+            repetitions.map { probe.run(on: backend, repetitions: $0, pool: self.pool, threads: threads) }
+                ?? probe.run(on: backend, pool: self.pool, threads: threads)
+        }
+        return serializer.map { $0.withLock(call) } ?? call()
     }
 
     private func defaultCalibration() -> Calibration {
@@ -254,11 +279,8 @@ public final class ComputeContext: @unchecked Sendable {
     public func loadPlugin(at path: String) throws -> LoadedPlugin {
         do {
             let plugin = try PluginLoader(registry: backends, features: features).load(at: path)
-            for name in plugin.backends {
-                guard let backend = backends.backend(named: name) else { continue }
-                let measured = measure(backend)
-                lock.withLock { calibrationValue.costs[name] = measured }
-            }
+            let measured = measure(plugin.backends.compactMap { backends.backend(named: $0) })
+            lock.withLock { for (name, costs) in measured { calibrationValue.costs[name] = costs } }
             return plugin
         } catch {
             backends.recordFailure("\(error)")
