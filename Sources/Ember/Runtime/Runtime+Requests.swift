@@ -15,10 +15,13 @@ extension Runtime {
                            sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil) -> InferenceRequest {
         let tier = requirements.tier
         var requirements = requirements
-        // About four bytes per token until the prompt is tokenized; the run reports what it really did.
+        // About four bytes per token until the prompt is tokenized, and the reply this model's replies have been (at most
+        // maxTokens); the run reports what it really did.
         let parameters = model.matmulParameters
-        requirements.workload = requirements.workload ?? .generation(parameters: parameters, promptTokens: prompt.utf8.count / 4 + 1,
-                                                                     newTokens: maxTokens, model: model.path)
+        let replyLengths = self.replyLengths
+        requirements.workload = requirements.workload ?? .generation(
+            parameters: parameters, promptTokens: prompt.utf8.count / 4 + 1,
+            newTokens: replyLengths.expected(model: model.path, maxTokens: maxTokens), model: model.path)
         let (batcher, batching) = (self.batcher, configuration.continuousBatching)
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.utf8.count + 1 + min(max(maxTokens, 0), model.contextLength))
@@ -53,6 +56,7 @@ extension Runtime {
                 cancelled.set()
             }
             context.report(energy: result.energy)
+            replyLengths.record(model: model.path, tokens: result.tokenIDs.count, stopReason: result.stopReason)
             context.report(work: .generation(parameters: parameters, promptTokens: result.promptTokenIDs.count,
                                              newTokens: result.tokenIDs.count, model: model.path))
             return result

@@ -25,6 +25,8 @@ public final class Runtime: Sendable {
     public let scheduler: InferenceScheduler
     /// Where concurrent generations of one model decode together (``Configuration/continuousBatching``).
     public let batcher = ContinuousBatcher()
+    /// How long each model's replies turn out to be: what a generation is predicted at (see ``ReplyLengths``).
+    public let replyLengths = ReplyLengths()
     /// The power source in use.
     public let powerSource: any PowerSource
     /// Why each plugin of ``Configuration/pluginPaths`` that could not be loaded was refused (the runtime works without it).
