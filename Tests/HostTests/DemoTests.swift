@@ -31,21 +31,15 @@ struct DemoTests {
         // its kernels are the fastest, AVX-512 VNNI; int8 on AVX2)…
         #expect(lines.contains { $0.contains("critical chat") && $0.contains(" / cpuAndNeuralEngine / userInitiated") })
         // …the embedder runs within the mains quality budget (its int4 loses about 0.35 % cosine, under the 0.5 %:
-        // every precision may run) and its energy does not rise on battery (int4 where that is cheaper).
-        let mains = try #require(row(1, "standard embeddings ×16")), battery = try #require(row(2, "standard embeddings ×16"))
+        // every precision may run), and on battery it takes the route predicted to spend the least energy, quantized.
+        // (The energies the rows report come from run times, which the suite's parallel load moves by 20 % and more:
+        // comparing them across steps once failed on 0.73 J against 0.62 J with the decision itself sound.)
+        let mains = try #require(row(1, "standard embeddings ×16"))
         #expect(mains.contains(" run "), "\(mains)")
-        func joules(_ row: String) -> Double? {
-            row.range(of: #"[0-9.]+ J (modelled|measured)"#, options: .regularExpression).flatMap { Double(row[$0].split(separator: " ")[0]) }
-        }
-        // The route each ran (precision / units), read off its row; the same route on both costs the same but for the
-        // batch it happened to share.
-        func route(_ row: String) -> String? {
-            row.range(of: #"(fp32|int8|int4) / [A-Za-z]+"#, options: .regularExpression).map { String(row[$0]) }
-        }
-        #expect(route(mains) != nil && route(battery) != nil, "\(mains)\n\(battery)")
-        if route(mains) != route(battery) {
-            #expect((joules(battery) ?? .infinity) <= (joules(mains) ?? 0) * 1.05, "\(mains)\n\(battery)")
-        }
+        let onBattery = steps[2] ?? []
+        let batteryRow = try #require(onBattery.firstIndex { $0.hasPrefix("  standard embeddings ×16") })
+        let why = try #require(onBattery.dropFirst(batteryRow + 1).first, "\(onBattery)")
+        #expect(why.contains("why: least energy") && !onBattery[batteryRow].contains("fp32 / "), "\(onBattery[batteryRow])\n\(why)")
         // Thermal serious caps the power: the chat runs on one thread.
         #expect(steps[5]?.contains { $0.contains("why: fastest") && $0.contains("1 thread") && $0.contains("thermal serious") } == true)
         // Every run says predicted against measured time and why it was chosen.
