@@ -211,5 +211,19 @@ struct ComputeUnitTests {
         let object = try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any]
         let costs = try #require(object?["costs"] as? [String: [String: Any]])
         #expect(costs["scalar-reference"]?["matmul/q4_1"] != nil)
+
+        // The cache file keeps several keys side by side (measuring under EMBER_ISA=scalar must not evict this
+        // machine's own calibration), newest first, the same key replaced; the one-calibration file reads as one.
+        #expect(Calibration.readAll(from: file) == [measured])
+        try foreign.store(in: file)
+        try measured.store(in: file)
+        #expect(Calibration.readAll(from: file).map(\.key) == [measured.key, "another machine"])
+        #expect(Calibration.readAll(from: file).contains { ComputeContext().adopt($0) })
+        for index in 0..<10 {
+            var many = read
+            many.key = "machine \(index)"
+            try many.store(in: file, keep: 4)
+        }
+        #expect(Calibration.readAll(from: file).map(\.key) == ["machine 9", "machine 8", "machine 7", "machine 6"])
     }
 }

@@ -56,11 +56,11 @@ public final class Runtime: Sendable {
             context.calibrate()
             calibrationSource = "measured now"
         case let .cached(url):
-            if let cached = Calibration.read(from: url), context.adopt(cached) {
+            if Calibration.readAll(from: url).contains(where: { context.adopt($0) }) {
                 calibrationSource = "cached (\(url.path))"
             } else {
                 context.calibrate()
-                try? context.cacheableCalibration.write(to: url)
+                try? context.cacheableCalibration.store(in: url)
                 calibrationSource = "measured now, cached in \(url.path)"
             }
         }

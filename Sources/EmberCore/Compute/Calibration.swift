@@ -76,6 +76,30 @@ public struct Calibration: Sendable, Codable, Equatable {
         try encoder.encode(self).write(to: url, options: .atomic)
     }
 
+    /// Every calibration a cache file holds, newest first: several keys side by side (another kernel family through
+    /// `EMBER_ISA`, another core count), so measuring one does not evict another. A file of a single calibration (the
+    /// earlier format) reads as one; a missing or foreign file as none.
+    public static func readAll(from url: URL) -> [Calibration] {
+        guard let data = try? Data(contentsOf: url) else { return [] }
+        if let file = try? JSONDecoder().decode(CacheFile.self, from: data) { return file.calibrations }
+        return (try? JSONDecoder().decode(Calibration.self, from: data)).map { [$0] } ?? []
+    }
+
+    /// Puts this calibration first in the cache file at `url`, replacing one of the same key and keeping at most
+    /// `keep` in all (the oldest go first).
+    public func store(in url: URL, keep: Int = 8) throws {
+        let others = Self.readAll(from: url).filter { $0.key != key }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try encoder.encode(CacheFile(calibrations: Array(([self] + others).prefix(max(1, keep))))).write(to: url, options: .atomic)
+    }
+
+    /// The cache file's shape: `{"calibrations": [...]}`.
+    private struct CacheFile: Codable {
+        var calibrations: [Calibration]
+    }
+
     enum CodingKeys: String, CodingKey {
         case key, costs
         case measuredAt = "measured_at"
