@@ -122,7 +122,7 @@ struct BenchKernelsCommand: ParsableCommand {
     func measuredTypes(_ isa: KernelISA) throws -> [TensorType] {
         if let types {
             return try types.split(separator: ",").map { name in
-                guard let type = TensorType(name: String(name)), KernelBenchmark.simdTypes(isa).contains(type) || type.canDequantize && type != .f32 else {
+                guard let type = TensorType(name: String(name)), type.canDequantize else {
                     throw ValidationError("--types: \(name) is not a weight type Ember computes with; expected some of "
                                           + KernelBenchmark.simdTypes(isa).map(\.description).joined(separator: ", "))
                 }

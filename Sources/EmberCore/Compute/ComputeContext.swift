@@ -174,7 +174,7 @@ public final class ComputeContext: @unchecked Sendable {
             result[backend.descriptor.name] = [:]
             for support in backend.descriptor.supports where support.op != .quantizeActivations {
                 let probe = support.op == .matmul ? OpProbe(support: support, rows: 16, matmulShape: (576, 1536)) : OpProbe(support: support, rows: 16)
-                switch run(probe, support, on: backend, repetitions: nil) {
+                switch run(probe, support, on: backend, repetitions: 1) {
                 case let .success(first):
                     timed.append(TimedOp(backend: backend, support: support, probe: probe,
                                          repetitions: max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))))
@@ -206,16 +206,13 @@ public final class ComputeContext: @unchecked Sendable {
         return result
     }
 
-    /// One run of `probe` on `backend` (`repetitions` timed calls; nil: the first, checked call). A plugin's ops are
+    /// One run of `probe` on `backend`, `repetitions` calls (one: the first, checked call). A plugin's ops are
     /// called straight from its table here, so one that is not concurrent is called alone; its matmul serialises its
     /// own calls (and binding), so wrapping it too would lock twice.
-    private func run(_ probe: OpProbe, _ support: OpSupport, on backend: any Backend, repetitions: Int?) -> Result<OpProbe.Outcome, OpProbe.Failure> {
+    private func run(_ probe: OpProbe, _ support: OpSupport, on backend: any Backend, repetitions: Int) -> Result<OpProbe.Outcome, OpProbe.Failure> {
         let threads = pool.threadsPerClass
         let serializer = support.op == .matmul ? nil : (backend as? PluginBackend)?.serializer
-        let call = {
-            repetitions.map { probe.run(on: backend, repetitions: $0, pool: self.pool, threads: threads) }
-                ?? probe.run(on: backend, pool: self.pool, threads: threads)
-        }
+        let call = { probe.run(on: backend, repetitions: repetitions, pool: self.pool, threads: threads) }
         return serializer.map { $0.withLock(call) } ?? call()
     }
 
