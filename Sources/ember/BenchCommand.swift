@@ -8,7 +8,8 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Ember against its references in one run.",
-        subcommands: [BenchBLASCommand.self, BenchKernelsCommand.self, BenchQoSCommand.self, BenchGenerateCommand.self, BenchEmbedCommand.self])
+        subcommands: [BenchBLASCommand.self, BenchKernelsCommand.self, BenchQoSCommand.self, BenchGenerateCommand.self, BenchEmbedCommand.self,
+                      BenchStructuredCommand.self])
 }
 
 /// `ember bench blas`: Ember's fp32 matmul vs a raw cblas_sgemm on the same buffers.

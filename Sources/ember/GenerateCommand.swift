@@ -21,13 +21,37 @@ struct GenerateCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object on one line instead of streaming.")
     var json = false
 
-    /// The sampling options as the library takes them.
-    var sampler: SamplerSettings { SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed) }
+    @Option(name: .customLong("json-schema"), help: ArgumentHelp("Generate JSON valid against the JSON Schema in this file.",
+                                                                  valueName: "file"))
+    var jsonSchema: String?
+
+    @Flag(name: .customLong("json-object"), help: "Generate one JSON object (any keys).")
+    var jsonObject = false
+
+    /// The sampling options as the library takes them (the schema file read).
+    func sampler() throws -> SamplerSettings {
+        var settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed)
+        if let jsonSchema {
+            guard let data = FileManager.default.contents(atPath: jsonSchema) else {
+                throw ValidationError("--json-schema: cannot read \(jsonSchema); expected a file holding a JSON Schema")
+            }
+            guard let text = String(data: data, encoding: .utf8) else {
+                throw ValidationError("--json-schema: \(jsonSchema) is not UTF-8 text; expected a JSON Schema")
+            }
+            settings.format = .jsonSchema(text)
+        } else if jsonObject {
+            settings.format = .jsonObject
+        }
+        return settings
+    }
 
     func validate() throws {
         guard n >= 1 else { throw ValidationError("-n: found \(n), expected at least 1 token") }
-        do { try sampler.validate() } catch {
-            throw ValidationError("\(error)")
+        guard jsonSchema == nil || !jsonObject else { throw ValidationError("--json-schema and --json-object: give one of them") }
+        do { try sampler().validate() } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("\(jsonSchema.map { "--json-schema \($0): " } ?? "")\(error)")
         }
     }
 
@@ -51,7 +75,7 @@ struct GenerateCommand: AsyncParsableCommand {
         let (model, loadMs) = (loaded.model, loaded.milliseconds)
         let streaming = !json
         let firstPiece = FirstPieceClock()
-        let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: n, tier: .critical, sampler: sampler,
+        let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: n, tier: .critical, sampler: try sampler(),
                                                         requirements: loaded.requirements) { piece in
             firstPiece.mark()
             if streaming { FileHandle.standardOutput.write(Data(piece.utf8)) }

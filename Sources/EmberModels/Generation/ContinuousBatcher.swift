@@ -184,7 +184,7 @@ extension TextGenerator {
         let (promptIDs, session) = try promptSession(prompt, maxTokens: maxTokens)
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try settings.validate()
-        var state = SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,
+        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,
                                   maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
         let prefillStart = DispatchTime.now().uptimeNanoseconds
         let logits = try forward(promptIDs, session: session, options: options)

@@ -4,7 +4,9 @@ import Foundation
 /// One generation between its forward passes: what it has sampled and said, and whether it is done. The same
 /// per-token rules serve a sequence decoded alone and one decoded in a batch: sample (with the repetition penalty
 /// over the history), stop at an end-of-generation token, stream the piece (holding back what could start a stop
-/// string), stop at a stop string, at `maxTokens`, or when the context is full.
+/// string), stop at a stop string, at `maxTokens`, or when the context is full. With an output format
+/// (``SamplerSettings/format``) only tokens its grammar allows are sampled, and the generation ends ("eos") as soon
+/// as the value is complete.
 struct SequenceState {
     let tokenizer: any TextTokenizer
     let session: any GenerationSession
@@ -18,12 +20,14 @@ struct SequenceState {
     private var seen: [Int]
     private var decoder = StreamingDecoder()
     private var stops: StopSequences
+    /// The output format's grammar state, nil for free text.
+    let constraint: TokenConstraint?
     let energyBefore: Double
     var prefillSeconds = 0.0
     var decodeStart: UInt64 = 0
 
     init(tokenizer: any TextTokenizer, session: any GenerationSession, promptTokens: [Int], history: [Int], maxTokens: Int,
-         sampler: Sampler, stop: [String]) {
+         sampler: Sampler, stop: [String]) throws {
         self.tokenizer = tokenizer
         self.session = session
         self.promptTokens = promptTokens
@@ -31,6 +35,7 @@ struct SequenceState {
         self.sampler = sampler
         seen = history
         stops = StopSequences(stop)
+        constraint = try sampler.settings.format.constraint(for: tokenizer)
         energyBefore = session.energy.joules
         finished = maxTokens == 0
     }
@@ -40,7 +45,7 @@ struct SequenceState {
 
     /// Samples the next token from `logits` and streams its text; sets ``finished`` when the generation ends.
     mutating func accept(logits: [Float], onPiece: (String) -> Void) {
-        let next = sampler.next(logits: logits, history: seen)
+        let next = sampler.next(logits: logits, history: seen, constraint: constraint)
         generated.append(next)
         seen.append(next)
         if tokenizer.endsGeneration(next) {
@@ -48,11 +53,15 @@ struct SequenceState {
             finished = true
             return
         }
+        constraint?.accept(next)
         let piece = stops.append(decoder.append(tokenizer.bytes(of: next)))
         text += piece
         if !piece.isEmpty { onPiece(piece) }
         if stops.stopped {
             stopReason = "stop"
+            finished = true
+        } else if constraint?.isComplete == true {
+            stopReason = "eos" // the value is whole: nothing more may follow it
             finished = true
         } else if generated.count >= maxTokens {
             finished = true

@@ -9,7 +9,7 @@ public struct Generation: Sendable {
     public var tokenIDs: [Int]
     /// The decoded text of the sampled tokens, without the end-of-generation token.
     public var text: String
-    /// "eos" (an end-of-generation token), "stop" (one of the stop strings), "max_tokens", "context_full", or
+    /// "eos" (an end-of-generation token, or the value of a JSON output format complete), "stop" (one of the stop strings), "max_tokens", "context_full", or
     /// "interrupted" (the caller's `interrupted` said so).
     public var stopReason: String
     /// Seconds spent on the forward pass over the prompt tokens.
@@ -84,7 +84,7 @@ extension TextGenerator {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try sampler.settings.validate()
-        var state = SequenceState(tokenizer: tokenizer, session: session, promptTokens: tokens, history: history,
+        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: tokens, history: history,
                                   maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
         defer { sampler = state.sampler }
         let prefillStart = DispatchTime.now().uptimeNanoseconds

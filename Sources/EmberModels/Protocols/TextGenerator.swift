@@ -113,6 +113,10 @@ public protocol TextTokenizer: AnyObject, Sendable {
     func id(of token: String) -> Int?
     /// Whether `id` ends a generation (the end-of-sequence token, or an end-of-turn token of the chat format).
     func endsGeneration(_ id: Int) -> Bool
+    /// Whether `id` stands for text (not a control, unknown or unused token): what a constrained generation may pick.
+    func isText(_ id: Int) -> Bool
+    /// The vocabulary's text tokens as a byte trie, built on first use and kept (structured output's token masks).
+    var tokenTrie: TokenTrie { get }
 }
 
 extension TextTokenizer {

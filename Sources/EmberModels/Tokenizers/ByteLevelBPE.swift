@@ -149,6 +149,16 @@ public final class ByteLevelBPE: TextTokenizer, @unchecked Sendable {
 
     // MARK: Decoding
 
+    /// Whether `id` stands for text: a normal, byte or user-defined token.
+    public func isText(_ id: Int) -> Bool {
+        guard types.indices.contains(id) else { return false }
+        return [.normal, .byte, .userDefined].contains(types[id])
+    }
+
+    /// The text tokens as a byte trie, built on first use.
+    public var tokenTrie: TokenTrie { trieCache.value { TokenTrie(self) } }
+    private let trieCache = BuiltOnce<TokenTrie>()
+
     /// The bytes a token stands for (special tokens: their text).
     public func bytes(of id: Int) -> [UInt8] {
         guard tokens.indices.contains(id) else { return [] }

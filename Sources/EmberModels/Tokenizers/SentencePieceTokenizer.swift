@@ -177,6 +177,16 @@ public final class SentencePieceTokenizer: TextTokenizer, @unchecked Sendable {
 
     // MARK: Decoding
 
+    /// Whether `id` stands for text: a normal, byte or user-defined token.
+    public func isText(_ id: Int) -> Bool {
+        guard types.indices.contains(id) else { return false }
+        return [.normal, .byte, .userDefined].contains(types[id])
+    }
+
+    /// The text tokens as a byte trie, built on first use.
+    public var tokenTrie: TokenTrie { trieCache.value { TokenTrie(self) } }
+    private let trieCache = BuiltOnce<TokenTrie>()
+
     /// The bytes token `id` stands for: `▁` as a space, a byte token as its byte, a special token as its text.
     public func bytes(of id: Int) -> [UInt8] {
         guard tokens.indices.contains(id) else { return [] }
