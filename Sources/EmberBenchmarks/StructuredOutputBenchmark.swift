@@ -15,8 +15,9 @@ public struct StructuredOutputBenchmark: Sendable {
         public var constrainedTokensPerSecond: Double
         /// Median of the rounds' constrained / free rates.
         public var ratio: Double
-        /// Every round's rates.
+        /// Every round's free rate, tokens per second.
         public var freeRuns: [Double]
+        /// Every round's rate with the format, tokens per second.
         public var constrainedRuns: [Double]
         /// Constrained outputs that parsed as JSON, of `runs`.
         public var parsed: Int

@@ -35,6 +35,33 @@ enum CConversions {
         }
     }
 
+    /// Checked sampling settings from `options` (NULL: greedy free text); a schema Ember cannot enforce is refused
+    /// here, naming the keyword.
+    static func sampler(_ options: UnsafePointer<ember_generate_options_t>?) -> Result<SamplerSettings, Invalid> {
+        guard let options else { return .success(SamplerSettings()) }
+        let o = options.pointee
+        guard o.size == MemoryLayout<ember_generate_options_t>.size else {
+            return .failure(Invalid(message: "options.size: found \(o.size), expected sizeof(ember_generate_options_t) = \(MemoryLayout<ember_generate_options_t>.size)"))
+        }
+        var settings = SamplerSettings(temperature: o.temperature, topK: Int(o.top_k), topP: o.top_p, seed: o.seed)
+        guard o.json_object == 0 || o.json_object == 1 else {
+            return .failure(Invalid(message: "options.json_object: found \(o.json_object), expected 0 or 1"))
+        }
+        if let schema = o.json_schema {
+            guard o.json_object == 0 else {
+                return .failure(Invalid(message: "options: found both json_schema and json_object, expected one of them"))
+            }
+            settings.format = .jsonSchema(String(cString: schema))
+        } else if o.json_object == 1 {
+            settings.format = .jsonObject
+        }
+        do { try settings.validate() } catch {
+            let field = "\(error)".hasPrefix("JSON schema") ? "options.json_schema" : "options"
+            return .failure(Invalid(message: "\(field): \(error)"))
+        }
+        return .success(settings)
+    }
+
     /// A checked ``PowerState`` from a C structure; `name` is how errors call it.
     static func powerState(_ state: ember_power_state_t, name: String) -> Result<PowerState, Invalid> {
         guard state.size == MemoryLayout<ember_power_state_t>.size else {

@@ -145,6 +145,28 @@ public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePoin
                                   _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
                                   _ userData: UnsafeMutableRawPointer?,
                                   _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
+    submitGeneration(runtime, model, prompt, maxTokens, tier, SamplerSettings(), onToken, userData, outRequest)
+}
+
+@_cdecl("ember_generate_submit_with_options")
+public func ember_generate_submit_with_options(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ prompt: UnsafePointer<CChar>?,
+                                               _ maxTokens: Int32, _ tier: ember_tier_t,
+                                               _ options: UnsafePointer<ember_generate_options_t>?,
+                                               _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
+                                               _ userData: UnsafeMutableRawPointer?,
+                                               _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
+    outRequest?.pointee = nil
+    switch CConversions.sampler(options) {
+    case let .success(sampler): return submitGeneration(runtime, model, prompt, maxTokens, tier, sampler, onToken, userData, outRequest)
+    case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
+    }
+}
+
+private func submitGeneration(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ prompt: UnsafePointer<CChar>?,
+                              _ maxTokens: Int32, _ tier: ember_tier_t, _ sampler: SamplerSettings,
+                              _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
+                              _ userData: UnsafeMutableRawPointer?,
+                              _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
     guard let outRequest else { return CStatus.invalid("out_request", found: "NULL", expected: "a pointer to store the handle") }
     outRequest.pointee = nil
     let (owner, box): (CRuntime, CModel.Box)
@@ -167,7 +189,7 @@ public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePoin
     let request = CRequest(callback: callback)
     owner.track(request)
     request.start({
-        .generation(try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier) { piece in
+        .generation(try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier, sampler: sampler) { piece in
             callback.call(piece)
         })
     }, then: { owner.untrack(request) })
@@ -360,4 +382,10 @@ public func ember_request_embeddings(_ handle: OpaquePointer?, _ outVectors: Uns
     let copied = copy(vectors, to: outVectors, capacity: capacity)
     if copied == EMBER_OK { outCount?.pointee = vectors.reduce(0) { $0 + $1.count } }
     return copied
+}
+
+@_cdecl("ember_generate_options_default")
+public func ember_generate_options_default() -> ember_generate_options_t {
+    ember_generate_options_t(size: UInt32(MemoryLayout<ember_generate_options_t>.size), temperature: 0, top_k: 40, top_p: 0.95, seed: 0,
+                             json_schema: nil, json_object: 0)
 }

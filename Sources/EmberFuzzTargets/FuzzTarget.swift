@@ -24,6 +24,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// An HTTP API request as `ember serve --http` checks it: an endpoint byte, header lines up to a blank line,
     /// then the JSON body.
     case http
+    /// A JSON Schema for structured output: compiled; when it compiles, the input's own bytes are run through its
+    /// grammar and a token mask is computed over each tokenizer's vocabulary after them.
+    case jsonSchema = "json-schema"
 
     /// Files the target needs besides its input (tokenizer models), found under `fixtures`.
     public final class Environment: @unchecked Sendable {
@@ -90,6 +93,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
             let endpoint = OpenAIRequestCheck.endpoints[Int(selector) % OpenAIRequestCheck.endpoints.count]
             _ = try? OpenAIRequestCheck.validate(endpoint: endpoint, body: body, headers: headers)
+        case .jsonSchema:
+            let format = OutputFormat.jsonSchema(String(decoding: data, as: UTF8.self))
+            for tokenizer in environment.tokenizers.prefix(1) {
+                guard let constraint = try? format.constraint(for: tokenizer) else { return }
+                for id in tokenizer.encode(String(decoding: data.prefix(64), as: UTF8.self), parseSpecial: false, withBOS: false) {
+                    guard constraint.allows(id) else { break }
+                    constraint.accept(id)
+                }
+                _ = constraint.allowedTokens()
+            }
         }
     }
 }

@@ -42,6 +42,8 @@ public struct HTTPAPIError: Error, CustomStringConvertible, Sendable {
 /// Reads and checks the fields of a JSON request body; every refusal names the field, the value and what is expected.
 struct RequestFields {
     let object: JSONValue
+    /// The body the fields were read from (a schema's key order comes from it); nil for nested fields.
+    var body: Data?
 
     init(body: Data) throws {
         let value: JSONValue
@@ -53,6 +55,7 @@ struct RequestFields {
             throw HTTPAPIError(status: 400, code: "invalid_json", message: "the request body is \(Self.kind(of: value)), expected a JSON object")
         }
         object = value
+        self.body = body
     }
 
     static func kind(of value: JSONValue) -> String {
@@ -164,6 +167,7 @@ struct GenerationParameters {
             // OpenAI's additive penalty has no exact counterpart here; its sign maps to the multiplicative one.
             sampler.repetitionPenalty = 1 + Float(penalty) * 0.25
         }
+        if let format = fields.value("response_format") { sampler.format = try Self.outputFormat(format, body: fields.body) }
         self.sampler = sampler
         stop = try fields.strings("stop", most: 4) ?? []
         stream = try fields.bool("stream") ?? false
@@ -175,6 +179,42 @@ struct GenerationParameters {
         } else {
             includeUsage = false
         }
+    }
+}
+
+extension GenerationParameters {
+    /// OpenAI's `response_format`: `{"type": "text"}`, `{"type": "json_object"}` or `{"type": "json_schema",
+    /// "json_schema": {"name", "schema", "strict"}}`; the schema is checked here, so a schema Ember cannot enforce is a
+    /// 400 naming the keyword, never ignored.
+    static func outputFormat(_ value: JSONValue, body: Data?) throws -> OutputFormat {
+        let field = "response_format"
+        guard case .object = value else {
+            throw HTTPAPIError.invalid(field, found: RequestFields.shown(value), expected: "an object such as {\"type\": \"json_object\"}")
+        }
+        let fields = RequestFields(object: value)
+        let format: OutputFormat
+        switch try fields.string("type") {
+        case "text"?: return .text
+        case "json_object"?: format = .jsonObject
+        case "json_schema"?:
+            guard let wrapper = fields.value("json_schema"), case .object = wrapper else {
+                throw HTTPAPIError.invalid("\(field).json_schema", found: fields.value("json_schema").map(RequestFields.shown) ?? "nothing",
+                                           expected: "an object {\"name\": …, \"schema\": {…}}")
+            }
+            guard let schema = wrapper["schema"], schema != .null else {
+                throw HTTPAPIError.invalid("\(field).json_schema.schema", found: "nothing", expected: "a JSON Schema object")
+            }
+            // The API's parser does not keep key order; properties are generated in the order the client wrote them.
+            let ordered = body.flatMap { try? OrderedJSON.parse(String(decoding: $0, as: UTF8.self)) }?["response_format"]?["json_schema"]?["schema"]
+            format = .jsonSchema(ordered?.compactText ?? schema.text)
+        case let other:
+            throw HTTPAPIError.invalid("\(field).type", found: other.map { "\"\($0)\"" } ?? "nothing",
+                                       expected: "\"text\", \"json_object\" or \"json_schema\"")
+        }
+        do { try format.validate() } catch {
+            throw HTTPAPIError(status: 400, code: "invalid_value", param: "\(field).json_schema.schema", message: "\(field): \(error)")
+        }
+        return format
     }
 }
 

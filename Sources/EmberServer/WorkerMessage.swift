@@ -44,7 +44,7 @@ public enum WorkerMessage: Sendable, Equatable {
             }
             return .settings(runOnlyWhileCharging: on)
         }
-        return .request(try WorkerRequest(value))
+        return .request(try WorkerRequest(value, line: line))
     }
 
     static func kind(_ value: JSONValue) -> String {
@@ -100,6 +100,8 @@ public struct WorkerRequest: Sendable, Equatable {
     public var sampler = SamplerSettings()
     /// Strings that end the generation (at most 4), neither streamed nor in the output.
     public var stop: [String] = []
+    // `jsonSchema` (a JSON Schema object) or `jsonObject: true` set `sampler.format`: the output is JSON valid
+    // against the schema, or any JSON object.
 
     /// The most tokens one request may ask for.
     public static let maxTokensLimit = 4096
@@ -116,7 +118,8 @@ public struct WorkerRequest: Sendable, Equatable {
         return WorkerMessage.Invalid(id: nil, message: "\(field): expected at most \(maxIDBytes) bytes as JSON text, found \(written)")
     }
 
-    init(_ value: JSONValue) throws(WorkerMessage.Invalid) {
+    /// The request in `value`; `line`, the text it was parsed from, gives a `jsonSchema` its properties' order.
+    init(_ value: JSONValue, line: Data? = nil) throws(WorkerMessage.Invalid) {
         guard let idValue = value["id"] else { throw WorkerMessage.Invalid(id: nil, message: "id: missing (expected a string)") }
         guard case let .string(id) = idValue, !id.isEmpty else {
             throw WorkerMessage.Invalid(id: nil, message: "id: expected a non-empty string, found \(WorkerMessage.kind(idValue))")
@@ -199,6 +202,21 @@ public struct WorkerRequest: Sendable, Equatable {
                 stop.append(text)
             }
         default: throw fail("stop", "a string or an array of up to 4 strings")
+        }
+        switch value["jsonSchema"] {
+        case nil, .null?: break
+        case .object?, .bool?:
+            // The protocol's parser does not keep key order; the schema's properties are generated in the order written.
+            let ordered = line.flatMap { try? OrderedJSON.parse(String(decoding: $0, as: UTF8.self)) }?["jsonSchema"]
+            sampler.format = .jsonSchema(ordered?.compactText ?? value["jsonSchema"]!.text)
+        default: throw fail("jsonSchema", "a JSON Schema (an object)")
+        }
+        if try flag("jsonObject") {
+            guard sampler.format == .text else { throw fail("jsonObject", "not both jsonObject and jsonSchema") }
+            sampler.format = .jsonObject
+        }
+        do { try sampler.format.validate() } catch {
+            throw WorkerMessage.Invalid(id: id, message: "jsonSchema: \(error)")
         }
         switch kind {
         case .generate where prompt.isEmpty: throw fail("prompt", "a non-empty string")

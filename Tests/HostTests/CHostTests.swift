@@ -62,6 +62,27 @@ struct CHostTests {
         #expect(!run.standardError.contains("AddressSanitizer"), "\(run.standardError)")
     }
 
+    /// ember_generate_submit_with_options with a JSON Schema: the text parses and has the required keys and types;
+    /// an unsupported keyword, a wrong options.size and two formats at once are refused with messages.
+    @Test func aCHostGetsJSONValidAgainstItsSchema() async throws {
+        let root = ExternalProcess.repositoryRoot
+        try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
+                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-structured-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: binary) }
+        let compile = try await Self.compile(root.appendingPathComponent("Tests/HostTests/Programs/structured_output.c").path, binary)
+        try #require(compile.status == 0, "cc failed: \(compile.standardError)")
+        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
+        #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.contains("structured output checks passed"), "\(run.standardOutput)")
+        let start = try #require(run.standardOutput.range(of: "json: "))
+        let end = try #require(run.standardOutput.range(of: "\n--\n", range: start.upperBound..<run.standardOutput.endIndex))
+        let line = String(run.standardOutput[start.upperBound..<end.lowerBound])
+        let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        #expect(object?["city"] is String, "\(line)")
+        #expect((object?["population"] as? NSNumber).map { $0.doubleValue >= 0 && $0.doubleValue == $0.doubleValue.rounded() } == true, "\(line)")
+    }
+
     @Test func cHostBuildsRunsAndGeneratesTheReferenceText() async throws {
         let root = ExternalProcess.repositoryRoot
         let products = ExternalProcess.productsDirectory

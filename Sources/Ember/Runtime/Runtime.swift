@@ -201,7 +201,8 @@ public final class Runtime: Sendable {
     /// piece as it is decoded; `onDeferred` hears the policy's reason if the
     /// request has to wait for a better power state. Cancelling the calling
     /// task stops the generation within a token. Bad arguments (`maxTokens` below 1, sampler settings out of
-    /// range, see ``SamplerSettings/validate()``) throw before the request reaches the scheduler.
+    /// range or an output format whose schema Ember cannot enforce, see ``SamplerSettings/validate()``) throw before the
+    /// request reaches the scheduler.
     /// `requirements` carries a request's own needs (a precision, units within the ceiling); its tier is `tier`.
     /// The text ends at the first of the `stop` strings (stop reason "stop"); a request the policy defers past
     /// `deadline` is dropped (``SchedulerError/dropped(reason:)``).

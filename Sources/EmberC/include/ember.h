@@ -139,6 +139,19 @@ typedef struct ember_decision {
     int32_t energy_measured;             /* 1 measured (RAPL), 0 modelled                */
 } ember_decision_t;
 
+/* How tokens are chosen and what the text must be, for
+ * ember_generate_submit_with_options. Start from ember_generate_options_default(). */
+typedef struct ember_generate_options {
+    uint32_t size;            /* sizeof(ember_generate_options_t)                              */
+    float temperature;        /* 0 greedy (default); up to 2                                    */
+    int32_t top_k;            /* default 40; 0 keeps every token                                */
+    float top_p;              /* default 0.95; in (0, 1]                                        */
+    uint64_t seed;            /* the same seed and inputs give the same text                    */
+    const char *json_schema;  /* NULL: free text; else a JSON Schema (JSON text, copied): the
+                                 output is JSON valid against it, ending when the value is whole */
+    int32_t json_object;      /* 1: the output is one JSON object (any keys); 0 otherwise       */
+} ember_generate_options_t;
+
 /* ---- Handles ----------------------------------------------------------------- */
 
 typedef struct ember_runtime ember_runtime_t;  /* loads models, owns the scheduler   */
@@ -185,6 +198,16 @@ ember_status_t ember_model_release(ember_model_t *model);
 ember_status_t ember_generate_submit(ember_runtime_t *runtime, ember_model_t *model, const char *prompt,
                                      int32_t max_tokens, ember_tier_t tier, ember_token_callback on_token,
                                      void *user_data, ember_request_t **out_request);
+/* ember_generate_submit with sampling and an output format. A schema Ember
+ * cannot enforce (an unsupported keyword, a wrong value) is refused here with
+ * EMBER_ERROR_INVALID_ARGUMENT; ember_last_error() names the keyword and where.
+ * `options` may be NULL (greedy, free text). */
+ember_status_t ember_generate_submit_with_options(ember_runtime_t *runtime, ember_model_t *model, const char *prompt,
+                                                  int32_t max_tokens, ember_tier_t tier,
+                                                  const ember_generate_options_t *options, ember_token_callback on_token,
+                                                  void *user_data, ember_request_t **out_request);
+/* The defaults: greedy, top-k 40, top-p 0.95, seed 0, free text; size set. */
+ember_generate_options_t ember_generate_options_default(void);
 /* Blocks until the request ends; returns how it ended (EMBER_OK, _DROPPED, _CANCELLED, …).
  * A request the policy defers (STANDARD or BACKGROUND on a low battery, say)
  * waits until the power state allows it: CRITICAL requests are never deferred. */

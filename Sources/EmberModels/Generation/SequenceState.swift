@@ -45,6 +45,7 @@ struct SequenceState {
 
     /// Samples the next token from `logits` and streams its text; sets ``finished`` when the generation ends.
     mutating func accept(logits: [Float], onPiece: (String) -> Void) {
+        constraint?.remainingTokens = min(maxTokens - generated.count, session.capacity - session.position)
         let next = sampler.next(logits: logits, history: seen, constraint: constraint)
         generated.append(next)
         seen.append(next)

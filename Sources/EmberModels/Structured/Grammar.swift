@@ -146,8 +146,10 @@ public struct ByteSet: Hashable, Sendable {
 
     var isEmpty: Bool { words == (0, 0, 0, 0) }
 
+    /// The same bytes.
     public static func == (lhs: ByteSet, rhs: ByteSet) -> Bool { lhs.words == rhs.words }
 
+    /// Hashes the 256 bits.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(words.0)
         hasher.combine(words.1)

@@ -42,10 +42,46 @@ final class GrammarMatcher {
         return start
     }
 
+    /// Fewest bytes that finish the alternative from each position of `grammar.elements` (a number counts 1).
+    private let shortestRest: [Int]
+    /// Fewest bytes that finish a match from each state.
+    private(set) var shortestFinish: [Int] = []
+
     init(_ grammar: Grammar) {
         self.grammar = grammar
+        shortestRest = Self.shortestRests(grammar)
         initial = intern(startStacks())
     }
+
+    /// `shortestRest` by fixed point: a rule's shortest match is its shortest alternative; an alternative's rest is
+    /// the sum of its elements' shortest matches (rules never matched finitely stay at a large value).
+    private static func shortestRests(_ grammar: Grammar) -> [Int] {
+        let never = Int(Int32.max)
+        var rule = [Int](repeating: never, count: grammar.rules.count)
+        var rest = [Int](repeating: 0, count: grammar.elements.count)
+        var changed = true
+        while changed {
+            changed = false
+            for position in stride(from: grammar.elements.count - 1, through: 0, by: -1) {
+                switch grammar.elements[position] {
+                case .end: rest[position] = 0
+                case .bytes, .number: rest[position] = min(never, 1 + rest[position + 1])
+                case .rule(let index): rest[position] = min(never, rule[index] + rest[position + 1])
+                }
+            }
+            for (index, starts) in grammar.rules.enumerated() {
+                let shortest = starts.map { rest[$0] }.min() ?? never
+                if shortest < rule[index] {
+                    rule[index] = shortest
+                    changed = true
+                }
+            }
+        }
+        return rest
+    }
+
+    /// Fewest bytes that finish a match from `state` (0 when it accepts; large when it cannot finish).
+    func shortestFinish(_ state: State) -> Int { state >= 0 ? shortestFinish[Int(state)] : Int(Int32.max) }
 
     /// The state after `byte` from `state` (``dead`` when the byte cannot follow).
     func step(_ state: State, _ byte: UInt8) -> State {
@@ -95,6 +131,17 @@ final class GrammarMatcher {
             }
         }
         liveBytes.append(live)
+        shortestFinish.append(stacks.map { stack -> Int in
+            var total = 0
+            for (level, frame) in stack.frames.enumerated() {
+                if level == stack.frames.count - 1, case .number(let index) = grammar.elements[Int(frame)], !stack.partial.isEmpty {
+                    total += (grammar.numbers[index].canComplete(stack.partial) ? 0 : 1) + shortestRest[Int(frame) + 1]
+                } else {
+                    total += shortestRest[Int(frame)]
+                }
+            }
+            return min(total, Int(Int32.max))
+        }.min() ?? Int(Int32.max))
         return number
     }
 

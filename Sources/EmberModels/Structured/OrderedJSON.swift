@@ -3,15 +3,20 @@ import Foundation
 /// A JSON value that keeps its objects' key order — a schema's properties are generated in the order the schema
 /// writes them, which `JSONSerialization` forgets.
 public indirect enum OrderedJSON: Sendable, Equatable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number, kept as written (so `1` and `1.0` stay apart and big integers keep their digits).
     case number(String)
+    /// A string, unescaped.
     case string(String)
+    /// An array.
     case array([OrderedJSON])
     /// An object's members in the order written (a repeated key keeps its last value, at its first place).
     case object([(key: String, value: OrderedJSON)])
 
+    /// Equal values: objects with the same members in the same order; numbers equal as written or as doubles.
     public static func == (lhs: OrderedJSON, rhs: OrderedJSON) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
@@ -86,6 +91,7 @@ public struct JSONParseError: Error, CustomStringConvertible, Sendable {
     public let found: String
     /// What JSON allows there.
     public let expected: String
+    /// "JSON text at byte N: found …, expected …".
     public var description: String { "JSON text at byte \(offset): found \(found), expected \(expected)" }
 }
 

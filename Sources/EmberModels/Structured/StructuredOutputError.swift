@@ -13,6 +13,7 @@ public enum StructuredOutputError: Error, CustomStringConvertible, Sendable, Equ
     /// The grammar the schema needs is larger than Ember builds.
     case tooLarge(path: String, size: Int, limit: Int)
 
+    /// The place in the schema, what is wrong there and what to do.
     public var description: String {
         switch self {
         case let .notJSON(reason):

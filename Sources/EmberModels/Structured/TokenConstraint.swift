@@ -31,15 +31,20 @@ final class SharedGrammar: @unchecked Sendable {
         return lock.withLock { matcher.step(state, trie.tokenBytes[id]) }
     }
 
-    /// Whether token `id` may follow `state`.
-    func allows(_ id: Int, after state: GrammarMatcher.State) -> Bool {
+    /// Whether token `id` may follow `state`, leaving a value that `budget` more tokens can still finish (one byte a
+    /// token at worst: the vocabularies Ember reads have a token for every byte).
+    func allows(_ id: Int, after state: GrammarMatcher.State, budget: Int = .max) -> Bool {
         guard id >= 0, id < trie.count else { return false }
         let bytes = trie.tokenBytes[id]
         return lock.withLock {
             if bytes.isEmpty { return matcher.isAccepting(state) && trie.endOfGeneration.contains(id) }
-            return matcher.step(state, bytes) != GrammarMatcher.dead
+            let next = matcher.step(state, bytes)
+            return next != GrammarMatcher.dead && matcher.shortestFinish(next) <= budget
         }
     }
+
+    /// Fewest bytes that finish the value from `state`.
+    func shortestFinish(_ state: GrammarMatcher.State) -> Int { lock.withLock { matcher.shortestFinish(state) } }
 
     /// The ids of every token allowed after `state`, ascending (computed once per state).
     func allowedTokens(after state: GrammarMatcher.State) -> [Int32] {
@@ -128,17 +133,40 @@ public final class TokenConstraint: @unchecked Sendable {
     /// Whole-vocabulary masks the shared grammar has computed so far.
     public var masksComputed: Int { shared.masksComputed }
 
-    /// Whether token `id` may come next.
-    public func allows(_ id: Int) -> Bool { shared.allows(id, after: state) }
+    /// Tokens the generation may still take (its `maxTokens` or the context, whichever ends first); once few are
+    /// left, only tokens after which the value can still be finished in time are allowed, so a JSON output is whole
+    /// even when the limit is what ends it. `.max`: no limit.
+    public var remainingTokens = Int.max
 
-    /// Every token that may come next, as bits (`mask[id >> 6] >> (id & 63) & 1`).
+    /// The bytes the tokens after the next one must still be able to write (nil: no limit to keep).
+    private var budgetAfterNext: Int? {
+        guard remainingTokens != .max else { return nil }
+        let budget = remainingTokens - 1
+        // Far from the limit no single token can matter (a token adds at most 256 bytes to finish).
+        return budget > shared.shortestFinish(state) + 256 ? nil : budget
+    }
+
+    /// Whether token `id` may come next.
+    public func allows(_ id: Int) -> Bool { shared.allows(id, after: state, budget: budgetAfterNext ?? .max) }
+
+    /// Every token that may come next, as bits (`mask[id >> 6] >> (id & 63) & 1`), without the token limit.
     public func allowedMask() -> [UInt64] { shared.mask(after: state) }
 
     /// Every token that may come next, ascending.
-    public func allowedTokens() -> [Int32] { shared.allowedTokens(after: state) }
+    public func allowedTokens() -> [Int32] { withinBudget(shared.allowedTokens(after: state)) }
 
     /// The tokens that may come next when they were listed before for this state and are at most `limit`.
-    public func knownAllowedTokens(atMost limit: Int) -> [Int32]? { shared.knownAllowedTokens(after: state, atMost: limit) }
+    public func knownAllowedTokens(atMost limit: Int) -> [Int32]? {
+        shared.knownAllowedTokens(after: state, atMost: limit).map(withinBudget)
+    }
+
+    /// `tokens` that leave a value the remaining tokens can finish — all of them when none does (the limit is below
+    /// the shortest value: the output will be cut, as free text would be).
+    private func withinBudget(_ tokens: [Int32]) -> [Int32] {
+        guard let budget = budgetAfterNext else { return tokens }
+        let fitting = tokens.filter { shared.allows(Int($0), after: state, budget: budget) }
+        return fitting.isEmpty ? tokens : fitting
+    }
 
     /// The token to pick when no token is allowed (a vocabulary without the bytes the grammar needs): the first
     /// end-of-generation token, so the generation ends.
