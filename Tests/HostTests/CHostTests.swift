@@ -5,7 +5,7 @@ import Testing
 /// examples/c-host: compiled with the system C compiler against `ember.h` and
 /// libEmberC.so, run against the real models; its generated text checked
 /// against llama.cpp's reference output.
-@Suite("C host example")
+@Suite("C host example", .serialized) // each test runs a model in a process of its own: one at a time, not four
 struct CHostTests {
     /// ember.h is usable from C++ too (extern "C", no C-only constructs).
     @Test func theHeaderCompilesAsCPlusPlus() async throws {
@@ -118,7 +118,11 @@ struct CHostTests {
         }
         #expect(lines.contains { $0.hasPrefix("cancelled: status 6") })
         #expect(lines.contains { $0.hasPrefix("deferred embedding, cancelled: status 6") })
-        #expect(lines.contains { $0.hasPrefix("submitted embedding: precision=int4") })
+        // At 15 % battery the policy picks the least energy: a quantized precision. MiniLM's int4 and int8 embed at
+        // the same speed on these CPUs (b1 965–985 vs 968–1410 sentences/s), so which of the two wins follows the
+        // calibration's noise; fp32 would be the defect.
+        #expect(lines.contains { $0.hasPrefix("submitted embedding: precision=int4") || $0.hasPrefix("submitted embedding: precision=int8") },
+                "\(lines.filter { $0.contains("embedding") })")
         #expect(lines.contains { $0.hasPrefix("missing model: status 2") && $0.contains("no-such-model") })
     }
 

@@ -43,7 +43,17 @@ struct StructuredOutputTests {
         (#"{"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"}"#, #""AB-123""#, true),
         (#"{"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"}"#, #""AB-12""#, false),
         (#"{"type": "string", "pattern": "^(yes|no)$"}"#, #""no""#, true),
-        (#"{"type": "string", "pattern": "^[^,]+$"}"#, #""a\"b é""#, true),
+        (#"{"type": "string", "pattern": "^[^,]+$"}"#, #""a\"b c""#, true),
+        (#"{"type": "string", "pattern": "^[^,]+$"}"#, #""é""#, false),     // negated classes generate ASCII only
+        (#"{"type": "string", "enum": ["a", 1]}"#, "1", false),          // enum values of another type are dropped
+        (#"{"type": "string", "enum": ["a", 1]}"#, #""a""#, true),
+        (#"{"type": "object", "required": ["b"], "additionalProperties": {"type": "integer"}}"#, #"{"b": "x"}"#, false),
+        (#"{"type": "object", "required": ["b"], "additionalProperties": {"type": "integer"}}"#, #"{"b": 2}"#, true),
+        (#"{"type": "number", "minimum": 0.3}"#, "0.2", false),
+        (#"{"type": "number", "minimum": 0.3}"#, "0.30000000000000004", false), // more than 15 fraction digits
+        (#"{"type": "number", "minimum": 0.3}"#, "0.3", true),
+        (#"{"type": "string", "pattern": "^(a?|b?)*$"}"#, #""abba""#, true),
+        (##"{"anyOf": [{"$ref": "#"}, {"type": "null"}]}"##, "null", true), // a reference back to itself first: only null ends
         (#"{"type": "string", "format": "date"}"#, #""2024-02-28""#, true),
         (#"{"type": "string", "format": "date"}"#, #""2024-02-30""#, false),
         (#"{"type": "string", "minLength": 2, "maxLength": 3}"#, #""é\n""#, true),
@@ -82,6 +92,15 @@ struct StructuredOutputTests {
         (#"{"type": "string", "maxLength": 20000}"#, "at most 10000"),
         (#"{"type": "object""#, "not JSON"),
         (#"[1]"#, "expected a schema"),
+        (#"{"type": "integer", "enum": [1, 10], "minimum": 5}"#, "beside enum, only type"),
+        (#"{"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": false}"#, "\"b\" is required"),
+        (#"{"type": "integer", "minimum": 1600000000000000}"#, "at most 15 digits"),
+        (##"{"$ref": "#"}"##, "nest forever"),
+        (##"{"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"}"##, "nest forever"),
+        ("{\"type\": \"string\", \"pattern\": \"" + String(repeating: "(", count: 100) + "a" + String(repeating: ")", count: 100) + "\"}",
+         "nested more than 64"),
+        ("{\"type\": \"string\", \"pattern\": \"" + String(repeating: "a{1000}", count: 400) + "\"}", "more than the limit"),
+        (String(repeating: "{\"type\": \"array\", \"items\": ", count: 200) + "{}" + String(repeating: "}", count: 200), "nested more than 128"),
     ]
 
     @Test(arguments: refusals)
@@ -91,6 +110,27 @@ struct StructuredOutputTests {
         } throws: { error in
             "\(error)".contains(phrase)
         }
+    }
+
+    /// Near the token limit only tokens after which the value can still be closed are allowed: every generation of
+    /// a schema with long free strings ends whole, however small the limit above the shortest value.
+    @Test func outputsFinishInsideTheTokenLimit() throws {
+        let runtime = try Runtime(configuration: .init())
+        let model = try runtime.languageModel(named: "smollm2-135m-instruct")
+        let schema = #"{"type": "object", "properties": {"story": {"type": "string"}, "moral": {"type": "string"}}, "required": ["story", "moral"]}"#
+        let prompt = "<|im_start|>user\nTell a long story as JSON.<|im_end|>\n<|im_start|>assistant\n"
+        for limit in [24, 40, 64] {
+            let generation = try model.generate(prompt: prompt, maxTokens: limit,
+                                                sampler: SamplerSettings(temperature: 0.9, seed: UInt64(limit), format: .jsonSchema(schema)),
+                                                options: ExecutionOptions(), stop: [], onPiece: { _ in }, betweenTokens: {})
+            let value = try OrderedJSON.parse(generation.text)
+            #expect(value["story"] != nil && value["moral"] != nil, "limit \(limit): \(generation.text)")
+            #expect(generation.tokenIDs.count <= limit)
+        }
+        #expect {
+            _ = try model.generate(prompt: prompt, maxTokens: 8, sampler: SamplerSettings(format: .jsonObject), options: ExecutionOptions(),
+                                   stop: ["}"], onPiece: { _ in }, betweenTokens: {})
+        } throws: { "\($0)".contains("no stop strings with a JSON output format") }
     }
 
     @Test func numberBoundsAreCheckedDigitByDigit() {
@@ -104,6 +144,11 @@ struct StructuredOutputTests {
         #expect(unit.canExtend(Array("0.".utf8)) && !unit.canComplete("0") && unit.canComplete("0.5"))
         #expect(!unit.canExtend(Array("2".utf8)) && unit.canExtend(Array("1.".utf8)) && !unit.canExtend(Array("1.1".utf8)))
         #expect(!NumberBounds(integer: true, minimum: 0.2, maximum: 0.8).isSatisfiable)
+        // Exact decimals: after "0." the digit 2 cannot reach 0.3 or more (in binary 0.2 + 0.1 is above 0.3).
+        let fromPointThree = NumberBounds(integer: false, minimum: Decimal(string: "0.3"))
+        #expect(!fromPointThree.canExtend(Array("0.2".utf8)) && fromPointThree.canExtend(Array("0.3".utf8)))
+        #expect(!NumberBounds(integer: false, maximum: Decimal(string: "-1e15")).isSatisfiable)
+        #expect(NumberBounds(integer: true, minimum: 100_000_000_000).shortestLength == 12)
     }
 
     /// Random texts drawn byte by byte from what the grammar allows parse as JSON, and the matcher never

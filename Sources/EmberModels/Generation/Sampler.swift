@@ -95,7 +95,7 @@ public struct Sampler {
         let budget = max(4 * wanted, 64)
         let best = Self.bestFirst(logits, keep: budget, minP: 0, temperature: 1)
         var allowed: [Int] = []
-        for token in best where logits[token] > -.infinity && constraint.allows(token) {
+        for token in best where logits[token] > -.infinity && constraint.allows(token) { // `best` indexes the logits
             allowed.append(token)
             if allowed.count == wanted { break }
         }
@@ -106,7 +106,9 @@ public struct Sampler {
 
     /// The pick among `allowed` (the constraint's allowed tokens): greedy, or top-k / min-p over them, normalised
     /// over them — what the unconstrained path does with every other token's logit at −∞.
-    private mutating func pick(among allowed: [Int32], _ logits: [Float], _ constraint: TokenConstraint) -> Int {
+    private mutating func pick(among listed: [Int32], _ logits: [Float], _ constraint: TokenConstraint) -> Int {
+        // A tokenizer may hold more tokens than the model has logits: those are never picked.
+        let allowed = listed.last.map { Int($0) < logits.count } ?? true ? listed : listed.filter { Int($0) < logits.count }
         guard !allowed.isEmpty else { return constraint.fallbackToken }
         func better(_ a: Int, _ b: Int) -> Bool { logits[a] > logits[b] || (logits[a] == logits[b] && a < b) }
         var best = Int(allowed[0])

@@ -36,6 +36,11 @@ struct SequenceState {
         seen = history
         stops = StopSequences(stop)
         constraint = try sampler.settings.format.constraint(for: tokenizer)
+        if constraint != nil, !stops.strings.isEmpty {
+            throw KernelError.invalidArgument(argument: "stop", found: stops.strings.map { "\"\($0)\"" }.joined(separator: ", "),
+                                              expected: "no stop strings with a JSON output format (the value ends the output itself; a stop "
+                                                        + "string could cut it)")
+        }
         energyBefore = session.energy.joules
         finished = maxTokens == 0
     }
@@ -54,7 +59,15 @@ struct SequenceState {
             finished = true
             return
         }
-        constraint?.accept(next)
+        if let constraint {
+            guard constraint.allows(next) else {
+                // Nothing the grammar allows was left to pick (a vocabulary without an end token): end here.
+                stopReason = "eos"
+                finished = true
+                return
+            }
+            constraint.accept(next)
+        }
         let piece = stops.append(decoder.append(tokenizer.bytes(of: next)))
         text += piece
         if !piece.isEmpty { onPiece(piece) }

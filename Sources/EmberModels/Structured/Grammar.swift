@@ -90,6 +90,171 @@ public struct Grammar: Sendable {
 
     /// Rules, elements and number checks in use (for the limits a schema must respect).
     var size: Int { elements.count }
+
+    /// The length standing for "no finite match".
+    static let never = Int(Int32.max)
+
+    /// Fewest bytes each rule matches (``never`` when it has no finite match): Knuth's generalisation of Dijkstra's
+    /// algorithm — a rule is settled at its cheapest alternative once every rule that alternative uses is settled.
+    func shortestRuleLengths() -> [Int] {
+        struct Alternative { var owner: Int; var known: Int; var pending: Int }
+        var alternatives: [Alternative] = []
+        var users = [[Int]](repeating: [], count: rules.count) // alternatives using each rule, once per use
+        for (owner, starts) in rules.enumerated() {
+            for start in starts {
+                var alternative = Alternative(owner: owner, known: 0, pending: 0)
+                var position = start
+                while elements[position] != .end {
+                    switch elements[position] {
+                    case .bytes: alternative.known += 1
+                    case .number(let index): alternative.known += numbers[index].shortestLength
+                    case .rule(let used):
+                        alternative.pending += 1
+                        users[used].append(alternatives.count)
+                    case .end: break
+                    }
+                    position += 1
+                }
+                alternatives.append(alternative)
+            }
+        }
+        var length = [Int](repeating: Self.never, count: rules.count)
+        var settled = [Bool](repeating: false, count: rules.count)
+        var queue = MinimumQueue()
+        for (index, alternative) in alternatives.enumerated() where alternative.pending == 0 { queue.push(alternative.known, alternatives[index].owner) }
+        while let (cost, rule) = queue.pop() {
+            guard !settled[rule] else { continue }
+            settled[rule] = true
+            length[rule] = cost
+            for index in users[rule] {
+                alternatives[index].known = min(Self.never, alternatives[index].known + cost)
+                alternatives[index].pending -= 1
+                if alternatives[index].pending == 0 { queue.push(alternatives[index].known, alternatives[index].owner) }
+            }
+        }
+        return length
+    }
+
+    /// Fewest bytes that finish the alternative from each position of ``elements``.
+    func shortestRests(ruleLengths: [Int]) -> [Int] {
+        var rest = [Int](repeating: 0, count: elements.count)
+        for position in stride(from: elements.count - 1, through: 0, by: -1) {
+            switch elements[position] {
+            case .end: rest[position] = 0
+            case .bytes: rest[position] = min(Self.never, 1 + rest[position + 1])
+            case .number(let index): rest[position] = min(Self.never, numbers[index].shortestLength + rest[position + 1])
+            case .rule(let used): rest[position] = min(Self.never, ruleLengths[used] + rest[position + 1])
+            }
+        }
+        return rest
+    }
+
+    /// Throws unless every match can end: the root has a finite match, and no rule reaches itself before reading a
+    /// byte (a `$ref` or `anyOf` that comes back to itself first, which would recurse forever).
+    func checkFinite() throws {
+        let lengths = shortestRuleLengths()
+        guard lengths[root] < Self.never else {
+            throw StructuredOutputError.unsatisfiable(path: "#", reason: "every value would nest forever (a reference that is never optional)")
+        }
+        // Left corners: the rules an alternative can start with, reading nothing before them. One in tail position
+        // (last of its alternative) replaces its caller's frame; any other one adds a frame. A cycle of left corners
+        // with a frame-adding step would grow the matcher's stacks without reading a byte: refused. A cycle of tail
+        // steps only comes back to the same stack, which the matcher notices.
+        var corners = [[Int]](repeating: [], count: rules.count)
+        var growing: [(from: Int, to: Int)] = []
+        for (owner, starts) in rules.enumerated() {
+            for start in starts {
+                var position = start
+                scan: while true {
+                    switch elements[position] {
+                    case .rule(let used):
+                        corners[owner].append(used)
+                        if elements[position + 1] != .end { growing.append((owner, used)) }
+                        if lengths[used] != 0 { break scan }
+                    default: break scan
+                    }
+                    position += 1
+                }
+            }
+        }
+        let component = Self.components(corners)
+        if let loop = growing.first(where: { component[$0.from] == component[$0.to] }) {
+            throw StructuredOutputError.unsupported(path: "#", keyword: "$ref",
+                                                    hint: "\(ruleNames[loop.to]) can reach itself without writing anything; put a value before the recursion")
+        }
+    }
+
+    /// The strongly connected component of each node of `edges` (Kosaraju, iterative).
+    static func components(_ edges: [[Int]]) -> [Int] {
+        let count = edges.count
+        var reversed = [[Int]](repeating: [], count: count)
+        for (from, targets) in edges.enumerated() { for to in targets { reversed[to].append(from) } }
+        var visited = [Bool](repeating: false, count: count)
+        var order: [Int] = []
+        for start in 0..<count where !visited[start] {
+            visited[start] = true
+            var path: [(node: Int, next: Int)] = [(start, 0)]
+            while let top = path.last {
+                if top.next < edges[top.node].count {
+                    path[path.count - 1].next += 1
+                    let to = edges[top.node][top.next]
+                    if !visited[to] { visited[to] = true; path.append((to, 0)) }
+                } else {
+                    order.append(top.node)
+                    path.removeLast()
+                }
+            }
+        }
+        var component = [Int](repeating: -1, count: count)
+        var next = 0
+        for start in order.reversed() where component[start] < 0 {
+            var work = [start]
+            component[start] = next
+            while let node = work.popLast() {
+                for from in reversed[node] where component[from] < 0 {
+                    component[from] = next
+                    work.append(from)
+                }
+            }
+            next += 1
+        }
+        return component
+    }
+}
+
+/// A binary min-heap of (cost, item) pairs.
+struct MinimumQueue {
+    private var heap: [(cost: Int, item: Int)] = []
+
+    mutating func push(_ cost: Int, _ item: Int) {
+        heap.append((cost, item))
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].cost < heap[parent].cost else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> (Int, Int)? {
+        guard let first = heap.first else { return nil }
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1, right = left + 1
+                var least = parent
+                if left < heap.count, heap[left].cost < heap[least].cost { least = left }
+                if right < heap.count, heap[right].cost < heap[least].cost { least = right }
+                if least == parent { break }
+                heap.swapAt(parent, least)
+                parent = least
+            }
+        }
+        return (first.cost, first.item)
+    }
 }
 
 /// 256 bits: which bytes an element accepts.

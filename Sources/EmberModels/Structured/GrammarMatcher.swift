@@ -42,42 +42,19 @@ final class GrammarMatcher {
         return start
     }
 
-    /// Fewest bytes that finish the alternative from each position of `grammar.elements` (a number counts 1).
+    /// Fewest bytes that finish the alternative from each position of `grammar.elements`.
     private let shortestRest: [Int]
     /// Fewest bytes that finish a match from each state.
     private(set) var shortestFinish: [Int] = []
+    /// The most bytes one position can still require (its finite shortest rest at most): how far from a token limit
+    /// a single token can matter.
+    let largestRest: Int
 
     init(_ grammar: Grammar) {
         self.grammar = grammar
-        shortestRest = Self.shortestRests(grammar)
+        shortestRest = grammar.shortestRests(ruleLengths: grammar.shortestRuleLengths())
+        largestRest = shortestRest.filter { $0 < Grammar.never }.max() ?? 0
         initial = intern(startStacks())
-    }
-
-    /// `shortestRest` by fixed point: a rule's shortest match is its shortest alternative; an alternative's rest is
-    /// the sum of its elements' shortest matches (rules never matched finitely stay at a large value).
-    private static func shortestRests(_ grammar: Grammar) -> [Int] {
-        let never = Int(Int32.max)
-        var rule = [Int](repeating: never, count: grammar.rules.count)
-        var rest = [Int](repeating: 0, count: grammar.elements.count)
-        var changed = true
-        while changed {
-            changed = false
-            for position in stride(from: grammar.elements.count - 1, through: 0, by: -1) {
-                switch grammar.elements[position] {
-                case .end: rest[position] = 0
-                case .bytes, .number: rest[position] = min(never, 1 + rest[position + 1])
-                case .rule(let index): rest[position] = min(never, rule[index] + rest[position + 1])
-                }
-            }
-            for (index, starts) in grammar.rules.enumerated() {
-                let shortest = starts.map { rest[$0] }.min() ?? never
-                if shortest < rule[index] {
-                    rule[index] = shortest
-                    changed = true
-                }
-            }
-        }
-        return rest
     }
 
     /// Fewest bytes that finish a match from `state` (0 when it accepts; large when it cannot finish).
@@ -112,14 +89,21 @@ final class GrammarMatcher {
 
     // MARK: - Stacks
 
-    private func intern(_ stacks: Set<Stack>) -> State {
+    /// The number of the state of `candidates` (stacks that can never finish dropped), ``dead`` when none is left.
+    private func intern(_ candidates: Set<Stack>) -> State {
+        var stacks = candidates
+        var finishes: [Stack: Int] = [:]
+        for stack in candidates {
+            let finish = finishLength(stack)
+            if finish >= Grammar.never { stacks.remove(stack) } else { finishes[stack] = finish }
+        }
+        guard !stacks.isEmpty else { return Self.dead }
         if let known = stateNumbers[stacks] { return known }
         let number = State(states.count)
         states.append(Array(stacks))
         stateNumbers[stacks] = number
         transitions += repeatElement(Self.unknown, count: 256)
         accepting.append(stacks.contains { $0.frames.isEmpty })
-        continuing.append(stacks.contains { !$0.frames.isEmpty })
         var live = ByteSet()
         for stack in stacks {
             guard let top = stack.frames.last else { continue }
@@ -131,52 +115,63 @@ final class GrammarMatcher {
             }
         }
         liveBytes.append(live)
-        shortestFinish.append(stacks.map { stack -> Int in
-            var total = 0
-            for (level, frame) in stack.frames.enumerated() {
-                if level == stack.frames.count - 1, case .number(let index) = grammar.elements[Int(frame)], !stack.partial.isEmpty {
-                    total += (grammar.numbers[index].canComplete(stack.partial) ? 0 : 1) + shortestRest[Int(frame) + 1]
-                } else {
-                    total += shortestRest[Int(frame)]
-                }
-            }
-            return min(total, Int(Int32.max))
-        }.min() ?? Int(Int32.max))
+        continuing.append(!live.isEmpty)
+        shortestFinish.append(finishes.values.min() ?? Grammar.never)
         return number
     }
 
-    /// Adds to `out` every stack `stack` becomes once its innermost position is a byte set or a number (or it has
-    /// no frames left: a match).
-    private func expand(_ stack: Stack, into out: inout Set<Stack>, depth: Int = 0) {
-        guard depth < 512, stack.frames.count < 4096 else { return } // a grammar of ours never nests this deep
-        guard let top = stack.frames.last else {
-            out.insert(stack)
-            return
-        }
-        switch grammar.elements[Int(top)] {
-        case .bytes:
-            out.insert(stack)
-        case .number(let index):
-            out.insert(stack)
-            if grammar.numbers[index].canComplete(stack.partial) {
-                var done = stack
-                done.partial = []
-                done.frames[done.frames.count - 1] += 1
-                expand(done, into: &out, depth: depth + 1)
+    /// Fewest bytes that finish `stack`.
+    private func finishLength(_ stack: Stack) -> Int {
+        var total = 0
+        for (level, frame) in stack.frames.enumerated() {
+            if level == stack.frames.count - 1, case .number(let index) = grammar.elements[Int(frame)], !stack.partial.isEmpty {
+                total += (grammar.numbers[index].canComplete(stack.partial) ? 0 : 1) + shortestRest[Int(frame) + 1]
+            } else {
+                total += shortestRest[Int(frame)]
             }
-        case .end:
-            var popped = stack
-            popped.frames.removeLast()
-            expand(popped, into: &out, depth: depth + 1)
-        case .rule(let rule):
-            var base = stack
-            // The return position, unless the rule ends the alternative (then the frame is dropped: a chain of
-            // rules each ending in the next keeps the stack short).
-            if grammar.elements[Int(top) + 1] == .end { base.frames.removeLast() } else { base.frames[base.frames.count - 1] = top + 1 }
-            for start in grammar.rules[rule] {
-                var next = base
-                next.frames.append(Int32(start))
-                expand(next, into: &out, depth: depth + 1)
+            if total >= Grammar.never { return Grammar.never }
+        }
+        return total
+    }
+
+    /// Adds to `out` every stack `stack` becomes once its innermost position is a byte set or a number (or it has
+    /// no frames left: a match). A worklist with the stacks already seen, so a part of the grammar that can match
+    /// nothing costs once, not once per way of reaching it; a stack deeper than 4,096 frames is dropped (the
+    /// compiler refuses the left recursion that would build one).
+    private func expand(_ stack: Stack, into out: inout Set<Stack>) {
+        var work = [stack]
+        var seen = Set<Stack>()
+        while let current = work.popLast() {
+            guard current.frames.count <= 4096, seen.insert(current).inserted else { continue }
+            guard let top = current.frames.last else {
+                out.insert(current)
+                continue
+            }
+            switch grammar.elements[Int(top)] {
+            case .bytes:
+                out.insert(current)
+            case .number(let index):
+                out.insert(current)
+                if grammar.numbers[index].canComplete(current.partial) {
+                    var done = current
+                    done.partial = []
+                    done.frames[done.frames.count - 1] += 1
+                    work.append(done)
+                }
+            case .end:
+                var popped = current
+                popped.frames.removeLast()
+                work.append(popped)
+            case .rule(let rule):
+                var base = current
+                // The return position, unless the rule ends the alternative (then the frame is dropped: a chain of
+                // rules each ending in the next keeps the stack short).
+                if grammar.elements[Int(top) + 1] == .end { base.frames.removeLast() } else { base.frames[base.frames.count - 1] = top + 1 }
+                for start in grammar.rules[rule] {
+                    var next = base
+                    next.frames.append(Int32(start))
+                    work.append(next)
+                }
             }
         }
     }

@@ -18,6 +18,10 @@ struct JSONSchemaGrammar {
     private let document: OrderedJSON
     private var references: [String: Int] = [:]
     private var shared: [String: Grammar.Element] = [:]
+    /// Schemas being compiled, outermost first (nesting through properties, items and references).
+    private var depth = 0
+    /// The deepest nesting compiled (a chain of references or nested schemas).
+    static let depthLimit = 128
 
     /// Largest grammar built, in elements.
     static let sizeLimit = 200_000
@@ -36,6 +40,8 @@ struct JSONSchemaGrammar {
         compiler.grammar.root = root
         let value = try compiler.value(schema, at: "#")
         compiler.grammar.define(root, [value])
+        guard compiler.grammar.size <= sizeLimit else { throw StructuredOutputError.tooLarge(path: "#", size: compiler.grammar.size, limit: sizeLimit) }
+        try compiler.grammar.checkFinite()
         return compiler.grammar
     }
 
@@ -192,6 +198,12 @@ struct JSONSchemaGrammar {
     /// The grammar sequence for one value valid against `schema` at `path`.
     private mutating func value(_ schema: OrderedJSON, at path: String) throws -> [Grammar.Element] {
         guard grammar.size <= Self.sizeLimit else { throw StructuredOutputError.tooLarge(path: path, size: grammar.size, limit: Self.sizeLimit) }
+        guard depth < Self.depthLimit else {
+            throw StructuredOutputError.invalidSchema(path: path, found: "schemas nested more than \(Self.depthLimit) deep",
+                                                      expected: "at most \(Self.depthLimit) levels of properties, items and references")
+        }
+        depth += 1
+        defer { depth -= 1 }
         let fields = try members(schema, at: path)
         let keys = Set(fields.map(\.key))
         if let reference = schema["$ref"] {
@@ -223,12 +235,8 @@ struct JSONSchemaGrammar {
             let alternatives = try branches.enumerated().map { try value($1, at: path + "/anyOf/\($0)") }
             return [grammar.rule("anyOf \(path)", alternatives)]
         }
-        if let constant = schema["const"] { return Grammar.literal(constant.compactText) }
-        if let options = schema["enum"] {
-            guard case let .array(values) = options, !values.isEmpty else {
-                throw StructuredOutputError.invalidSchema(path: path + "/enum", found: options.summary, expected: "a non-empty array of values")
-            }
-            return [grammar.rule("enum \(path)", values.map { Grammar.literal($0.compactText) })]
+        if schema["const"] != nil || schema["enum"] != nil {
+            return try enumerated(schema, keys: keys, at: path)
         }
         let types = try self.types(schema, keys: keys, at: path)
         let known = Set(types.flatMap { Self.typeKeywords[$0] ?? [] }).union(Self.annotations).union(["type"])
@@ -240,6 +248,49 @@ struct JSONSchemaGrammar {
         }
         let alternatives = try types.map { try typed($0, schema, at: path) }
         return alternatives.count == 1 ? alternatives[0] : [grammar.rule("types \(path)", alternatives)]
+    }
+
+    /// `const` or `enum`: the listed values, of the schema's `type` when it has one. Other restricting keywords beside
+    /// them are refused (Ember would have to validate each value against them).
+    private mutating func enumerated(_ schema: OrderedJSON, keys: Set<String>, at path: String) throws -> [Grammar.Element] {
+        let keyword = schema["const"] != nil ? "const" : "enum"
+        if let stray = keys.subtracting(Self.annotations).subtracting(["const", "enum", "type"]).sorted().first {
+            throw StructuredOutputError.unsupported(path: path, keyword: stray,
+                                                    hint: "beside \(keyword), only type is supported: list only the values that satisfy it")
+        }
+        var values: [OrderedJSON]
+        if let constant = schema["const"] {
+            guard schema["enum"] == nil else {
+                throw StructuredOutputError.unsupported(path: path, keyword: "enum", hint: "use const or enum, not both")
+            }
+            values = [constant]
+        } else {
+            guard case let .array(listed)? = schema["enum"], !listed.isEmpty else {
+                throw StructuredOutputError.invalidSchema(path: path + "/enum", found: schema["enum"]!.summary, expected: "a non-empty array of values")
+            }
+            values = listed
+        }
+        if schema["type"] != nil {
+            let types = try self.types(schema, keys: keys, at: path)
+            values = values.filter { value in types.contains { Self.value(value, hasType: $0) } }
+            guard !values.isEmpty else {
+                throw StructuredOutputError.unsatisfiable(path: path, reason: "no value of \(keyword) has the type \(types)")
+            }
+        }
+        return values.count == 1 ? Grammar.literal(values[0].compactText)
+                                 : [grammar.rule("enum \(path)", values.map { Grammar.literal($0.compactText) })]
+    }
+
+    private static func value(_ value: OrderedJSON, hasType type: String) -> Bool {
+        switch (value, type) {
+        case (.null, "null"), (.bool, "boolean"), (.string, "string"), (.array, "array"), (.object, "object"), (.number, "number"): return true
+        case let (.number(text), "integer"):
+            guard var exact = Decimal(string: text) else { return false }
+            var whole = Decimal()
+            NSDecimalRound(&whole, &exact, 0, .plain)
+            return whole == exact
+        default: return false
+        }
     }
 
     /// The types `schema` allows: its `type`, or what its keywords imply, or every type.
@@ -281,10 +332,11 @@ struct JSONSchemaGrammar {
 
     // MARK: Numbers and strings
 
-    private func bound(_ schema: OrderedJSON, _ key: String, at path: String) throws -> Double? {
+    private func bound(_ schema: OrderedJSON, _ key: String, at path: String) throws -> Decimal? {
         guard let field = schema[key] else { return nil }
-        guard case let .number(text) = field, let value = Double(text), value.isFinite else {
-            throw StructuredOutputError.invalidSchema(path: path + "/" + key, found: field.summary, expected: "a number")
+        guard case let .number(text) = field, let value = Decimal(string: text), !value.isNaN else {
+            throw StructuredOutputError.invalidSchema(path: path + "/" + key, found: field.summary,
+                                                      expected: "a number (at most 38 significant digits, exponent within ±127)")
         }
         return value
     }
@@ -305,14 +357,15 @@ struct JSONSchemaGrammar {
         var bounds = NumberBounds(integer: integer)
         bounds.minimum = try bound(schema, "minimum", at: path)
         bounds.maximum = try bound(schema, "maximum", at: path)
-        if let exclusive = try bound(schema, "exclusiveMinimum", at: path), exclusive >= (bounds.minimum ?? -.infinity) {
+        if let exclusive = try bound(schema, "exclusiveMinimum", at: path), bounds.minimum.map({ exclusive >= $0 }) ?? true {
             (bounds.minimum, bounds.minimumExclusive) = (exclusive, true)
         }
-        if let exclusive = try bound(schema, "exclusiveMaximum", at: path), exclusive <= (bounds.maximum ?? .infinity) {
+        if let exclusive = try bound(schema, "exclusiveMaximum", at: path), bounds.maximum.map({ exclusive <= $0 }) ?? true {
             (bounds.maximum, bounds.maximumExclusive) = (exclusive, true)
         }
         guard bounds.isSatisfiable else {
-            throw StructuredOutputError.unsatisfiable(path: path, reason: "no \(integer ? "integer" : "number") within its bounds")
+            throw StructuredOutputError.unsatisfiable(path: path, reason: "no \(integer ? "integer" : "number") within its bounds "
+                                                          + "with at most 15 digits before the point and 15 after")
         }
         return grammar.number(bounds)
     }
@@ -393,7 +446,16 @@ struct JSONSchemaGrammar {
                     throw StructuredOutputError.invalidSchema(path: path + "/required", found: name.summary, expected: "property names (strings)")
                 }
                 required.insert(text)
-                if !properties.contains(where: { $0.key == text }) { properties.append((text, .bool(true))) }
+                if !properties.contains(where: { $0.key == text }) {
+                    // Named only in required: its value follows additionalProperties.
+                    switch schema["additionalProperties"] {
+                    case .bool(false)?:
+                        throw StructuredOutputError.unsatisfiable(path: path, reason: "\"\(text)\" is required but additionalProperties is false "
+                                                                      + "and properties does not name it")
+                    case let other?: properties.append((text, other))
+                    case nil: properties.append((text, .bool(true)))
+                    }
+                }
             }
         }
         let additional = schema["additionalProperties"]

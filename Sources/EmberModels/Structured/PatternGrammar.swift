@@ -4,7 +4,7 @@
 /// `^` and a trailing `$` are accepted (the whole string is generated to match, which also satisfies an unanchored
 /// pattern). Look-arounds, back-references, word boundaries, Unicode properties and non-ASCII ranges are refused.
 /// Generated text is printable: the control characters a class allows are written as JSON escapes (`\t \n \r`)
-/// or left out.
+/// or left out, and negated classes, `.`, `\S`, `\W` and `\D` generate ASCII characters only.
 struct PatternGrammar {
     /// Code points as ranges; `negated` flips the set (over every code point).
     struct CharacterClass {
@@ -22,6 +22,9 @@ struct PatternGrammar {
     }
 
     static let largestCount = 1000
+    /// Groups nested deeper are refused.
+    static let deepestGroup = 64
+    private var groupDepth = 0
 
     let path: String
     private let scalars: [UInt32]
@@ -120,6 +123,9 @@ struct PatternGrammar {
                 guard index + 1 < scalars.count, scalars[index + 1] == 0x3A else { throw refuse("a look-around or named group", "plain or (?:…) groups") }
                 index += 2
             }
+            guard groupDepth < Self.deepestGroup else { throw refuse("groups nested more than \(Self.deepestGroup) deep", "shallower groups") }
+            groupDepth += 1
+            defer { groupDepth -= 1 }
             let inner = try alternation()
             guard peek == 0x29 else { throw refuse("a group without its \")\"", "balanced parentheses") }
             index += 1
@@ -207,14 +213,25 @@ struct PatternGrammar {
         case let .characters(set):
             return [try characterRule(set, in: &grammar, path: path)]
         case let .sequence(items):
-            return try items.flatMap { try elements($0, in: &grammar, anyCharacter: anyCharacter, path: path) }
+            var sequence: [Grammar.Element] = []
+            for item in items {
+                sequence += try elements(item, in: &grammar, anyCharacter: anyCharacter, path: path)
+                guard sequence.count + grammar.size <= JSONSchemaGrammar.sizeLimit else {
+                    throw StructuredOutputError.tooLarge(path: path, size: sequence.count + grammar.size, limit: JSONSchemaGrammar.sizeLimit)
+                }
+            }
+            return sequence
         case let .alternation(branches):
             let alternatives = try branches.map { try elements($0, in: &grammar, anyCharacter: anyCharacter, path: path) }
             return [grammar.rule("pattern-choice", alternatives)]
         case let .repetition(inner, minimum, maximum):
             var item = try elements(inner, in: &grammar, anyCharacter: anyCharacter, path: path)
             if item.count != 1 { item = [grammar.rule("pattern-item", [item])] }
-            return grammar.repeated("pattern-repeat", item, minimum: minimum, maximum: maximum)
+            let repeated = grammar.repeated("pattern-repeat", item, minimum: minimum, maximum: maximum)
+            guard grammar.size <= JSONSchemaGrammar.sizeLimit else {
+                throw StructuredOutputError.tooLarge(path: path, size: grammar.size, limit: JSONSchemaGrammar.sizeLimit)
+            }
+            return repeated
         }
     }
 
@@ -229,12 +246,12 @@ struct PatternGrammar {
             alternatives.append(Grammar.literal("\\" + letter))
         }
         if !plain.isEmpty { alternatives.insert([.bytes(plain)], at: 0) }
-        let nonASCII = set.ranges.contains { $0.upperBound >= 0x80 }
-        if nonASCII && !set.negated {
+        // Negated classes, `.`, \S, \W and \D generate ASCII only: which non-ASCII characters they exclude (Unicode
+        // spaces for \S, line separators for `.`) would take Unicode tables to get right.
+        if set.ranges.contains(where: { $0.upperBound >= 0x80 }) && !set.negated {
             throw StructuredOutputError.unsupported(path: path, keyword: "pattern",
                                                     hint: "character ranges beyond ASCII are not supported; use \".\" or a negated class")
         }
-        if set.negated { alternatives += JSONSchemaGrammar.multiByteCharacters }
         guard !alternatives.isEmpty else {
             throw StructuredOutputError.unsatisfiable(path: path, reason: "a pattern class matches no printable character")
         }

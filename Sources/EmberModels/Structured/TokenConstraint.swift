@@ -8,7 +8,12 @@ final class SharedGrammar: @unchecked Sendable {
     private let matcher: GrammarMatcher
     let trie: TokenTrie
     private var masks: [GrammarMatcher.State: [UInt64]] = [:]
+    /// The allowed tokens of states that allow few (at most ``listedLimit``); larger lists are rebuilt from the mask.
     private var allowedLists: [GrammarMatcher.State: [Int32]] = [:]
+    private var cachedBytes = 0
+    /// Bytes of masks and lists one grammar keeps; past it they are dropped and recomputed as needed.
+    static let cacheLimit = 64 << 20
+    static let listedLimit = 4096
     /// Whole-vocabulary masks computed (cache misses), for tests and reports.
     private(set) var masksComputed = 0
 
@@ -18,6 +23,9 @@ final class SharedGrammar: @unchecked Sendable {
     }
 
     var grammar: Grammar { matcher.grammar }
+    /// How far from the token limit one token can matter: the most bytes a position can still require, plus the
+    /// longest token.
+    var budgetReach: Int { matcher.largestRest + trie.maximumDepth }
     var initial: GrammarMatcher.State { lock.withLock { matcher.initial } }
     /// Whether the matcher has grown past ``GrammarMatcher/stateLimit`` (new generations then get a fresh one).
     var isFull: Bool { lock.withLock { matcher.states.count > GrammarMatcher.stateLimit } }
@@ -58,7 +66,12 @@ final class SharedGrammar: @unchecked Sendable {
                 rest &= rest - 1
             }
         }
-        lock.withLock { allowedLists[state] = list }
+        if list.count <= Self.listedLimit {
+            lock.withLock {
+                allowedLists[state] = list
+                cachedBytes += list.count * 4
+            }
+        }
         return list
     }
 
@@ -101,7 +114,13 @@ final class SharedGrammar: @unchecked Sendable {
                     }
                 }
             }
+            if cachedBytes > Self.cacheLimit {
+                masks = [:]
+                allowedLists = [:]
+                cachedBytes = 0
+            }
             masks[state] = mask
+            cachedBytes += mask.count * 8
             return mask
         }
     }
@@ -142,8 +161,8 @@ public final class TokenConstraint: @unchecked Sendable {
     private var budgetAfterNext: Int? {
         guard remainingTokens != .max else { return nil }
         let budget = remainingTokens - 1
-        // Far from the limit no single token can matter (a token adds at most 256 bytes to finish).
-        return budget > shared.shortestFinish(state) + 256 ? nil : budget
+        // Far from the limit no single token can matter.
+        return budget > shared.shortestFinish(state) + shared.budgetReach ? nil : budget
     }
 
     /// Whether token `id` may come next.

@@ -81,13 +81,17 @@ public final class TokenTrie: Sendable {
     /// The compiled grammar of `format` over this vocabulary, with its warm caches: generations with the same format
     /// share one, so a schema's masks are computed once, not once per request.
     func sharedGrammar(_ format: OutputFormat, compile: () throws -> Grammar) rethrows -> SharedGrammar {
-        try grammarLock.withLock {
-            if let known = grammars[format], !known.isFull {
-                grammarOrder.removeAll { $0 == format }
-                grammarOrder.append(format)
-                return known
-            }
-            let made = SharedGrammar(matcher: GrammarMatcher(try compile()), trie: self)
+        let cached: SharedGrammar? = grammarLock.withLock {
+            guard let known = grammars[format], !known.isFull else { return nil }
+            grammarOrder.removeAll { $0 == format }
+            grammarOrder.append(format)
+            return known
+        }
+        if let cached { return cached }
+        // Compiled outside the lock: other formats' requests do not wait for this one.
+        let made = SharedGrammar(matcher: GrammarMatcher(try compile()), trie: self)
+        return grammarLock.withLock {
+            if let raced = grammars[format], !raced.isFull { return raced }
             grammars[format] = made
             grammarOrder.removeAll { $0 == format }
             grammarOrder.append(format)
