@@ -14,6 +14,7 @@
 #undef EK_ROWS_DRIVER
 #undef EK_ROWS_TILE_ARGS
 #define EK_ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define EK_ROWS_512 1
 #define EK_ROWS_NAME(x) rows_avx512_##x
 #define EK_ROWS_TABLE ek_row_kernels_avx512
 #include "x86_rows_body.h"

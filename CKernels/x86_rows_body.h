@@ -1,8 +1,10 @@
 /*
  * x86_rows_body.h — the x86 row kernels (ek_rows.h) on 256-bit registers,
  * included by x86_rows.c twice: for AVX2 + FMA + F16C, and for AVX-512
- * machines (the same code compiled with their features; 512-bit versions
- * are still to come). Before including, define
+ * machines (the same code compiled with their features, with EK_ROWS_512
+ * defined: Q6_K then has a 512-bit version; Q4_K and Q5_K in 512 bits
+ * measured no faster, their GEMV already at the driver's streaming rate).
+ * Before including, define
  *   EK_ROWS_TARGET  the function attribute (target features),
  *   EK_ROWS_NAME(x) how to name this variant's functions,
  *   EK_ROWS_TABLE   the ek_row_kernels table to define.
@@ -264,6 +266,50 @@ static const uint8_t ek_q6_k_scale_picks[4][32] = {
 #undef EK_PICK
 };
 #endif
+#if defined(EK_ROWS_512)
+/* On AVX-512, a half super-block (128 weights) is two 512-bit vectors: [u0 | u1] from the low nibbles of its 64
+   ql bytes with qh's bits 0–1 and 2–3, [u2 | u3] from the high nibbles with bits 4–5 and 6–7 — half the unpacking,
+   multiplies and adds of the 256-bit code. Each int16 slot k of a vector takes scale 8h + k/8 (+ 4 for [u2 | u3]),
+   one VPERMW from the block's 16 scales. */
+static const int16_t ek_q6_k_scale_slots[4][32] = {
+#define EK_SLOTS(base) {base, base, base, base, base, base, base, base, base + 1, base + 1, base + 1, base + 1, base + 1,   \
+                        base + 1, base + 1, base + 1, base + 2, base + 2, base + 2, base + 2, base + 2, base + 2, base + 2, \
+                        base + 2, base + 3, base + 3, base + 3, base + 3, base + 3, base + 3, base + 3, base + 3}
+    EK_SLOTS(0), EK_SLOTS(4), EK_SLOTS(8), EK_SLOTS(12)
+#undef EK_SLOTS
+};
+EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
+    const __m512i low_mask = _mm512_set1_epi8(0x0f), two_bits = _mm512_set1_epi8(0x03);
+    __m256i all_scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+    __m512i scale_table = _mm512_castsi256_si512(all_scales);
+    float d = EK_ROWS_NAME(load_f16)(&wb->d);
+    __m512i sums[EK_ROWS_TILE];
+    for (int t = 0; t < tile; t++) sums[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512((const void *)(wb->ql + 64 * h));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+        __m512i qh01 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        __m512i qh23 = _mm512_srli_epi16(qh01, 4);
+        __m512i u01 = _mm512_or_si512(_mm512_and_si512(ql, low_mask), _mm512_slli_epi16(_mm512_and_si512(qh01, two_bits), 4));
+        __m512i u23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low_mask),
+                                      _mm512_slli_epi16(_mm512_and_si512(qh23, two_bits), 4));
+        __m512i s01 = _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)ek_q6_k_scale_slots[2 * h]), scale_table);
+        __m512i s23 = _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)ek_q6_k_scale_slots[2 * h + 1]), scale_table);
+        for (int t = 0; t < tile; t++) {
+            __m512i a01 = _mm512_loadu_si512((const void *)(ab[t]->qs + 128 * h));
+            __m512i a23 = _mm512_loadu_si512((const void *)(ab[t]->qs + 128 * h + 64));
+            sums[t] = _mm512_add_epi32(sums[t], _mm512_madd_epi16(_mm512_maddubs_epi16(u01, a01), s01));
+            sums[t] = _mm512_add_epi32(sums[t], _mm512_madd_epi16(_mm512_maddubs_epi16(u23, a23), s23));
+        }
+    }
+    for (int t = 0; t < tile; t++) {
+        __m256i folded = _mm256_add_epi32(_mm512_castsi512_si256(sums[t]), _mm512_extracti64x4_epi64(sums[t], 1));
+        __m256i offsets = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), all_scales);
+        __m256i total = _mm256_sub_epi32(folded, _mm256_slli_epi32(offsets, 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * ab[t]->d), acc[t]);
+    }
+EK_ROWS_SUPER_TILE_END(gemm_q6_k, ek_block_q6_k)
+#else
 EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
     const __m256i low_mask = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(0x03);
     __m256i all_scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
@@ -300,6 +346,7 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * ab[t]->d), acc[t]);
     }
 EK_ROWS_SUPER_TILE_END(gemm_q6_k, ek_block_q6_k)
+#endif
 
 /* IQ4_XS: table values (signed) per 32 with a 6-bit scale − 32. */
 EK_ROWS_SUPER_TILE_BEGIN(gemm_iq4_xs, ek_block_iq4_xs)
