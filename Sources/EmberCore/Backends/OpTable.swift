@@ -298,6 +298,24 @@ public final class BoundOp: @unchecked Sendable {
         }
     }
 
+    /// x[r·xStride + i] += y[r·yStride + i] for `rows` rows of `n` values — one call into the backend for every row
+    /// (a bias is `yStride` 0); the per-row cost of a call through the placement machinery was 12 % of an int8 MiniLM
+    /// batch.
+    public func addRows(_ x: UnsafeMutablePointer<Float>, stride xStride: Int, _ y: UnsafePointer<Float>, stride yStride: Int,
+                        rows: Int, count n: Int) -> Int32 {
+        guard rows > 0, n > 0 else { return 0 }
+        return run(saving: x, count: (rows - 1) * xStride + n) { t in
+            t.add.map { f in
+                for row in 0..<rows {
+                    let (target, addend) = (x + row * xStride, y + row * yStride)
+                    let status = t.guarded ? ek_guarded_binary(f, t.context, target, addend, Int64(n)) : f(t.context, target, addend, Int64(n))
+                    if status != 0 { return status }
+                }
+                return 0
+            }
+        }
+    }
+
     /// x *= y over `n` values.
     public func mul(_ x: UnsafeMutablePointer<Float>, _ y: UnsafePointer<Float>, count n: Int) -> Int32 {
         run(saving: x, count: n) { t in

@@ -123,18 +123,14 @@ struct PassStages {
     /// residual added over the output columns this thread just computed.
     func addRows(_ op: BoundOp, _ addend: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
         guard !columns.isEmpty else { return }
-        for row in 0..<rows {
-            let offset = row * width + columns.lowerBound
-            check(op.add(x + offset, addend + offset, count: columns.count), op)
-        }
+        let offset = columns.lowerBound
+        check(op.addRows(x + offset, stride: width, addend + offset, stride: width, rows: rows, count: columns.count), op)
     }
 
     /// x[:, columns] += bias[columns] for `rows` rows (row stride `width`), with `op` (an `add`).
     func addBias(_ op: BoundOp, _ bias: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
         guard !columns.isEmpty else { return }
-        for row in 0..<rows {
-            check(op.add(x + row * width + columns.lowerBound, bias + columns.lowerBound, count: columns.count), op)
-        }
+        check(op.addRows(x + columns.lowerBound, stride: width, bias + columns.lowerBound, stride: 0, rows: rows, count: columns.count), op)
     }
 
     /// Records a failure when `status` (of `op`, after its fallback) is not 0.
