@@ -42,8 +42,6 @@ public struct HTTPAPIError: Error, CustomStringConvertible, Sendable {
 /// Reads and checks the fields of a JSON request body; every refusal names the field, the value and what is expected.
 struct RequestFields {
     let object: JSONValue
-    /// The body the fields were read from (a schema's key order comes from it); nil for nested fields.
-    var body: Data?
 
     init(body: Data) throws {
         let value: JSONValue
@@ -55,7 +53,6 @@ struct RequestFields {
             throw HTTPAPIError(status: 400, code: "invalid_json", message: "the request body is \(Self.kind(of: value)), expected a JSON object")
         }
         object = value
-        self.body = body
     }
 
     static func kind(of value: JSONValue) -> String {
@@ -167,7 +164,7 @@ struct GenerationParameters {
             // OpenAI's additive penalty has no exact counterpart here; its sign maps to the multiplicative one.
             sampler.repetitionPenalty = 1 + Float(penalty) * 0.25
         }
-        if let format = fields.value("response_format") { sampler.format = try Self.outputFormat(format, body: fields.body) }
+        if let format = fields.value("response_format") { sampler.format = try Self.outputFormat(format) }
         self.sampler = sampler
         stop = try fields.strings("stop", most: 4) ?? []
         stream = try fields.bool("stream") ?? false
@@ -186,7 +183,7 @@ extension GenerationParameters {
     /// OpenAI's `response_format`: `{"type": "text"}`, `{"type": "json_object"}` or `{"type": "json_schema",
     /// "json_schema": {"name", "schema", "strict"}}`; the schema is checked here, so a schema Ember cannot enforce is a
     /// 400 naming the keyword, never ignored.
-    static func outputFormat(_ value: JSONValue, body: Data?) throws -> OutputFormat {
+    static func outputFormat(_ value: JSONValue) throws -> OutputFormat {
         let field = "response_format"
         guard case .object = value else {
             throw HTTPAPIError.invalid(field, found: RequestFields.shown(value), expected: "an object such as {\"type\": \"json_object\"}")
@@ -204,9 +201,7 @@ extension GenerationParameters {
             guard let schema = wrapper["schema"], schema != .null else {
                 throw HTTPAPIError.invalid("\(field).json_schema.schema", found: "nothing", expected: "a JSON Schema object")
             }
-            // The API's parser does not keep key order; properties are generated in the order the client wrote them.
-            let ordered = body.flatMap { try? OrderedJSON.parse(String(decoding: $0, as: UTF8.self)) }?["response_format"]?["json_schema"]?["schema"]
-            format = .jsonSchema(ordered?.compactText ?? schema.text)
+            format = .jsonSchema(schema.text) // parsed in the body's key order: properties come as the client wrote them
         case let other:
             throw HTTPAPIError.invalid("\(field).type", found: other.map { "\"\($0)\"" } ?? "nothing",
                                        expected: "\"text\", \"json_object\" or \"json_schema\"")

@@ -17,7 +17,8 @@ public enum JSONValue: Sendable, Equatable, Decodable {
     case string(String)
     /// An array.
     case array([JSONValue])
-    /// Keys in the order they are written.
+    /// Keys in the order they are written (``parse(_:)`` keeps the text's order: a JSON Schema's properties are
+    /// generated in it).
     case object([(String, JSONValue)])
 
     /// Decodes any JSON value: numbers become `.number`, never `.float`; object keys come in the decoder's order, not necessarily the text's.
@@ -44,9 +45,22 @@ public enum JSONValue: Sendable, Equatable, Decodable {
         }
     }
 
-    /// Parses one JSON text.
+    /// Parses one JSON text (``OrderedJSON``'s parser: objects keep their key order; numbers become `.number`).
+    /// Throws ``JSONParseError`` naming the byte offset, what was found and what was expected.
     public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+        JSONValue(try OrderedJSON.parse(utf8: Array(data)))
+    }
+
+    /// The same value with numbers as doubles.
+    init(_ value: OrderedJSON) {
+        switch value {
+        case .null: self = .null
+        case let .bool(flag): self = .bool(flag)
+        case let .number(text): self = .number(Double(text) ?? .nan)
+        case let .string(text): self = .string(text)
+        case let .array(items): self = .array(items.map(JSONValue.init))
+        case let .object(members): self = .object(members.map { ($0.key, JSONValue($0.value)) })
+        }
     }
 
     /// The value of `key` in an object (nil for other values or a missing key).
@@ -98,24 +112,10 @@ public enum JSONValue: Sendable, Equatable, Decodable {
     }
 
     /// `text` as a JSON string literal.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars { out += escaped(scalar) }
-        return out + "\""
-    }
+    static func quoted(_ text: String) -> String { OrderedJSON.quoted(text) }
 
     /// One scalar as it appears inside a JSON string literal.
-    static func escaped(_ scalar: Unicode.Scalar) -> String {
-        switch scalar {
-        case "\"": "\\\""
-        case "\\": "\\\\"
-        case "\n": "\\n"
-        case "\r": "\\r"
-        case "\t": "\\t"
-        case _ where scalar.value < 0x20: String(format: "\\u%04x", scalar.value)
-        default: String(scalar)
-        }
-    }
+    static func escaped(_ scalar: Unicode.Scalar) -> String { OrderedJSON.escaped(scalar) }
 
     /// Equal when ``text`` is equal: object key order counts, and a non-finite number equals `.null`.
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool { lhs.text == rhs.text }

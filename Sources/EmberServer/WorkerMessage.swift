@@ -25,7 +25,7 @@ public enum WorkerMessage: Sendable, Equatable {
     public static func parse(_ line: Data) throws(Invalid) -> WorkerMessage {
         let value: JSONValue
         do { value = try JSONValue.parse(line) } catch {
-            throw Invalid(id: nil, message: "malformed JSON: \(Self.reason(error))")
+            throw Invalid(id: nil, message: "malformed JSON: \(error)")
         }
         guard case let .object(pairs) = value else {
             throw Invalid(id: nil, message: "expected a JSON object, found \(Self.kind(value))")
@@ -44,7 +44,7 @@ public enum WorkerMessage: Sendable, Equatable {
             }
             return .settings(runOnlyWhileCharging: on)
         }
-        return .request(try WorkerRequest(value, line: line))
+        return .request(try WorkerRequest(value))
     }
 
     static func kind(_ value: JSONValue) -> String {
@@ -59,12 +59,6 @@ public enum WorkerMessage: Sendable, Equatable {
         }
     }
 
-    private static func reason(_ error: Error) -> String {
-        if case let DecodingError.dataCorrupted(context) = error {
-            return (context.underlyingError as NSError?)?.localizedDescription ?? context.debugDescription
-        }
-        return String(describing: error)
-    }
 }
 
 /// A request to generate text or embed texts, as the worker protocol carries it.
@@ -118,8 +112,7 @@ public struct WorkerRequest: Sendable, Equatable {
         return WorkerMessage.Invalid(id: nil, message: "\(field): expected at most \(maxIDBytes) bytes as JSON text, found \(written)")
     }
 
-    /// The request in `value`; `line`, the text it was parsed from, gives a `jsonSchema` its properties' order.
-    init(_ value: JSONValue, line: Data? = nil) throws(WorkerMessage.Invalid) {
+    init(_ value: JSONValue) throws(WorkerMessage.Invalid) {
         guard let idValue = value["id"] else { throw WorkerMessage.Invalid(id: nil, message: "id: missing (expected a string)") }
         guard case let .string(id) = idValue, !id.isEmpty else {
             throw WorkerMessage.Invalid(id: nil, message: "id: expected a non-empty string, found \(WorkerMessage.kind(idValue))")
@@ -206,9 +199,7 @@ public struct WorkerRequest: Sendable, Equatable {
         switch value["jsonSchema"] {
         case nil, .null?: break
         case .object?, .bool?:
-            // The protocol's parser does not keep key order; the schema's properties are generated in the order written.
-            let ordered = line.flatMap { try? OrderedJSON.parse(String(decoding: $0, as: UTF8.self)) }?["jsonSchema"]
-            sampler.format = .jsonSchema(ordered?.compactText ?? value["jsonSchema"]!.text)
+            sampler.format = .jsonSchema(value["jsonSchema"]!.text) // parsed in the text's key order: properties come as written
         default: throw fail("jsonSchema", "a JSON Schema (an object)")
         }
         if try flag("jsonObject") {

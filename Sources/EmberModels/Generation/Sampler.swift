@@ -71,7 +71,7 @@ public struct Sampler {
         if let constraint {
             // A state known to allow few tokens: pick among them. Otherwise the best candidates first, and the
             // state's whole list of allowed tokens only when too few of them pass.
-            if let few = constraint.knownAllowedTokens(atMost: 4096) { return pick(among: few, logits, constraint) }
+            if let few = constraint.knownAllowedTokens() { return pick(among: few, logits, constraint) }
             if let pick = constrainedFromBest(logits, constraint) { return pick }
             return pick(among: constraint.allowedTokens(), logits, constraint)
         }
@@ -80,7 +80,6 @@ public struct Sampler {
         // without top-k only tokens min-p can accept are sorted, but all count in the total.
         let topK = settings.topK > 0
         let candidates = Self.bestFirst(logits, keep: settings.topK, minP: topK ? 0 : settings.minP, temperature: settings.temperature)
-            .filter { logits[$0] > -.infinity }
         let total = topK ? nil : logits.reduce(0.0) { $0 + exp(Double(($1 - logits[candidates[0]]) / settings.temperature)) }
         return draw(from: candidates, logits: logits, total: total)
     }
@@ -95,7 +94,7 @@ public struct Sampler {
         let budget = max(4 * wanted, 64)
         let best = Self.bestFirst(logits, keep: budget, minP: 0, temperature: 1)
         var allowed: [Int] = []
-        for token in best where logits[token] > -.infinity && constraint.allows(token) { // `best` indexes the logits
+        for token in best where constraint.allows(token) {
             allowed.append(token)
             if allowed.count == wanted { break }
         }
@@ -108,7 +107,7 @@ public struct Sampler {
     /// over them — what the unconstrained path does with every other token's logit at −∞.
     private mutating func pick(among listed: [Int32], _ logits: [Float], _ constraint: TokenConstraint) -> Int {
         // A tokenizer may hold more tokens than the model has logits: those are never picked.
-        let allowed = listed.last.map { Int($0) < logits.count } ?? true ? listed : listed.filter { Int($0) < logits.count }
+        let allowed = Int(listed.last ?? 0) < logits.count ? listed : listed.filter { Int($0) < logits.count }
         guard !allowed.isEmpty else { return constraint.fallbackToken }
         func better(_ a: Int, _ b: Int) -> Bool { logits[a] > logits[b] || (logits[a] == logits[b] && a < b) }
         var best = Int(allowed[0])

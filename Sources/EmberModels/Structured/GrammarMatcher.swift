@@ -26,9 +26,8 @@ final class GrammarMatcher {
     private static let unknown: State = -2
     /// Whether each state has matched the whole grammar (a stack with no frames left).
     private(set) var accepting: [Bool] = []
-    /// Whether each state can take more bytes.
-    private(set) var continuing: [Bool] = []
-    /// The bytes each state can take (a superset for none: a byte outside it is dead without looking further).
+    /// The bytes each state can take — a superset (a byte may still lead only to stacks that cannot finish), so a
+    /// byte outside it is dead without looking further.
     private var liveBytes: [ByteSet] = []
     /// The state before any byte.
     private(set) var initial: State = 0
@@ -85,7 +84,8 @@ final class GrammarMatcher {
     }
 
     func isAccepting(_ state: State) -> Bool { state >= 0 && accepting[Int(state)] }
-    func canContinue(_ state: State) -> Bool { state >= 0 && continuing[Int(state)] }
+    /// Whether `state` can take more bytes.
+    func canContinue(_ state: State) -> Bool { state >= 0 && !liveBytes[Int(state)].isEmpty }
 
     // MARK: - Stacks
 
@@ -115,7 +115,6 @@ final class GrammarMatcher {
             }
         }
         liveBytes.append(live)
-        continuing.append(!live.isEmpty)
         shortestFinish.append(finishes.values.min() ?? Grammar.never)
         return number
     }

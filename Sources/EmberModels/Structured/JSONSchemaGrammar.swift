@@ -71,6 +71,8 @@ struct JSONSchemaGrammar {
         ]
     }()
 
+    /// The shared rule `name`, made by `make` the first time — declared before it is made, so rules may refer back to
+    /// themselves.
     private mutating func once(_ name: String, _ make: (inout JSONSchemaGrammar) -> [[Grammar.Element]]) -> Grammar.Element {
         if let known = shared[name] { return known }
         let id = grammar.declare(name)
@@ -110,32 +112,21 @@ struct JSONSchemaGrammar {
         }
     }
 
+    // Any JSON value, object and array refer to each other: `once` names each rule before building it.
     private mutating func anyValue() -> Grammar.Element {
-        if let known = shared["value"] { return known }
-        let id = grammar.declare("value")
-        shared["value"] = .rule(id)
-        let object = anyObject(), array = anyArray(), string = anyString()
-        let number = grammar.number(NumberBounds(integer: false))
-        grammar.define(id, [[object], [array], [string], [number], Grammar.literal("true"), Grammar.literal("false"), Grammar.literal("null")])
-        return .rule(id)
+        once("value") { compiler in
+            let number = compiler.grammar.number(NumberBounds(integer: false))
+            return [[compiler.anyObject()], [compiler.anyArray()], [compiler.anyString()], [number],
+                    Grammar.literal("true"), Grammar.literal("false"), Grammar.literal("null")]
+        }
     }
 
     private mutating func anyObject() -> Grammar.Element {
-        if let known = shared["object"] { return known }
-        let id = grammar.declare("object")
-        shared["object"] = .rule(id)
-        let value = anyValue()
-        grammar.define(id, [mapObject(value: value)])
-        return .rule(id)
+        once("object") { compiler in [compiler.mapObject(value: compiler.anyValue())] }
     }
 
     private mutating func anyArray() -> Grammar.Element {
-        if let known = shared["array"] { return known }
-        let id = grammar.declare("array")
-        shared["array"] = .rule(id)
-        let value = anyValue()
-        grammar.define(id, [array(item: [value], minimum: 0, maximum: nil)])
-        return .rule(id)
+        once("array") { compiler in [compiler.array(item: [compiler.anyValue()], minimum: 0, maximum: nil)] }
     }
 
     /// `{ "key": value, … }` with any keys.
@@ -407,8 +398,7 @@ struct JSONSchemaGrammar {
                                                         hint: "with a pattern or format, state the length in the pattern ({n,m})")
             }
             let tree = try PatternGrammar.parse(pattern, path: path + (schema["pattern"] != nil ? "/pattern" : "/format"))
-            let char = character()
-            return Grammar.literal("\"") + (try PatternGrammar.elements(tree, in: &grammar, anyCharacter: char, path: path + "/pattern"))
+            return Grammar.literal("\"") + (try PatternGrammar.elements(tree, in: &grammar, path: path + "/pattern"))
                 + Grammar.literal("\"")
         }
         if minimum == 0, maximum == nil { return [anyString()] }

@@ -51,18 +51,22 @@ public indirect enum OrderedJSON: Sendable, Equatable {
     /// `text` as a JSON string literal.
     public static func quoted(_ text: String) -> String {
         var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
+        for scalar in text.unicodeScalars { out += escaped(scalar) }
         return out + "\""
+    }
+
+    /// One scalar as it appears inside a JSON string literal: quotes, backslashes and control characters escaped,
+    /// everything else (slashes, non-ASCII) as it is.
+    public static func escaped(_ scalar: Unicode.Scalar) -> String {
+        switch scalar {
+        case "\"": "\\\""
+        case "\\": "\\\\"
+        case "\n": "\\n"
+        case "\r": "\\r"
+        case "\t": "\\t"
+        case _ where scalar.value < 0x20: String(format: "\\u%04x", scalar.value)
+        default: String(scalar)
+        }
     }
 
     /// A short description for error messages: the value's kind and, when short, its text.
@@ -73,8 +77,11 @@ public indirect enum OrderedJSON: Sendable, Equatable {
 
     /// Parses `text` as one JSON value (RFC 8259), nested at most 256 deep.
     /// Throws ``JSONParseError`` naming the byte offset, what was found and what was expected.
-    public static func parse(_ text: String) throws -> OrderedJSON {
-        var parser = JSONTextParser(Array(text.utf8))
+    public static func parse(_ text: String) throws -> OrderedJSON { try parse(utf8: Array(text.utf8)) }
+
+    /// Parses UTF-8 `bytes` as one JSON value (strings must be valid UTF-8).
+    public static func parse(utf8 bytes: [UInt8]) throws -> OrderedJSON {
+        var parser = JSONTextParser(bytes)
         parser.skipSpace()
         let value = try parser.value(depth: 0)
         parser.skipSpace()

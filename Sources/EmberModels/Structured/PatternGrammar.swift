@@ -208,24 +208,24 @@ struct PatternGrammar {
     // MARK: - To grammar
 
     /// Elements matching the JSON-string contents of what `node` matches.
-    static func elements(_ node: Node, in grammar: inout Grammar, anyCharacter: Grammar.Element, path: String) throws -> [Grammar.Element] {
+    static func elements(_ node: Node, in grammar: inout Grammar, path: String) throws -> [Grammar.Element] {
         switch node {
         case let .characters(set):
             return [try characterRule(set, in: &grammar, path: path)]
         case let .sequence(items):
             var sequence: [Grammar.Element] = []
             for item in items {
-                sequence += try elements(item, in: &grammar, anyCharacter: anyCharacter, path: path)
+                sequence += try elements(item, in: &grammar, path: path)
                 guard sequence.count + grammar.size <= JSONSchemaGrammar.sizeLimit else {
                     throw StructuredOutputError.tooLarge(path: path, size: sequence.count + grammar.size, limit: JSONSchemaGrammar.sizeLimit)
                 }
             }
             return sequence
         case let .alternation(branches):
-            let alternatives = try branches.map { try elements($0, in: &grammar, anyCharacter: anyCharacter, path: path) }
+            let alternatives = try branches.map { try elements($0, in: &grammar, path: path) }
             return [grammar.rule("pattern-choice", alternatives)]
         case let .repetition(inner, minimum, maximum):
-            var item = try elements(inner, in: &grammar, anyCharacter: anyCharacter, path: path)
+            var item = try elements(inner, in: &grammar, path: path)
             if item.count != 1 { item = [grammar.rule("pattern-item", [item])] }
             let repeated = grammar.repeated("pattern-repeat", item, minimum: minimum, maximum: maximum)
             guard grammar.size <= JSONSchemaGrammar.sizeLimit else {

@@ -30,7 +30,6 @@ final class SharedGrammar: @unchecked Sendable {
     /// Whether the matcher has grown past ``GrammarMatcher/stateLimit`` (new generations then get a fresh one).
     var isFull: Bool { lock.withLock { matcher.states.count > GrammarMatcher.stateLimit } }
 
-    func isAccepting(_ state: GrammarMatcher.State) -> Bool { lock.withLock { matcher.isAccepting(state) } }
     func isComplete(_ state: GrammarMatcher.State) -> Bool { lock.withLock { matcher.isAccepting(state) && !matcher.canContinue(state) } }
 
     /// The state after token `id`'s bytes (end-of-generation and other non-text tokens: unchanged).
@@ -75,10 +74,9 @@ final class SharedGrammar: @unchecked Sendable {
         return list
     }
 
-    /// The allowed tokens after `state` when they are already known and at most `limit`; nil otherwise.
-    func knownAllowedTokens(after state: GrammarMatcher.State, atMost limit: Int) -> [Int32]? {
-        lock.withLock { allowedLists[state].flatMap { $0.count <= limit ? $0 : nil } }
-    }
+    /// The allowed tokens after `state` when they were listed before (only states allowing at most
+    /// ``listedLimit`` are); nil otherwise.
+    func knownAllowedTokens(after state: GrammarMatcher.State) -> [Int32]? { lock.withLock { allowedLists[state] } }
 
     /// Every token allowed after `state`, as bits: one pass over the trie in depth-first order that skips each dead
     /// subtree whole (`path[d]` is the state after a node's first d bytes).
@@ -127,9 +125,10 @@ final class SharedGrammar: @unchecked Sendable {
 }
 
 /// Keeps one generation inside an output format's grammar: which tokens may come next, and the state after each
-/// chosen one. The sampler asks ``allows(_:)`` of its best candidates first and falls back to the
-/// whole-vocabulary ``allowedMask()`` only when too few of them pass; masks are remembered per grammar state and
-/// shared by every generation with the same format over the same vocabulary.
+/// chosen one. The sampler asks ``allows(_:)`` of its best candidates first and takes the state's list of allowed
+/// tokens (``allowedTokens()``, from a whole-vocabulary pass over the trie) only when too few of them pass or the state
+/// is known to allow few; lists and masks are remembered per grammar state and shared by every generation with the
+/// same format over the same vocabulary.
 public final class TokenConstraint: @unchecked Sendable {
     let shared: SharedGrammar
     private(set) var state: GrammarMatcher.State
@@ -147,22 +146,25 @@ public final class TokenConstraint: @unchecked Sendable {
 
     /// Whether the bytes so far form a whole value that cannot be continued: the generation is over.
     public var isComplete: Bool { shared.isComplete(state) }
-    /// Whether the bytes so far form a whole value (end-of-generation tokens are allowed).
-    public var isAccepting: Bool { shared.isAccepting(state) }
     /// Whole-vocabulary masks the shared grammar has computed so far.
     public var masksComputed: Int { shared.masksComputed }
 
     /// Tokens the generation may still take (its `maxTokens` or the context, whichever ends first); once few are
     /// left, only tokens after which the value can still be finished in time are allowed, so a JSON output is whole
     /// even when the limit is what ends it. `.max`: no limit.
-    public var remainingTokens = Int.max
+    public var remainingTokens = Int.max {
+        didSet { updateBudget() }
+    }
 
-    /// The bytes the tokens after the next one must still be able to write (nil: no limit to keep).
-    private var budgetAfterNext: Int? {
-        guard remainingTokens != .max else { return nil }
+    /// The bytes the tokens after the next one must still be able to write (nil: no limit to keep), set once per
+    /// token rather than asked of the grammar for every candidate.
+    private var budgetAfterNext: Int?
+
+    private func updateBudget() {
+        guard remainingTokens != .max else { return budgetAfterNext = nil }
         let budget = remainingTokens - 1
         // Far from the limit no single token can matter.
-        return budget > shared.shortestFinish(state) + shared.budgetReach ? nil : budget
+        budgetAfterNext = budget > shared.shortestFinish(state) + shared.budgetReach ? nil : budget
     }
 
     /// Whether token `id` may come next.
@@ -174,10 +176,8 @@ public final class TokenConstraint: @unchecked Sendable {
     /// Every token that may come next, ascending.
     public func allowedTokens() -> [Int32] { withinBudget(shared.allowedTokens(after: state)) }
 
-    /// The tokens that may come next when they were listed before for this state and are at most `limit`.
-    public func knownAllowedTokens(atMost limit: Int) -> [Int32]? {
-        shared.knownAllowedTokens(after: state, atMost: limit).map(withinBudget)
-    }
+    /// The tokens that may come next when this state was listed before (states that allow few tokens are).
+    public func knownAllowedTokens() -> [Int32]? { shared.knownAllowedTokens(after: state).map(withinBudget) }
 
     /// `tokens` that leave a value the remaining tokens can finish — all of them when none does (the limit is below
     /// the shortest value: the output will be cut, as free text would be).
@@ -192,5 +192,8 @@ public final class TokenConstraint: @unchecked Sendable {
     public var fallbackToken: Int { shared.trie.endOfGeneration.first ?? 0 }
 
     /// Moves past token `id` (end-of-generation tokens leave the state as it is).
-    public func accept(_ id: Int) { state = shared.step(state, token: id) }
+    public func accept(_ id: Int) {
+        state = shared.step(state, token: id)
+        updateBudget()
+    }
 }
