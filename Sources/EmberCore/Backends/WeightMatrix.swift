@@ -154,17 +154,46 @@ public final class WeightMatrix: @unchecked Sendable {
         if type.precision == precision { return self }
         if let cached = lock.withLock({ precisionVariants[precision] }) { return cached }
         let target = TensorType.derived(for: precision)
-        let values = try fp32()
-        let made = target == .f32 // share the cached fp32 copy rather than copy it again
-            ? try WeightMatrix(type: .f32, rows: rows, columns: columns,
-                               borrowing: UnsafeRawBufferPointer(start: values.baseAddress, count: values.byteCount),
-                               owner: values.storage)
-            : try WeightMatrix(values, as: target)
+        let made: WeightMatrix
+        if target == .f32 { // share the cached fp32 copy rather than copy it again
+            let values = try fp32()
+            made = try WeightMatrix(type: .f32, rows: rows, columns: columns,
+                                    borrowing: UnsafeRawBufferPointer(start: values.baseAddress, count: values.byteCount),
+                                    owner: values.storage)
+        } else {
+            made = try requantized(to: target)
+        }
         return lock.withLock {
             if let raced = precisionVariants[precision] { return raced }
             precisionVariants[precision] = made
             return made
         }
+    }
+
+    /// The weights as `target`, converted a row at a time through one fp32 row: no fp32 copy of the whole matrix is
+    /// made or kept (for SmolLM2 that copy is 540 MB, four times the int8 weights).
+    private func requantized(to target: TensorType) throws -> WeightMatrix {
+        guard let byteCount = target.byteCount(rows: rows, columns: columns) else {
+            throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of \(target.blockSize)")
+        }
+        let storage = try TensorStorage(uninitializedByteCount: byteCount) // every row is written below
+        let targetRowBytes = target.byteCount(rows: 1, columns: columns) ?? 0
+        let cached = lock.withLock { fp32Variant }
+        var row = [Float](repeating: 0, count: columns)
+        try row.withUnsafeMutableBufferPointer { scratch in
+            for index in 0..<rows {
+                let values: UnsafePointer<Float>
+                if let cached {
+                    values = UnsafePointer(cached.baseAddress.assumingMemoryBound(to: Float.self)) + index * columns
+                } else {
+                    try type.dequantizeRow(bytes.baseAddress! + index * rowBytes, columns: columns, into: scratch.baseAddress!)
+                    values = UnsafePointer(scratch.baseAddress!)
+                }
+                try target.quantizeRow(values, columns: columns, into: storage.baseAddress + index * targetRowBytes)
+            }
+        }
+        return try WeightMatrix(type: target, rows: rows, columns: columns,
+                                borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: byteCount), owner: storage)
     }
 
     /// A backend's binding of these weights, made by `make` the first time `key` is asked for and kept as long as the
