@@ -109,6 +109,12 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         }                                                                                                           \
     }
 
+/* The same for a bit number known only at run time (`shift` = v, as a shift count): two shifts and a mask, where
+   bit_to_16 with a variable v would be a jump table (the K-quants' sub-block loop is not unrolled). */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i shift) {
+    return _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(bits, shift), 4), _mm256_set1_epi8(0x10));
+}
+
 /* ------------------------------------------------------ per-32 formats -- */
 
 /* Q5_0 ((u − 16)·d), Q5_1 (u·d + m): unsigned 5-bit u from the nibbles and the high-bit register; Σ u·a in int16
@@ -216,6 +222,7 @@ EK_IL_DRIVER(gemm_iq4_nl)
             for (int s = 0; s < 8; s++) {                                                                           \
                 const uint8_t *regs = gb + quants + 32 * 8 * (s / 2);                                               \
                 const __m256i scale = EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * s);                      \
+                const __m128i bit_shift = _mm_cvtsi32_si128(s);                                                     \
                 /* four-bit values: eight registers per int16 sum; five-bit: four */                                \
                 for (int g0 = 0; g0 < 8; g0 += five ? 4 : 8) {                                                      \
                     __m256i part[EK_IL_TILE];                                                                       \
@@ -225,7 +232,7 @@ EK_IL_DRIVER(gemm_iq4_nl)
                         __m256i u = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(raw, 4) : raw, low_mask);            \
                         if (five) {                                                                                 \
                             __m256i qh = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));      \
-                            u = _mm256_or_si256(u, EK_IL_NAME(bit_to_16)(qh, s));                                   \
+                            u = _mm256_or_si256(u, EK_IL_NAME(bit_to_16_at)(qh, bit_shift));                       \
                         }                                                                                           \
                         for (int t = 0; t < tile; t++)                                                              \
                             part[t] = _mm256_add_epi16(part[t],                                                     \
