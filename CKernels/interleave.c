@@ -28,6 +28,7 @@ size_t ek_il_group_block_bytes(ek_format format) {
     case EK_FORMAT_IQ4_NL: return EK_IL_IQ4_NL_BYTES;
     case EK_FORMAT_Q4_K: return EK_IL_Q4_K_BYTES;
     case EK_FORMAT_Q5_K: return EK_IL_Q5_K_BYTES;
+    case EK_FORMAT_Q6_K: return EK_IL_Q6_K_BYTES;
     case EK_FORMAT_IQ4_XS: return EK_IL_IQ4_XS_BYTES;
     default: return 0;
     }
@@ -144,6 +145,14 @@ static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) 
         spread_lanes(qs, 128, gb + (five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS), r);
         break;
     }
+    case EK_FORMAT_Q6_K: {
+        const ek_block_q6_k *b = (const ek_block_q6_k *)src;
+        memcpy(gb + 2 * r, &b->d, 2);
+        for (int s = 0; s < 16; s++) gb[EK_IL_Q6_K_SCALES + 16 * (s / 2) + 2 * r + s % 2] = (uint8_t)b->scales[s];
+        spread_lanes(b->ql, 128, gb + EK_IL_Q6_K_QUANTS, r);
+        spread_lanes(b->qh, 64, gb + EK_IL_Q6_K_HIGH, r);
+        break;
+    }
     case EK_FORMAT_IQ4_XS: {
         const ek_block_iq4_xs *b = (const ek_block_iq4_xs *)src;
         memcpy(gb + 2 * r, &b->d, 2);
@@ -193,6 +202,14 @@ static void get_block(ek_format format, const uint8_t *gb, int r, uint8_t *dst) 
         if (five) gather_lanes(gb + EK_IL_Q5_K_HIGH, 32, ((ek_block_q5_k *)dst)->qh, r);
         gather_lanes(gb + (five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS), 128,
                      five ? ((ek_block_q5_k *)dst)->qs : ((ek_block_q4_k *)dst)->qs, r);
+        break;
+    }
+    case EK_FORMAT_Q6_K: {
+        ek_block_q6_k *b = (ek_block_q6_k *)dst;
+        memcpy(&b->d, gb + 2 * r, 2);
+        for (int s = 0; s < 16; s++) b->scales[s] = (int8_t)gb[EK_IL_Q6_K_SCALES + 16 * (s / 2) + 2 * r + s % 2];
+        gather_lanes(gb + EK_IL_Q6_K_QUANTS, 128, b->ql, r);
+        gather_lanes(gb + EK_IL_Q6_K_HIGH, 64, b->qh, r);
         break;
     }
     case EK_FORMAT_IQ4_XS: {

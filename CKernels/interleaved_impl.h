@@ -28,6 +28,13 @@
 #define EK_IL_Q5_K_QUANTS 416
 #define EK_IL_Q5_K_BYTES 1440
 
+/* Q6_K: d[8] at 0, scales[pair p][r][2] (int8, sub-blocks 2p and 2p + 1) at 16, ql (32 registers) at 144,
+   qh (16 registers) at 1168: the GGUF block's 210 bytes per row, nothing added. */
+#define EK_IL_Q6_K_SCALES 16
+#define EK_IL_Q6_K_QUANTS 144
+#define EK_IL_Q6_K_HIGH 1168
+#define EK_IL_Q6_K_BYTES 1680
+
 /* IQ4_XS: d[8] at 0, scales[s][r] − 32 (int8) at 16, quants at 80. */
 #define EK_IL_IQ4_XS_SCALES 16
 #define EK_IL_IQ4_XS_QUANTS 80

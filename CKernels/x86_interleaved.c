@@ -12,12 +12,14 @@
 #undef EK_IL_TILE
 #undef EK_IL_TILE_ARGS
 #undef EK_IL_DRIVER
+#undef EK_IL_TILE_CASE
 #undef EK_IL_Q5
 #undef EK_IL_K45
 #undef EK_IL_HAS_VNNI
 #define EK_IL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define EK_IL_VNNI 1 /* the AVX-512 path runs only where AVX-512 VNNI is (isa_select.c) */
 #define EK_IL_NAME(x) il_avx512_##x
+#define EK_IL_TILE 8 /* 32 registers: eight activation rows share each decoded weight register */
 #define EK_IL_TABLE ek_il_kernels_avx512
 #include "x86_interleaved_body.h"
 #endif

@@ -22,7 +22,9 @@
 #include "rows_impl.h"
 
 #define EK_IL_INLINE static inline __attribute__((always_inline))
-#define EK_IL_TILE 4
+#ifndef EK_IL_TILE
+#define EK_IL_TILE 4 /* activation rows per decoded weight register: 4 fits AVX2's 16 registers */
+#endif
 
 /* With VNNI (EK_IL_VNNI, the AVX-512 variant) VPDPBUSD adds u·a of four bytes straight into each int32 lane; without
    it the kernels keep their int16 pair sums and VPMADDWD. Q5_0/Q5_1 use it (GEMM 1.8× → 2.6× sgemm); Q4_K/Q5_K do
@@ -83,6 +85,10 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
    [row_begin, row_end). */
 #define EK_IL_TILE_ARGS const uint8_t *group, int64_t blocks, const uint8_t *act, size_t act_row_bytes, const int tile, \
                         __m256 *out
+#define EK_IL_TILE_CASE(name, n)                                                                                    \
+    case n:                                                                                                         \
+        if (n <= EK_IL_TILE) EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, n <= EK_IL_TILE ? n : 1, out); \
+        break;
 #define EK_IL_DRIVER(name)                                                                                          \
     EK_IL_TARGET static void EK_IL_NAME(name)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, \
                                               int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) { \
@@ -98,10 +104,9 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
                 const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
                 __m256 out[EK_IL_TILE];                                                                             \
                 int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                        \
-                switch (tile) {                                                                                     \
-                case 4: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 4, out); break;                    \
-                case 3: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 3, out); break;                    \
-                case 2: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 2, out); break;                    \
+                switch (tile) { /* a constant tile per call (registers, not arrays); cases above EK_IL_TILE are dead */ \
+                EK_IL_TILE_CASE(name, 8) EK_IL_TILE_CASE(name, 7) EK_IL_TILE_CASE(name, 6) EK_IL_TILE_CASE(name, 5)  \
+                EK_IL_TILE_CASE(name, 4) EK_IL_TILE_CASE(name, 3) EK_IL_TILE_CASE(name, 2)                           \
                 default: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 1, out); break;                   \
                 }                                                                                                   \
                 for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + (i0 + t) * ldy + first, mask, out[t]);     \
@@ -265,6 +270,93 @@ EK_IL_DRIVER(gemm_iq4_nl)
 EK_IL_K45(gemm_q4_k, 0, EK_IL_Q4_K_BYTES, EK_IL_Q4_K_QUANTS)
 EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_QUANTS)
 
+/* Q6_K: unsigned u = q + 32 (0…63), a nibble of ql and two bits of qh; per sub-block of 16 (four registers), Σ u·a of
+   two registers at a time in int16 (≤ 2·2·63·127 < 2¹⁵), × the rows' signed scales by VPMADDWD (VPDPWSSD with VNNI);
+   the −32 as 32·Σ s·(sum of 16 activations) once per block. Quarter q of half h holds elements 128h + 32q + l: ql
+   register 16h + 8(q & 1) + l/4 (low nibbles for q < 2), qh register 8h + l/4 (bits 2q, 2q + 1). */
+static const size_t EK_IL_NAME(gemm_q6_k_block_bytes) = EK_IL_Q6_K_BYTES;
+
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(scaled_add)(__m256i acc, __m256i pairs, __m256i scale) {
+#if defined(EK_IL_VNNI)
+    return _mm256_dpwssd_epi32(acc, pairs, scale);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scale));
+#endif
+}
+
+/* The unsigned 6-bit values of register g (l = 4g … 4g + 3) of quarter q (a constant after inlining) of half h. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q6_k_values)(const uint8_t *gb, const int h, const int q, const int g) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0f), high_mask = _mm256_set1_epi8(0x30);
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q6_K_QUANTS + 32 * (16 * h + 8 * (q & 1) + g)));
+    __m256i bits = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q6_K_HIGH + 32 * (8 * h + g)));
+    __m256i low = _mm256_and_si256(q < 2 ? raw : _mm256_srli_epi16(raw, 4), low_mask);
+    switch (q) { /* bits 2q, 2q + 1 of each byte to bits 4, 5 */
+    case 0: bits = _mm256_slli_epi16(bits, 4); break;
+    case 1: bits = _mm256_slli_epi16(bits, 2); break;
+    case 2: break;
+    default: bits = _mm256_srli_epi16(bits, 2); break;
+    }
+    return _mm256_or_si256(low, _mm256_and_si256(bits, high_mask));
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q6_k_quarter)(const uint8_t *gb, const int8_t *const *aq, const int tile,
+                                                         const int h, const int q, __m256i *sums) {
+    /* the scale pair (sub-blocks 8h + 2q, + 1) of each row, each value in both int16 halves of the row's lane */
+    const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_Q6_K_SCALES + 16 * (4 * h + q))));
+    const __m256i scales[2] = {_mm256_blend_epi16(pair, _mm256_slli_epi32(pair, 16), 0xAA),
+                               _mm256_blend_epi16(_mm256_srai_epi32(pair, 16), pair, 0xAA)};
+    for (int half = 0; half < 2; half++) {
+        for (int two = 0; two < 2; two++) {
+            __m256i part[EK_IL_TILE];
+            for (int i = 0; i < 2; i++) {
+                const int g = 4 * half + 2 * two + i;
+                const __m256i u = EK_IL_NAME(q6_k_values)(gb, h, q, g);
+                for (int t = 0; t < tile; t++) {
+                    __m256i p = _mm256_maddubs_epi16(u, EK_IL_NAME(broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g));
+                    part[t] = i ? _mm256_add_epi16(part[t], p) : p;
+                }
+            }
+            for (int t = 0; t < tile; t++) sums[t] = EK_IL_NAME(scaled_add)(sums[t], part[t], scales[half]);
+        }
+    }
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_tile)(EK_IL_TILE_ARGS) {
+    __m256 acc[EK_IL_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES;
+        const ek_block_q8_k *ab[EK_IL_TILE];
+        const int8_t *aq[EK_IL_TILE];
+        __m256i sums[EK_IL_TILE];
+        for (int t = 0; t < tile; t++) {
+            ab[t] = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;
+            aq[t] = ab[t]->qs;
+            sums[t] = _mm256_setzero_si256();
+        }
+        for (int h = 0; h < 2; h++) {
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 0, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 1, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 2, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 3, sums);
+        }
+        for (int p = 0; p < 8; p++) { /* − 32·Σ s·(sum of 16): 32·s fits int16 */
+            const __m256i scaled = _mm256_slli_epi16(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_Q6_K_SCALES + 16 * p))), 5);
+            for (int t = 0; t < tile; t++) {
+                int32_t bsum_pair;
+                memcpy(&bsum_pair, ab[t]->bsums + 2 * p, sizeof bsum_pair);
+                sums[t] = _mm256_sub_epi32(sums[t], _mm256_madd_epi16(scaled, _mm256_set1_epi32(bsum_pair)));
+            }
+        }
+        const __m256 d = EK_IL_NAME(halves)(gb);
+        for (int t = 0; t < tile; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_mul_ps(d, _mm256_set1_ps(ab[t]->d)), acc[t]);
+    }
+    for (int t = 0; t < tile; t++) out[t] = acc[t];
+}
+EK_IL_DRIVER(gemm_q6_k)
+
 /* IQ4_XS: per sub-block s (registers 4s … 4s + 3: low nibbles elements 32s + 4j + t, high ones 16 further on),
    signed table values, |v| × sign-moved activations, each pair sum × the sub-block's signed scale by VPMADDWD. */
 static const size_t EK_IL_NAME(gemm_iq4_xs_block_bytes) = EK_IL_IQ4_XS_BYTES;
@@ -312,6 +404,7 @@ const ek_il_kernels EK_IL_TABLE = {
         [EK_FORMAT_IQ4_NL] = EK_IL_NAME(gemm_iq4_nl),
         [EK_FORMAT_Q4_K] = EK_IL_NAME(gemm_q4_k),
         [EK_FORMAT_Q5_K] = EK_IL_NAME(gemm_q5_k),
+        [EK_FORMAT_Q6_K] = EK_IL_NAME(gemm_q6_k),
         [EK_FORMAT_IQ4_XS] = EK_IL_NAME(gemm_iq4_xs),
     },
 };

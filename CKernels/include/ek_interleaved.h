@@ -1,7 +1,7 @@
 /*
  * ek_interleaved.h — row-format weights re-laid once at load so one SIMD
  * register covers eight weight rows: the *interleaved* layout of Q5_0, Q5_1,
- * IQ4_NL, Q4_K, Q5_K and IQ4_XS.
+ * IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS.
  *
  * Why: the row kernels of ek_rows.h read one weight row at a time, so every
  * block's scales are decoded and every product summed across a register for
@@ -27,6 +27,8 @@
  *           minimums[4 pairs][8 rows][2] u8 · quants 32 × 32        1184 B
  *   Q5_K    as Q4_K, then qh 8 × 32 (register g: qh bytes 4g…4g+3)
  *           before the quants                                         1440 B
+ *   Q6_K    d[8] · scales[8 pairs][8 rows][2] i8 · ql 32 × 32 ·
+ *           qh 16 × 32                                               1680 B
  *   IQ4_XS  d[8] · scales[8][8] i8 (the 6-bit scale − 32) ·
  *           quants 32 × 32                                           1104 B
  *

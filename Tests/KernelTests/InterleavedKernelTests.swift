@@ -5,13 +5,13 @@ import EmberTestSupport
 
 /// The interleaved layout of the row formats (ek_interleaved.h): lossless, and every ISA's kernels over it equal
 /// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
-/// 1–6 activation rows.
+/// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders).
 @Suite("Interleaved kernels")
 struct InterleavedKernelTests {
     static let types: [TensorType] = TensorType.table.filter { $0.blockFormat.map(ek_format_interleavable) ?? false }
 
     @Test func theTypesThatMatterForSpeedHaveTheLayout() {
-        #expect(Set(Self.types.map(\.name)) == ["Q5_0", "Q5_1", "IQ4_NL", "Q4_K", "Q5_K", "IQ4_XS"])
+        #expect(Set(Self.types.map(\.name)) == ["Q5_0", "Q5_1", "IQ4_NL", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"])
         for type in Self.types {
             for isa in Quant.simdISAs where isa != .neon {
                 #expect(ek_interleaved_available(isa.cValue, type.blockFormat!), "\(type) on \(isa)")
@@ -44,7 +44,7 @@ struct InterleavedKernelTests {
         var generator = SplitMix64(seed: UInt64(type.id) + 90)
         for isa in [KernelISA.scalar] + Quant.simdISAs {
             for (m, n, blocksPerRow, rows) in [(1, 37, 1, 2..<36), (3, 19, 3, 0..<19), (5, 17, 2, 9..<16), (4, 33, 1, 1..<33),
-                                               (2, 7, 5, 0..<7), (6, 64, 2, 16..<40)] {
+                                               (2, 7, 5, 0..<7), (6, 64, 2, 16..<40), (11, 21, 2, 3..<21)] {
                 let k = blocksPerRow * type.blockSize
                 let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
                 let x = Quant.randomValues(m * k, &generator, scale: 3)
@@ -101,7 +101,7 @@ struct InterleavedKernelTests {
         #expect(ek_interleaved_size(EK_FORMAT_Q8_0, 8, 256) == 0)
         #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q4_K, w, 2, 255, act, 1, &y, 2, 0, 2) == EK_ERR_SHAPE)
         #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q4_K, w, 2, 256, act, 1, &y, 2, 0, 3) == EK_ERR_RANGE)
-        #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q6_K, w, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_FORMAT)
+        #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q3_K, w, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_FORMAT)
         #expect(ek_gemm_interleaved(EK_ISA_SCALAR, EK_FORMAT_Q4_K, nil, 2, 256, act, 1, &y, 2, 0, 2) == EK_ERR_NULL_POINTER)
         var small = [UInt8](repeating: 0, count: 10)
         #expect(ek_interleave_weights(EK_FORMAT_Q5_0, w, 8, 32, &small, small.count) == EK_ERR_BUFFER_TOO_SMALL)
@@ -113,6 +113,7 @@ struct InterleavedKernelTests {
         switch type.name {
         case "Q5_0", "IQ4_NL", "IQ4_XS": [0, 1]
         case "Q5_1", "Q4_K", "Q5_K": [0, 1, 2, 3]
+        case "Q6_K": [208, 209]
         default: []
         }
     }

@@ -14,7 +14,7 @@ private let vectorOps: [OpSupport] =
 
 /// The neural-engine route's backend: Ember's hand-tuned SIMD kernels
 /// (`CKernels/x86_*.c`, `arm_neon.c`): Q8_0/Q4_0/Q4_1 on weights packed once
-/// at load, Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/IQ4_XS interleaved eight rows at a
+/// at load, Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS interleaved eight rows at a
 /// time at load where the ISA has those kernels, every other block type on
 /// its GGUF rows as they lie (SIMD where the ISA has a row kernel, the
 /// scalar reference otherwise — `ember info` says which), F16/BF16 widened
