@@ -375,39 +375,117 @@ EK_ROWS_TARGET EK_ROWS_INLINE __m256 EK_ROWS_NAME(widen8)(const uint16_t *p, boo
     return _mm256_cvtph_ps(h);
 }
 
-EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
-                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
-    for (int64_t r = row_begin; r < row_end; r++) {
-        const uint16_t *row = w + r * k;
-        for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {
-            int tile = (int)(m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE);
-            __m256 acc[EK_ROWS_TILE][2];
-            for (int t = 0; t < tile; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-            int64_t j = 0;
-            for (; j + 16 <= k; j += 16) {
-                __m256 w0 = EK_ROWS_NAME(widen8)(row + j, bf16), w1 = EK_ROWS_NAME(widen8)(row + j + 8, bf16);
-                for (int t = 0; t < tile; t++) {
-                    const float *xr = x + (i0 + t) * k + j;
-                    acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[t][0]);
-                    acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[t][1]);
-                }
-            }
-            for (int t = 0; t < tile; t++) {
-                float sum = EK_ROWS_NAME(hsum_ps)(_mm256_add_ps(acc[t][0], acc[t][1]));
-                for (int64_t jj = j; jj < k; jj++) {
-                    float value;
-                    if (bf16) {
-                        uint32_t bits = (uint32_t)row[jj] << 16;
-                        memcpy(&value, &bits, sizeof value);
-                    } else {
-                        value = ek_fp16_to_fp32(row[jj]);
-                    }
-                    sum += value * x[(i0 + t) * k + jj];
-                }
-                y[(i0 + t) * ldy + r] = sum;
+/* Elements j … j + 7 of a row of fp16 or bf16 weights (`bf16` a constant after inlining), and element j alone. */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256 EK_ROWS_NAME(load_w8)(const uint8_t *row, int64_t j, const bool bf16) {
+    return EK_ROWS_NAME(widen8)((const uint16_t *)row + j, bf16);
+}
+
+EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64_t j, const bool bf16) {
+    uint16_t h;
+    memcpy(&h, row + 2 * j, sizeof h);
+    if (!bf16) return ek_fp16_to_fp32(h);
+    uint32_t bits = (uint32_t)h << 16;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* Decode: `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each activation load
+   shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains waited on the FMA
+   latency (the fp16 GEMV read 0.35 of the bandwidth). */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
+                                                            const uint8_t *w, size_t row_bytes, int64_t k,
+                                                            const float *x, float *y, int64_t ldy) {
+    __m256 acc[4][2];
+    for (int q = 0; q < rows; q++) acc[q][0] = acc[q][1] = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+        __m256 x0[2], x1[2];
+        for (int t = 0; t < tile; t++) {
+            x0[t] = _mm256_loadu_ps(x + t * k + j);
+            x1[t] = _mm256_loadu_ps(x + t * k + j + 8);
+        }
+        for (int q = 0; q < rows; q++) {
+            const uint8_t *row = w + (size_t)q * row_bytes;
+            __m256 w0 = EK_ROWS_NAME(load_w8)(row, j, bf16), w1 = EK_ROWS_NAME(load_w8)(row, j + 8, bf16);
+            if (tile == 1) { /* two chains per row */
+                acc[q][0] = _mm256_fmadd_ps(w0, x0[0], acc[q][0]);
+                acc[q][1] = _mm256_fmadd_ps(w1, x1[0], acc[q][1]);
+            } else {
+                for (int t = 0; t < tile; t++) acc[q][t] = _mm256_fmadd_ps(w1, x1[t], _mm256_fmadd_ps(w0, x0[t], acc[q][t]));
             }
         }
     }
+    for (; j + 8 <= k; j += 8)
+        for (int q = 0; q < rows; q++) {
+            __m256 w0 = EK_ROWS_NAME(load_w8)(w + (size_t)q * row_bytes, j, bf16);
+            for (int t = 0; t < tile; t++) acc[q][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[q][t]);
+        }
+    for (int q = 0; q < rows; q++)
+        for (int t = 0; t < tile; t++) {
+            float sum = EK_ROWS_NAME(hsum_ps)(tile == 1 ? _mm256_add_ps(acc[q][0], acc[q][1]) : acc[q][t]);
+            for (int64_t jj = j; jj < k; jj++) sum += EK_ROWS_NAME(w_at)(w + (size_t)q * row_bytes, jj, bf16) * x[t * k + jj];
+            y[t * ldy + q] = sum;
+        }
+}
+
+/* Prefill (m > 2): one weight row against four activation rows at a time. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_tile)(const bool bf16, const int tile, const uint8_t *row, int64_t k,
+                                                            const float *x, float *y, int64_t ldy) {
+    __m256 acc[EK_ROWS_TILE][2];
+    for (int t = 0; t < tile; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+        __m256 w0 = EK_ROWS_NAME(load_w8)(row, j, bf16), w1 = EK_ROWS_NAME(load_w8)(row, j + 8, bf16);
+        for (int t = 0; t < tile; t++) {
+            const float *xr = x + t * k + j;
+            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[t][1]);
+        }
+    }
+    for (int t = 0; t < tile; t++) {
+        float sum = EK_ROWS_NAME(hsum_ps)(_mm256_add_ps(acc[t][0], acc[t][1]));
+        for (int64_t jj = j; jj < k; jj++) sum += EK_ROWS_NAME(w_at)(row, jj, bf16) * x[t * k + jj];
+        y[t * ldy] = sum;
+    }
+}
+
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_half_as)(const bool bf16, const uint16_t *w, int64_t k,
+                                                              const float *x, int64_t m, float *y, int64_t ldy,
+                                                              int64_t row_begin, int64_t row_end) {
+    const size_t row_bytes = (size_t)k * 2;
+    const uint8_t *base = (const uint8_t *)w;
+    if (m <= 2) {
+        int64_t r = row_begin;
+        for (; r + 4 <= row_end; r += 4) {
+            if (m == 1) EK_ROWS_NAME(half_rows)(bf16, 4, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+            else EK_ROWS_NAME(half_rows)(bf16, 4, 2, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+        }
+        for (; r < row_end; r++) {
+            if (m == 1) EK_ROWS_NAME(half_rows)(bf16, 1, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+            else EK_ROWS_NAME(half_rows)(bf16, 1, 2, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+        }
+        return;
+    }
+    for (int64_t r = row_begin; r < row_end; r++) {
+        const uint8_t *row = base + (size_t)r * row_bytes;
+        for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {
+            const float *xt = x + i0 * k;
+            float *yt = y + i0 * ldy + r;
+            switch (m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE) {
+            case 4: EK_ROWS_NAME(half_tile)(bf16, 4, row, k, xt, yt, ldy); break;
+            case 3: EK_ROWS_NAME(half_tile)(bf16, 3, row, k, xt, yt, ldy); break;
+            case 2: EK_ROWS_NAME(half_tile)(bf16, 2, row, k, xt, yt, ldy); break;
+            default: EK_ROWS_NAME(half_tile)(bf16, 1, row, k, xt, yt, ldy); break;
+            }
+        }
+    }
+}
+
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
+                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (bf16) EK_ROWS_NAME(gemm_half_as)(true, w, k, x, m, y, ldy, row_begin, row_end);
+    else EK_ROWS_NAME(gemm_half_as)(false, w, k, x, m, y, ldy, row_begin, row_end);
 }
 
 const ek_row_kernels EK_ROWS_TABLE = {

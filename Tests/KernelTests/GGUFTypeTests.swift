@@ -127,18 +127,23 @@ struct GGUFTypeTests {
     @Test func halfPrecisionKernelsMatchTheScalarLoop() throws {
         var generator = SplitMix64(seed: 9)
         for bf16 in [false, true] {
-            for (m, n, k) in [(1, 9, 77), (3, 5, 16), (6, 4, 200)] {
+            // decode's four-row groups and their remainders (m 1 and 2), the prefill tiles (m > 2), row sub-ranges
+            for (m, n, k, rows) in [(1, 9, 77, 0..<9), (3, 5, 16, 0..<5), (6, 4, 200, 0..<4), (2, 11, 45, 1..<10),
+                                    (1, 13, 24, 3..<13), (2, 8, 16, 0..<8)] {
                 let w: [UInt16] = (0..<(n * k)).map { _ in
                     let value = generator.nextUnitFloat() * 2 - 1
                     return bf16 ? UInt16(value.bitPattern >> 16) : ek_fp32_to_fp16(value)
                 }
                 let x = Quant.randomValues(m * k, &generator)
                 var expected = [Float](repeating: 0, count: m * n)
-                #expect(ek_gemm_half(EK_ISA_SCALAR, bf16, w, Int64(n), Int64(k), x, Int64(m), &expected, Int64(n), 0, Int64(n)) == EK_OK)
+                let (first, end) = (Int64(rows.lowerBound), Int64(rows.upperBound))
+                #expect(ek_gemm_half(EK_ISA_SCALAR, bf16, w, Int64(n), Int64(k), x, Int64(m), &expected, Int64(n), first, end) == EK_OK)
                 for isa in Quant.simdISAs {
-                    var got = [Float](repeating: .nan, count: m * n)
-                    #expect(ek_gemm_half(isa.cValue, bf16, w, Int64(n), Int64(k), x, Int64(m), &got, Int64(n), 0, Int64(n)) == EK_OK)
-                    for index in got.indices { #expect(abs(got[index] - expected[index]) <= 1e-4 * Float(k).squareRoot(), "bf16=\(bf16) \(isa)") }
+                    var got = [Float](repeating: 0, count: m * n)
+                    #expect(ek_gemm_half(isa.cValue, bf16, w, Int64(n), Int64(k), x, Int64(m), &got, Int64(n), first, end) == EK_OK)
+                    for index in got.indices {
+                        #expect(abs(got[index] - expected[index]) <= 1e-4 * Float(k).squareRoot(), "bf16=\(bf16) \(isa) m=\(m) n=\(n) k=\(k)")
+                    }
                 }
             }
         }
