@@ -123,9 +123,8 @@ int32_t ek_op_attention(void *context, uint32_t cache_type, const float *q, cons
 }
 
 int32_t ek_op_add(void *context, float *x, const float *y, int64_t n) {
-    (void)context;
     if (x == NULL || y == NULL || n < 0) return 1;
-    ek_add(x, y, n);
+    ek_add_with(simd_of(context), x, y, n);
     return 0;
 }
 

@@ -94,6 +94,7 @@ bool ek_ops_simd_available(void);
 void ek_layer_norm_with(bool simd, const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
                         float eps);
 void ek_gelu_with(bool simd, float *x, int64_t n);
+void ek_add_with(bool simd, float *x, const float *y, int64_t n);
 void ek_swiglu_with(bool simd, const float *g, const float *u, float *h, int64_t n);
 /* x = x · σ(x) in place (SiLU), n elements. */
 void ek_silu_with(bool simd, float *x, int64_t n);

@@ -112,6 +112,28 @@ struct VectorOpsTests {
         }
     }
 
+    /// The SIMD GELU (erf by a polynomial, a refined reciprocal) against the portable erff form.
+    @Test func geluMatchesErff() {
+        let x = Self.random(1003, seed: 16, scale: 12) + [0, -0, 1e-8, -1e-8, 5.5, -5.5, 9, -9, 30, -30]
+        var simd = x, portable = x
+        ek_gelu_with(true, &simd, Int64(x.count))
+        ek_gelu_with(false, &portable, Int64(x.count))
+        for i in x.indices {
+            #expect(abs(simd[i] - portable[i]) <= 1e-6 * max(1, abs(x[i])), "gelu(\(x[i])): \(simd[i]) vs \(portable[i])")
+        }
+    }
+
+    /// x += y: the SIMD form is the portable one, bit for bit, at every length (the vector steps and the tail).
+    @Test func addIsExactAtEveryLength() {
+        for n in [0, 1, 7, 8, 15, 16, 17, 33, 384] {
+            let x = Self.random(n, seed: UInt64(n) + 30), y = Self.random(n, seed: UInt64(n) + 31)
+            var simd = x, portable = x
+            ek_add_with(true, &simd, y, Int64(n))
+            ek_add_with(false, &portable, y, Int64(n))
+            #expect(simd == portable && simd == zip(x, y).map { $0 + $1 }, "n = \(n)")
+        }
+    }
+
     @Test func attentionSurvivesScoresFarApart() {
         // One key aligned with q at a huge score: the softmax must not overflow or produce NaN.
         let headDim = 64, visible = 20

@@ -119,6 +119,19 @@ struct PassStages {
         return range
     }
 
+    /// This thread's share of `matmul` for the input rows `inputRows` only (their outputs at their own rows of `y`):
+    /// a pass that runs its epilogue on a few rows at a time while the GEMM's outputs are still in cache.
+    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, inputRows: Range<Int>,
+                into y: UnsafeMutablePointer<Float>) -> Range<Int> {
+        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
+        let first = inputRows.lowerBound
+        let prepared = input[slot].map { $0 + (matmul.preparation?.byteCount(rows: first, columns: matmul.columns) ?? 0) }
+        let status = matmul.run(input.x + first * matmul.columns, prepared: prepared, m: inputRows.count,
+                                into: y + first * matmul.rows, rows: range)
+        if status != 0 { failure.record(matmul.failure(status)) }
+        return range
+    }
+
     /// x[:, columns] += addend[:, columns] (both row stride `width`) for `rows` rows, with `op` (an `add`): a
     /// residual added over the output columns this thread just computed.
     func addRows(_ op: BoundOp, _ addend: UnsafePointer<Float>, to x: UnsafeMutablePointer<Float>, width: Int, rows: Int, columns: Range<Int>) {
