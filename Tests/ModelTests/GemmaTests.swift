@@ -51,8 +51,33 @@ struct GemmaTests {
             let generated = try model.generateGreedy(prompt: reference.prompt_ids, maxTokens: reference.gen_ids.count)
             let (same, gap) = reference.comparison(generated)
             if let gap { #expect(gap <= 0.25, "\(reference.prompt.debugDescription): differs at \(same) where llama.cpp's margin is \(gap)") }
-            #expect(same >= 8, "\(reference.prompt.debugDescription): the first \(same) tokens equal")
+            // Eight equal tokens, unless a near-tie came first ("Once upon a time in a small village," has llama.cpp's
+            // margins 0.152 and 0.095 at its first two tokens; the fp16 KV cache alone moves ours by 0.13 there).
+            #expect(same >= 8 || gap.map { $0 <= 0.25 } == true, "\(reference.prompt.debugDescription): the first \(same) tokens equal")
         }
+    }
+
+    /// Fed llama.cpp's own tokens (so an early near-tie cannot send the rest elsewhere), the greedy pick at every
+    /// position equals llama.cpp's, except where its top two are within 0.25 nats — and those stay rare.
+    @Test func everyPositionFollowsLlamaCppWhenFedItsTokens() throws {
+        let model = try #require(Self.model)
+        var positions = 0, nearTies = 0
+        for reference in try RankedReference.load("gemma3_270m_greedy_q4_k_m.jsonl") {
+            let fed = reference.prompt_ids + reference.gen_ids.dropLast()
+            let session = model.makeSession(contextLength: fed.count + 1)
+            let logits = try model.forward(fed, session: session, options: ExecutionOptions(units: .cpuAndNeuralEngine), allLogits: true)
+            let values = try logits.scalars(), vocabulary = values.count / fed.count
+            for (index, expected) in reference.gen_ids.enumerated() where reference.top2[index].count == 2 {
+                let row = values[(reference.prompt_ids.count - 1 + index) * vocabulary..<(reference.prompt_ids.count + index) * vocabulary]
+                let pick = row.indices.max { row[$0] < row[$1] }! - (reference.prompt_ids.count - 1 + index) * vocabulary
+                positions += 1
+                guard pick != expected else { continue }
+                nearTies += 1
+                let margin = reference.top2[index][0][1] - reference.top2[index][1][1]
+                #expect(margin <= 0.25, "\(reference.prompt.debugDescription) position \(index): \(pick) vs llama.cpp's \(expected), margin \(margin)")
+            }
+        }
+        #expect(positions > 0 && nearTies * 10 <= positions, "\(nearTies) of \(positions) positions differ")
     }
 
     /// Everything Gemma needs is read from the file: the 18 layers with sliding windows except every sixth, their
