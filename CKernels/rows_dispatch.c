@@ -95,3 +95,20 @@ ek_status ek_gemm_half(ek_isa isa, bool bf16, const uint16_t *w, int64_t n, int6
     (kernels->half ? kernels->half : ek_gemm_half_scalar)(bf16, w, k, x, m, y, ldy, row_begin, row_end);
     return EK_OK;
 }
+
+ek_status ek_gemm_f32(ek_isa isa, const float *w, int64_t n, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
+                      int64_t row_begin, int64_t row_end) {
+    if (w == NULL || x == NULL || y == NULL) return EK_ERR_NULL_POINTER;
+    if (m < 0 || n < 0 || k < 0 || ldy < n) return EK_ERR_SHAPE;
+    if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
+    const ek_row_kernels *kernels = row_kernels_for(isa);
+    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    if (m == 0 || row_begin == row_end) return EK_OK;
+    (kernels->f32 ? kernels->f32 : ek_gemm_f32_scalar)(w, k, x, m, y, ldy, row_begin, row_end);
+    return EK_OK;
+}
+
+bool ek_gemm_f32_is_simd(ek_isa isa) {
+    const ek_row_kernels *kernels = row_kernels_for(isa);
+    return kernels != NULL && kernels->f32 != NULL;
+}

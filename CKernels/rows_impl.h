@@ -25,18 +25,23 @@ void ek_gemm_rows_scalar(ek_format format, const uint8_t *w, size_t row_bytes, i
                          size_t act_row_bytes, int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
 void ek_gemm_half_scalar(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
                          int64_t row_begin, int64_t row_end);
+void ek_gemm_f32_scalar(const float *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy, int64_t row_begin,
+                        int64_t row_end);
 
 /* One ISA's row kernel for one format; arguments validated, m ≥ 1, rows non-empty. */
 typedef void (*ek_row_kernel)(const uint8_t *w, size_t row_bytes, int64_t blocks, const void *act, size_t act_row_bytes,
                               int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
 typedef void (*ek_half_kernel)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
                                int64_t row_begin, int64_t row_end);
+typedef void (*ek_f32_kernel)(const float *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
+                              int64_t row_begin, int64_t row_end);
 
 /* What one ISA provides; NULL entries run the scalar oracle. */
 typedef struct ek_row_kernels {
     ek_row_kernel gemm[EK_FORMAT_COUNT];
     void (*quantize_q8_k)(const float *x, int64_t blocks, ek_block_q8_k *act);
     ek_half_kernel half;
+    ek_f32_kernel f32;
 } ek_row_kernels;
 
 #if defined(__x86_64__)

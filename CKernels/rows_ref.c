@@ -253,3 +253,19 @@ void ek_gemm_half_scalar(bool bf16, const uint16_t *w, int64_t k, const float *x
         }
     }
 }
+
+/* fp32 weights: products summed in order. */
+void ek_gemm_f32_scalar(const float *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy, int64_t row_begin,
+                        int64_t row_end) {
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t r = row_begin; r < row_end; r++) {
+            const float *row = w + r * k;
+            float sum = 0.0f;
+            for (int64_t j = 0; j < k; j++) {
+                float product = row[j] * x[i * k + j];
+                sum = sum + product;
+            }
+            y[i * ldy + r] = sum;
+        }
+    }
+}

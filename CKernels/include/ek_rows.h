@@ -121,4 +121,13 @@ bool ek_row_kernel_is_simd(ek_isa isa, ek_format format);
 ek_status ek_gemm_half(ek_isa isa, bool bf16, const uint16_t *w, int64_t n, int64_t k, const float *x, int64_t m,
                        float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
 
+/*
+ * The same with fp32 weights, read as they lie (no packing): for the fp32 route's products over a few activation
+ * rows, where sgemm's packing of the weights on every call costs more than it saves. The scalar ISA (and any without
+ * the kernel) runs the in-order loop; ek_gemm_f32_is_simd says which.
+ */
+ek_status ek_gemm_f32(ek_isa isa, const float *w, int64_t n, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
+                      int64_t row_begin, int64_t row_end);
+bool ek_gemm_f32_is_simd(ek_isa isa);
+
 #endif /* EK_ROWS_H */

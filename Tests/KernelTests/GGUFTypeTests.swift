@@ -149,6 +149,34 @@ struct GGUFTypeTests {
         }
     }
 
+    /// fp32 weights read as they lie (the fp32 route's few-row kernel): every ISA equals the in-order loop within
+    /// fp32 accumulation error — four-row blocks and their remainders, activation tiles of every size (1–13 rows:
+    /// AVX-512 takes six at a time, AVX2 three), k not a multiple of the vector width, row sub-ranges.
+    @Test func fp32KernelMatchesTheScalarLoop() throws {
+        var generator = SplitMix64(seed: 19)
+        for (m, n, k, rows) in [(1, 9, 77, 0..<9), (2, 11, 45, 1..<10), (3, 5, 16, 0..<5), (6, 8, 200, 0..<8),
+                                (7, 13, 384, 3..<13), (13, 6, 33, 0..<6), (12, 17, 64, 2..<17)] {
+            let w = Quant.randomValues(n * k, &generator), x = Quant.randomValues(m * k, &generator)
+            var expected = [Float](repeating: 0, count: m * n)
+            let (first, end) = (Int64(rows.lowerBound), Int64(rows.upperBound))
+            #expect(ek_gemm_f32(EK_ISA_SCALAR, w, Int64(n), Int64(k), x, Int64(m), &expected, Int64(n), first, end) == EK_OK)
+            for isa in Quant.simdISAs {
+                #expect(ek_gemm_f32_is_simd(isa.cValue) == (isa != .neon), "\(isa)")
+                var got = [Float](repeating: 0, count: m * n)
+                #expect(ek_gemm_f32(isa.cValue, w, Int64(n), Int64(k), x, Int64(m), &got, Int64(n), first, end) == EK_OK)
+                for index in got.indices {
+                    #expect(abs(got[index] - expected[index]) <= 1e-5 * Float(k).squareRoot() * max(1, abs(expected[index])),
+                            "\(isa) m=\(m) n=\(n) k=\(k) [\(index)]: \(got[index]) vs \(expected[index])")
+                }
+            }
+        }
+        #expect(!ek_gemm_f32_is_simd(EK_ISA_SCALAR))
+        var y = [Float](repeating: 0, count: 4)
+        #expect(ek_gemm_f32(EK_ISA_SCALAR, nil, 2, 2, y, 1, &y, 2, 0, 2) == EK_ERR_NULL_POINTER)
+        #expect(ek_gemm_f32(EK_ISA_SCALAR, y, 2, 2, y, 1, &y, 1, 0, 2) == EK_ERR_SHAPE)
+        #expect(ek_gemm_f32(EK_ISA_SCALAR, y, 2, 2, y, 1, &y, 2, 1, 3) == EK_ERR_RANGE)
+    }
+
     @Test func rowKernelsRefuseBadArguments() {
         var y = [Float](repeating: 0, count: 4)
         let w = [UInt8](repeating: 0, count: 144 * 2), act = [UInt8](repeating: 0, count: 4096)

@@ -244,9 +244,18 @@ extension BoundMatmul {
         }
     }
 
-    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call.
-    static func blas(_ w: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
-        try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
+    /// The most rows of input the fp32 route's own kernel takes (more go to sgemm, whose packing then pays).
+    public static let fewRows = 128
+
+    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; 2 to ``fewRows`` rows of input
+    /// by `fewRowsISA`'s fp32 kernel when given.
+    static func blas(_ w: WeightMatrix, fewRowsISA: KernelISA? = nil, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        let fewRowsKernel = fewRowsISA?.cValue
+        return try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
+            if let fewRowsKernel, (2...fewRows).contains(m) {
+                return Int32(bitPattern: ek_gemm_f32(fewRowsKernel, base, Int64(n), Int64(k), x, Int64(m), y, Int64(n),
+                                                     Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
+            }
             let slice = base + range.lowerBound * k
             if m == 1 {
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, Int32(range.count), Int32(k), 1, slice, Int32(k), x, 1, 0, y + range.lowerBound, 1)

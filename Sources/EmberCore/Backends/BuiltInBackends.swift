@@ -45,15 +45,20 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 
 /// The GPU route's backend: OpenBLAS sgemm/sgemv on fp32 weights (other types
 /// converted to fp32 once and cached on the weights), one thread per call,
-/// rows split over Ember's workers.
+/// rows split over Ember's workers. A few rows of input at a time (2 to
+/// ``BoundMatmul/fewRows``) run `isa`'s fp32 kernel instead, which reads the
+/// weights as they lie where sgemm packs them on every call.
 final class BLASBackend: Backend, @unchecked Sendable {
     let descriptor = BackendDescriptor(
         name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),
         conversion: "weights dequantized to fp32 once and cached", convertedTypes: Set(convertibleTypes.filter { $0 != .f32 }))
     let opTable = OpTable()
+    let fewRowsISA: KernelISA?
+
+    init(isa: KernelISA) { fewRowsISA = ek_gemm_f32_is_simd(isa.cValue) ? isa : nil }
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
-        try .blas(weights, placement: placement, pool: pool)
+        try .blas(weights, fewRowsISA: fewRowsISA, placement: placement, pool: pool)
     }
 }
 
@@ -113,7 +118,7 @@ extension BackendRegistry {
     public static func builtIn(isa: KernelISA) -> BackendRegistry {
         let registry = BackendRegistry(reference: ScalarReferenceBackend())
         if isa != .scalar { try? registry.register(SIMDBackend(isa: isa)) }
-        try? registry.register(BLASBackend())
+        try? registry.register(BLASBackend(isa: isa))
         if isa != .scalar, ek_ops_simd_available() { try? registry.register(CPUSIMDBackend(isa: isa)) }
         return registry
     }
