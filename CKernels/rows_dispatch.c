@@ -84,28 +84,33 @@ bool ek_row_kernel_is_simd(ek_isa isa, ek_format format) {
     return kernels != NULL && (unsigned)format < EK_FORMAT_COUNT && kernels->gemm[format] != NULL;
 }
 
-ek_status ek_gemm_half(ek_isa isa, bool bf16, const uint16_t *w, int64_t n, int64_t k, const float *x, int64_t m,
-                       float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+/* The float-weight entry points' checks; *kernels set when the call has work (EK_OK and *kernels NULL: nothing to do). */
+static ek_status check_float_call(ek_isa isa, const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y,
+                                  int64_t ldy, int64_t row_begin, int64_t row_end, const ek_row_kernels **kernels) {
+    *kernels = NULL;
     if (w == NULL || x == NULL || y == NULL) return EK_ERR_NULL_POINTER;
     if (m < 0 || n < 0 || k < 0 || ldy < n) return EK_ERR_SHAPE;
     if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
-    const ek_row_kernels *kernels = row_kernels_for(isa);
-    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
-    if (m == 0 || row_begin == row_end) return EK_OK;
-    (kernels->half ? kernels->half : ek_gemm_half_scalar)(bf16, w, k, x, m, y, ldy, row_begin, row_end);
+    const ek_row_kernels *found = row_kernels_for(isa);
+    if (found == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    if (m > 0 && row_begin < row_end) *kernels = found;
     return EK_OK;
+}
+
+ek_status ek_gemm_half(ek_isa isa, bool bf16, const uint16_t *w, int64_t n, int64_t k, const float *x, int64_t m,
+                       float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    const ek_row_kernels *kernels;
+    ek_status status = check_float_call(isa, w, n, k, x, m, y, ldy, row_begin, row_end, &kernels);
+    if (kernels != NULL) (kernels->half ? kernels->half : ek_gemm_half_scalar)(bf16, w, k, x, m, y, ldy, row_begin, row_end);
+    return status;
 }
 
 ek_status ek_gemm_f32(ek_isa isa, const float *w, int64_t n, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
                       int64_t row_begin, int64_t row_end) {
-    if (w == NULL || x == NULL || y == NULL) return EK_ERR_NULL_POINTER;
-    if (m < 0 || n < 0 || k < 0 || ldy < n) return EK_ERR_SHAPE;
-    if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
-    const ek_row_kernels *kernels = row_kernels_for(isa);
-    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
-    if (m == 0 || row_begin == row_end) return EK_OK;
-    (kernels->f32 ? kernels->f32 : ek_gemm_f32_scalar)(w, k, x, m, y, ldy, row_begin, row_end);
-    return EK_OK;
+    const ek_row_kernels *kernels;
+    ek_status status = check_float_call(isa, w, n, k, x, m, y, ldy, row_begin, row_end, &kernels);
+    if (kernels != NULL) (kernels->f32 ? kernels->f32 : ek_gemm_f32_scalar)(w, k, x, m, y, ldy, row_begin, row_end);
+    return status;
 }
 
 bool ek_gemm_f32_is_simd(ek_isa isa) {
