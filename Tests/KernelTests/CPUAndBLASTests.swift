@@ -95,6 +95,16 @@ struct CPUAndBLASTests {
         #expect(warning.contains("half speed"))
     }
 
+    /// The fp32 route's own kernel takes 2…128 rows of input, every product from 2 rows up when OpenBLAS runs
+    /// narrower kernels than the ISA (Haswell's on AVX-512), and nothing on the scalar ISA.
+    @Test func fp32RouteUsesItsOwnKernelWhereItIsFaster() {
+        #expect(BLASBackend(isa: .avx512, blasLevel: .avx2).fewRows?.limit == Int.max)
+        #expect(BLASBackend(isa: .avx512, blasLevel: .avx512).fewRows?.limit == BoundMatmul.fewRows)
+        #expect(BLASBackend(isa: .avx2, blasLevel: .avx2).fewRows?.limit == BoundMatmul.fewRows)
+        #expect(BLASBackend(isa: .avx512, blasLevel: nil).fewRows?.limit == BoundMatmul.fewRows)
+        #expect(BLASBackend(isa: .scalar, blasLevel: .avx2).fewRows == nil)
+    }
+
     @Test func weakerDetectedCoreBlamesTheLibrary() throws {
         let warning = try #require(Self.library(core: "Haswell").coreWarning(cpu: Self.avx512Machine(), forcedCore: nil))
         #expect(warning.contains("does not recognise the CPU"))

@@ -244,16 +244,18 @@ extension BoundMatmul {
         }
     }
 
-    /// The most rows of input the fp32 route's own kernel takes (more go to sgemm, whose packing then pays).
+    /// The most rows of input the fp32 route's own kernel takes when OpenBLAS runs kernels as wide as Ember's (more go
+    /// to sgemm, whose packing then pays: at 128 rows the two measured equal against OpenBLAS's SkylakeX core).
     public static let fewRows = 128
 
-    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; 2 to ``fewRows`` rows of input
-    /// by `fewRowsISA`'s fp32 kernel when given.
-    static func blas(_ w: WeightMatrix, fewRowsISA: KernelISA? = nil, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
-        let fewRowsKernel = fewRowsISA?.cValue
+    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; from 2 to `fewRows.limit` rows of
+    /// input by `fewRows.isa`'s fp32 kernel when given.
+    static func blas(_ w: WeightMatrix, fewRows: (isa: KernelISA, limit: Int)? = nil, placement: Placement,
+                     pool: WorkerPool?) throws -> BoundMatmul {
+        let (kernel, limit) = (fewRows?.isa.cValue, fewRows?.limit ?? 0)
         return try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
-            if let fewRowsKernel, (2...fewRows).contains(m) {
-                return Int32(bitPattern: ek_gemm_f32(fewRowsKernel, base, Int64(n), Int64(k), x, Int64(m), y, Int64(n),
+            if let kernel, m >= 2, m <= limit {
+                return Int32(bitPattern: ek_gemm_f32(kernel, base, Int64(n), Int64(k), x, Int64(m), y, Int64(n),
                                                      Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
             }
             let slice = base + range.lowerBound * k
