@@ -429,71 +429,12 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, cons
         }
 }
 
-/* Prefill (m > 2): one weight row against four activation rows at a time. */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_tile)(const bool bf16, const int tile, const uint8_t *row, int64_t k,
-                                                            const float *x, float *y, int64_t ldy) {
-    __m256 acc[EK_ROWS_TILE][2];
-    for (int t = 0; t < tile; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
-        __m256 w0 = EK_ROWS_NAME(load_w8)(row, j, bf16), w1 = EK_ROWS_NAME(load_w8)(row, j + 8, bf16);
-        for (int t = 0; t < tile; t++) {
-            const float *xr = x + t * k + j;
-            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[t][0]);
-            acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[t][1]);
-        }
-    }
-    for (int t = 0; t < tile; t++) {
-        float sum = EK_ROWS_NAME(hsum_ps)(_mm256_add_ps(acc[t][0], acc[t][1]));
-        for (int64_t jj = j; jj < k; jj++) sum += EK_ROWS_NAME(w_at)(row, jj, bf16) * x[t * k + jj];
-        y[t * ldy] = sum;
-    }
-}
+/* --------------------------------------------- F32, F16, BF16 blocks --- */
 
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_half_as)(const bool bf16, const uint16_t *w, int64_t k,
-                                                              const float *x, int64_t m, float *y, int64_t ldy,
-                                                              int64_t row_begin, int64_t row_end) {
-    const size_t row_bytes = (size_t)k * 2;
-    const uint8_t *base = (const uint8_t *)w;
-    if (m <= 2) {
-        int64_t r = row_begin;
-        for (; r + 4 <= row_end; r += 4) {
-            if (m == 1) EK_ROWS_NAME(half_rows)(bf16, 4, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
-            else EK_ROWS_NAME(half_rows)(bf16, 4, 2, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
-        }
-        for (; r < row_end; r++) {
-            if (m == 1) EK_ROWS_NAME(half_rows)(bf16, 1, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
-            else EK_ROWS_NAME(half_rows)(bf16, 1, 2, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
-        }
-        return;
-    }
-    for (int64_t r = row_begin; r < row_end; r++) {
-        const uint8_t *row = base + (size_t)r * row_bytes;
-        for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {
-            const float *xt = x + i0 * k;
-            float *yt = y + i0 * ldy + r;
-            switch (m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE) {
-            case 4: EK_ROWS_NAME(half_tile)(bf16, 4, row, k, xt, yt, ldy); break;
-            case 3: EK_ROWS_NAME(half_tile)(bf16, 3, row, k, xt, yt, ldy); break;
-            case 2: EK_ROWS_NAME(half_tile)(bf16, 2, row, k, xt, yt, ldy); break;
-            default: EK_ROWS_NAME(half_tile)(bf16, 1, row, k, xt, yt, ldy); break;
-            }
-        }
-    }
-}
-
-EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
-                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
-    if (bf16) EK_ROWS_NAME(gemm_half_as)(true, w, k, x, m, y, ldy, row_begin, row_end);
-    else EK_ROWS_NAME(gemm_half_as)(false, w, k, x, m, y, ldy, row_begin, row_end);
-}
-
-/* ------------------------------------------------------------- F32 --- */
-
-/* fp32 weights against a few activation rows (a short text's prefill, a batch of decodes): four weight rows ×
-   EK_F32_ACTS activation rows of accumulators, each weight vector loaded once and used by every activation row of
-   the tile. The weights are read as they lie; OpenBLAS's sgemm packs the whole weight matrix on every call, which
-   was 27 % of a MiniLM sentence's time. 512-bit on AVX-512 (32 registers: 24 accumulators). */
+/* Float weights against a few activation rows or more (prefill, batches): four weight rows × EK_F32_ACTS
+   activation rows of accumulators, each weight vector loaded (and widened, for fp16/bf16) once and used by every
+   activation row of the tile. fp32 weights are read as they lie; OpenBLAS's sgemm packs the whole weight matrix on
+   every call, which was 27 % of a MiniLM sentence's time. 512-bit on AVX-512 (32 registers: 24 accumulators). */
 #if defined(EK_ROWS_512)
 #define EK_F32_VEC __m512
 #define EK_F32_WIDTH 16
@@ -512,8 +453,26 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
 #define EK_F32_HSUM EK_ROWS_NAME(hsum_ps)
 #endif
 
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(f32_block)(const int rows, const int acts, const float *w, int64_t k,
-                                                           const float *x, float *y, int64_t ldy) {
+/* Weight kinds: 0 fp32, 1 fp16, 2 bf16 (a constant after inlining). */
+EK_ROWS_TARGET EK_ROWS_INLINE EK_F32_VEC EK_ROWS_NAME(load_weights)(const uint8_t *row, int64_t j, const int kind) {
+    if (kind == 0) return EK_F32_LOAD((const float *)row + j);
+#if defined(EK_ROWS_512)
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + j));
+    if (kind == 2) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+#else
+    return EK_ROWS_NAME(widen8)((const uint16_t *)row + j, kind == 2);
+#endif
+}
+
+EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(weight_at)(const uint8_t *row, int64_t j, const int kind) {
+    if (kind == 0) return ((const float *)row)[j];
+    return EK_ROWS_NAME(w_at)(row, j, kind == 2);
+}
+
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, const int rows, const int acts,
+                                                             const uint8_t *w, size_t row_bytes, int64_t k,
+                                                             const float *x, float *y, int64_t ldy) {
     EK_F32_VEC acc[4][EK_F32_ACTS];
     for (int q = 0; q < rows; q++)
         for (int t = 0; t < acts; t++) acc[q][t] = EK_F32_ZERO();
@@ -522,33 +481,35 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(f32_block)(const int rows, const
         EK_F32_VEC xv[EK_F32_ACTS];
         for (int t = 0; t < acts; t++) xv[t] = EK_F32_LOAD(x + t * k + j);
         for (int q = 0; q < rows; q++) {
-            EK_F32_VEC wv = EK_F32_LOAD(w + q * k + j);
+            EK_F32_VEC wv = EK_ROWS_NAME(load_weights)(w + (size_t)q * row_bytes, j, kind);
             for (int t = 0; t < acts; t++) acc[q][t] = EK_F32_FMA(wv, xv[t], acc[q][t]);
         }
     }
     for (int q = 0; q < rows; q++)
         for (int t = 0; t < acts; t++) {
             float sum = EK_F32_HSUM(acc[q][t]);
-            for (int64_t jj = j; jj < k; jj++) sum += w[q * k + jj] * x[t * k + jj];
+            for (int64_t jj = j; jj < k; jj++) sum += EK_ROWS_NAME(weight_at)(w + (size_t)q * row_bytes, jj, kind) * x[t * k + jj];
             y[t * ldy + q] = sum;
         }
 }
 
 #define EK_F32_CASE(rows, n)                                                                                        \
     case n:                                                                                                         \
-        if (n <= EK_F32_ACTS) EK_ROWS_NAME(f32_block)(rows, n <= EK_F32_ACTS ? n : 1, wr, k, xt, yt, ldy);          \
+        if (n <= EK_F32_ACTS) EK_ROWS_NAME(float_block)(kind, rows, n <= EK_F32_ACTS ? n : 1, wr, row_bytes, k, xt, yt, ldy); \
         break;
 #define EK_F32_TILES(rows)                                                                                          \
     switch (acts) {                                                                                                 \
         EK_F32_CASE(rows, 6) EK_F32_CASE(rows, 5) EK_F32_CASE(rows, 4) EK_F32_CASE(rows, 3) EK_F32_CASE(rows, 2)    \
-    default: EK_ROWS_NAME(f32_block)(rows, 1, wr, k, xt, yt, ldy); break;                                           \
+    default: EK_ROWS_NAME(float_block)(kind, rows, 1, wr, row_bytes, k, xt, yt, ldy); break;                        \
     }
 
-EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
-                                                  int64_t ldy, int64_t row_begin, int64_t row_end) {
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kind, const void *w, int64_t k, const float *x,
+                                                                   int64_t m, float *y, int64_t ldy, int64_t row_begin,
+                                                                   int64_t row_end) {
+    const size_t row_bytes = (size_t)k * (kind == 0 ? 4 : 2);
     for (int64_t r = row_begin; r < row_end;) {
         const int rows = row_end - r >= 4 ? 4 : 1;
-        const float *wr = w + r * k;
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * row_bytes;
         for (int64_t i0 = 0; i0 < m; i0 += EK_F32_ACTS) {
             const int acts = (int)(m - i0 < EK_F32_ACTS ? m - i0 : EK_F32_ACTS);
             const float *xt = x + i0 * k;
@@ -562,6 +523,41 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
         r += rows;
     }
 }
+
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
+                                                  int64_t ldy, int64_t row_begin, int64_t row_end) {
+    EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
+}
+
+/* fp16/bf16 decode (m ≤ 2, `bf16` a constant after inlining): half_rows over four-row groups and the remainder. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_decode)(const bool bf16, const uint16_t *w, int64_t k, const float *x,
+                                                             int64_t m, float *y, int64_t ldy, int64_t row_begin,
+                                                             int64_t row_end) {
+    const size_t row_bytes = (size_t)k * 2;
+    const uint8_t *base = (const uint8_t *)w;
+    int64_t r = row_begin;
+    for (; r + 4 <= row_end; r += 4) {
+        if (m == 1) EK_ROWS_NAME(half_rows)(bf16, 4, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+        else EK_ROWS_NAME(half_rows)(bf16, 4, 2, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+    }
+    for (; r < row_end; r++) {
+        if (m == 1) EK_ROWS_NAME(half_rows)(bf16, 1, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+        else EK_ROWS_NAME(half_rows)(bf16, 1, 2, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, ldy);
+    }
+}
+
+/* fp16/bf16: decode by half_rows, more rows by the blocks above. */
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
+                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (m <= 2) {
+        if (bf16) EK_ROWS_NAME(half_decode)(true, w, k, x, m, y, ldy, row_begin, row_end);
+        else EK_ROWS_NAME(half_decode)(false, w, k, x, m, y, ldy, row_begin, row_end);
+    } else {
+        if (bf16) EK_ROWS_NAME(gemm_float_blocks)(2, w, k, x, m, y, ldy, row_begin, row_end);
+        else EK_ROWS_NAME(gemm_float_blocks)(1, w, k, x, m, y, ldy, row_begin, row_end);
+    }
+}
+
 #undef EK_F32_TILES
 #undef EK_F32_CASE
 #undef EK_F32_VEC
