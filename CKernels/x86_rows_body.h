@@ -510,8 +510,11 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
     for (int64_t r = row_begin; r < row_end;) {
         const int rows = row_end - r >= 4 ? 4 : 1;
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * row_bytes;
-        for (int64_t i0 = 0; i0 < m; i0 += EK_F32_ACTS) {
-            const int acts = (int)(m - i0 < EK_F32_ACTS ? m - i0 : EK_F32_ACTS);
+        /* tiles of near-equal size (19 rows: 5, 5, 5, 4 — not 6, 6, 6, 1, whose last tile loads a weight vector
+           per FMA) */
+        const int64_t tiles = (m + EK_F32_ACTS - 1) / EK_F32_ACTS;
+        for (int64_t tile = 0, i0 = 0; tile < tiles; tile++) {
+            const int acts = (int)(m / tiles + (tile < m % tiles ? 1 : 0));
             const float *xt = x + i0 * k;
             float *yt = y + i0 * ldy + r;
             if (rows == 4) {
@@ -519,6 +522,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
             } else {
                 EK_F32_TILES(1)
             }
+            i0 += acts;
         }
         r += rows;
     }
