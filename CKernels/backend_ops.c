@@ -97,7 +97,7 @@ int32_t ek_op_silu(void *context, float *x, int64_t n) {
 
 int32_t ek_op_gelu(void *context, float *x, int64_t n) {
     if (x == NULL || n < 0) return 1;
-    ek_gelu_with(simd_of(context), x, n);
+    ek_gelu_for(isa_of(context), x, n);
     return 0;
 }
 

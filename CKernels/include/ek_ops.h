@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "ek_cpu.h"
 
 /* out[r] = x[r] / sqrt(mean(x[r]²) + eps) · w for m rows of n; the sum of squares in double. */
 void ek_rms_norm(const float *x, const float *w, float *out, int64_t m, int64_t n, float eps);
@@ -94,6 +95,8 @@ bool ek_ops_simd_available(void);
 void ek_layer_norm_with(bool simd, const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
                         float eps);
 void ek_gelu_with(bool simd, float *x, int64_t n);
+/* GELU with `isa`'s code: 16 lanes on AVX-512, else as ek_gelu_with(isa is not scalar). */
+void ek_gelu_for(ek_isa isa, float *x, int64_t n);
 void ek_add_with(bool simd, float *x, const float *y, int64_t n);
 void ek_swiglu_with(bool simd, const float *g, const float *u, float *h, int64_t n);
 /* x = x · σ(x) in place (SiLU), n elements. */
