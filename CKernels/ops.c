@@ -618,12 +618,26 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_scores_a
 EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_values_avx2(
     const float *weights, const void *values, int64_t stride, int64_t visible, int64_t head_dim, float *out, bool half) {
     const int64_t element = half ? 2 : 4;
-    for (int64_t i = 0; i < head_dim; i += 8) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
-    for (int64_t p = 0; p < visible; p++) {
-        __m256 weight = _mm256_set1_ps(half ? round_half(weights[p]) : weights[p]);
-        const char *v = (const char *)values + p * stride * element;
-        for (int64_t i = 0; i < head_dim; i += 8)
-            _mm256_storeu_ps(out + i, _mm256_fmadd_ps(weight, load8(v, i, half), _mm256_loadu_ps(out + i)));
+    /* 32 columns at a time in registers (16 for the last of a head width ≡ 16 mod 32): accumulating in `out`
+       chained every position through a store and a reload (MiniLM's 32-wide heads: 9 % of an int8 batch).
+       The same FMAs in the same order as that loop, so the same sums. */
+    for (int64_t i0 = 0; i0 < head_dim; i0 += 32) {
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        if (head_dim - i0 >= 32) {
+            for (int64_t p = 0; p < visible; p++) {
+                __m256 weight = _mm256_set1_ps(half ? round_half(weights[p]) : weights[p]);
+                const char *v = (const char *)values + p * stride * element;
+                for (int j = 0; j < 4; j++) acc[j] = _mm256_fmadd_ps(weight, load8(v, i0 + 8 * j, half), acc[j]);
+            }
+            for (int j = 0; j < 4; j++) _mm256_storeu_ps(out + i0 + 8 * j, acc[j]);
+        } else {
+            for (int64_t p = 0; p < visible; p++) {
+                __m256 weight = _mm256_set1_ps(half ? round_half(weights[p]) : weights[p]);
+                const char *v = (const char *)values + p * stride * element;
+                for (int j = 0; j < 2; j++) acc[j] = _mm256_fmadd_ps(weight, load8(v, i0 + 8 * j, half), acc[j]);
+            }
+            for (int j = 0; j < 2; j++) _mm256_storeu_ps(out + i0 + 8 * j, acc[j]);
+        }
     }
 }
 

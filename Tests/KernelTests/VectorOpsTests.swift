@@ -33,7 +33,7 @@ struct VectorOpsTests {
         return out
     }
 
-    @Test(arguments: [(64, 1), (64, 7), (64, 130), (48, 9), (40, 33)]) // 40: not a multiple of 16, the portable path
+    @Test(arguments: [(64, 1), (64, 7), (64, 130), (48, 9), (32, 19), (16, 5), (40, 33)]) // 40: not a multiple of 16, the portable path
     func attentionMatchesTheReference(headDim: Int, visible: Int) {
         let stride = headDim * 3 // keys of other heads sit between positions
         let q = Self.random(headDim, seed: 1)
