@@ -45,6 +45,16 @@ static void attention_values_avx2_f32(const float *weights, const void *values, 
 static void attention_values_avx2_f16(const float *weights, const void *values, int64_t stride, int64_t visible,
                                       int64_t head_dim, float *out);
 #define EK_SIMD(simd) ((simd) && ek_ops_simd_available())
+
+/* Whether the CPU runs the AVX-512 forms (detected once: the ops run per row on hot paths). */
+static bool ops_avx512_available(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        ek_cpu_features f = ek_cpu_features_detect();
+        cached = ek_isa_supported(EK_ISA_AVX512, &f);
+    }
+    return cached;
+}
 #else
 #define EK_SIMD(simd) false
 #endif
@@ -107,12 +117,9 @@ void ek_gelu(float *x, int64_t n) { ek_gelu_with(true, x, n); }
 
 void ek_gelu_for(ek_isa isa, float *x, int64_t n) {
 #if defined(__x86_64__)
-    if (isa == EK_ISA_AVX512) {
-        ek_cpu_features f = ek_cpu_features_detect();
-        if (ek_isa_supported(EK_ISA_AVX512, &f)) {
-            gelu_avx512(x, n);
-            return;
-        }
+    if (isa == EK_ISA_AVX512 && ops_avx512_available()) {
+        gelu_avx512(x, n);
+        return;
     }
 #endif
     ek_gelu_with(isa != EK_ISA_SCALAR, x, n);

@@ -375,11 +375,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE __m256 EK_ROWS_NAME(widen8)(const uint16_t *p, boo
     return _mm256_cvtph_ps(h);
 }
 
-/* Elements j … j + 7 of a row of fp16 or bf16 weights (`bf16` a constant after inlining), and element j alone. */
-EK_ROWS_TARGET EK_ROWS_INLINE __m256 EK_ROWS_NAME(load_w8)(const uint8_t *row, int64_t j, const bool bf16) {
-    return EK_ROWS_NAME(widen8)((const uint16_t *)row + j, bf16);
-}
-
+/* Element j of a row of fp16 or bf16 weights (`bf16` a constant after inlining). */
 EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64_t j, const bool bf16) {
     uint16_t h;
     memcpy(&h, row + 2 * j, sizeof h);
@@ -392,7 +388,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
 
 /* Decode: `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each activation load
    shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains waited on the FMA
-   latency (the fp16 GEMV read 0.35 of the bandwidth). */
+   latency (the fp16 GEMV read 0.35 of the bandwidth); the blocks below with one activation row have four chains,
+   15 % slower on AVX2 at SmolLM2's shapes. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
                                                             const uint8_t *w, size_t row_bytes, int64_t k,
                                                             const float *x, float *y, int64_t ldy) {
@@ -407,7 +404,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, cons
         }
         for (int q = 0; q < rows; q++) {
             const uint8_t *row = w + (size_t)q * row_bytes;
-            __m256 w0 = EK_ROWS_NAME(load_w8)(row, j, bf16), w1 = EK_ROWS_NAME(load_w8)(row, j + 8, bf16);
+            __m256 w0 = EK_ROWS_NAME(widen8)((const uint16_t *)row + j, bf16), w1 = EK_ROWS_NAME(widen8)((const uint16_t *)row + j + 8, bf16);
             if (tile == 1) { /* two chains per row */
                 acc[q][0] = _mm256_fmadd_ps(w0, x0[0], acc[q][0]);
                 acc[q][1] = _mm256_fmadd_ps(w1, x1[0], acc[q][1]);
@@ -418,7 +415,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, cons
     }
     for (; j + 8 <= k; j += 8)
         for (int q = 0; q < rows; q++) {
-            __m256 w0 = EK_ROWS_NAME(load_w8)(w + (size_t)q * row_bytes, j, bf16);
+            __m256 w0 = EK_ROWS_NAME(widen8)((const uint16_t *)(w + (size_t)q * row_bytes) + j, bf16);
             for (int t = 0; t < tile; t++) acc[q][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * k + j), acc[q][t]);
         }
     for (int q = 0; q < rows; q++)

@@ -246,7 +246,7 @@ extension BoundMatmul {
 
     /// The most rows of input the fp32 route's own kernel takes when OpenBLAS runs kernels as wide as Ember's (more go
     /// to sgemm, whose packing then pays: at 128 rows the two measured equal against OpenBLAS's SkylakeX core).
-    public static let fewRows = 128
+    static let fewRows = 128
 
     /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; from 2 to `fewRows.limit` rows of
     /// input by `fewRows.isa`'s fp32 kernel when given.

@@ -113,10 +113,7 @@ struct PassStages {
     @discardableResult
     func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int,
                 into y: UnsafeMutablePointer<Float>) -> Range<Int> {
-        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
-        let status = matmul.run(input.x, prepared: input[slot], m: rows, into: y, rows: range)
-        if status != 0 { failure.record(matmul.failure(status)) }
-        return range
+        self.matmul(thread, matmul, input, slot, inputRows: 0..<rows, into: y)
     }
 
     /// This thread's share of `matmul` for the input rows `inputRows` only (their outputs at their own rows of `y`):
