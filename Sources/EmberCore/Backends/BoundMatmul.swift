@@ -248,13 +248,15 @@ extension BoundMatmul {
     /// to sgemm, whose packing then pays: at 128 rows the two measured equal against OpenBLAS's SkylakeX core).
     static let fewRows = 128
 
-    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; from 2 to `fewRows.limit` rows of
-    /// input by `fewRows.isa`'s fp32 kernel when given.
+    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; from 1 to `fewRows.limit` rows of
+    /// input by `fewRows.isa`'s fp32 kernel when given. Decode's single row included: two threads of the kernel's
+    /// four-row GEMV streamed SmolLM2's matrices at 70-75 GB/s where `cblas_sgemv` (OpenBLAS's Haswell core) took
+    /// 46-54, and equal to its SkylakeX core.
     static func blas(_ w: WeightMatrix, fewRows: (isa: KernelISA, limit: Int)? = nil, placement: Placement,
                      pool: WorkerPool?) throws -> BoundMatmul {
         let (kernel, limit) = (fewRows?.isa.cValue, fewRows?.limit ?? 0)
         return try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
-            if let kernel, m >= 2, m <= limit {
+            if let kernel, m <= limit {
                 return Int32(bitPattern: ek_gemm_f32(kernel, base, Int64(n), Int64(k), x, Int64(m), y, Int64(n),
                                                      Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
             }

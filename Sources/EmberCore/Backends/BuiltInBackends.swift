@@ -45,11 +45,12 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 
 /// The GPU route's backend: OpenBLAS sgemm/sgemv on fp32 weights (other types
 /// converted to fp32 once and cached on the weights), one thread per call,
-/// rows split over Ember's workers. From 2 to ``BoundMatmul/fewRows`` rows of
+/// rows split over Ember's workers. Up to ``BoundMatmul/fewRows`` rows of
 /// input run `isa`'s fp32 kernel instead, which reads the weights as they lie
-/// where sgemm packs them on every call — and every product from 2 rows up
-/// when OpenBLAS runs narrower kernels than `isa` (its Haswell core on an
-/// AVX-512 CPU: ours measured 1.2× faster at MiniLM's 614-row batches).
+/// where sgemm packs them on every call (and streams a single row faster than
+/// sgemv) — and every product when OpenBLAS runs narrower kernels than `isa`
+/// (its Haswell core on an AVX-512 CPU: ours measured 1.2× faster at MiniLM's
+/// 614-row batches).
 final class BLASBackend: Backend, @unchecked Sendable {
     let descriptor = BackendDescriptor(
         name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),

@@ -58,8 +58,7 @@ public struct BLASLibrary: Sendable, Codable, Equatable {
         var text = "OpenBLAS runs its \(coreName) kernels (\(coreLevel)) on a CPU with \(cpuLevel): "
         if coreLevel == .avx2 && cpuLevel == .avx512 {
             text += "its fp32 matmul runs at about half speed (measured on a Zen 5 core: ~110 vs ~205 GFLOP/s), so Ember's "
-            text += "fp32 route multiplies with its own AVX-512 kernel instead, except single rows (decode's sgemv, "
-            text += "bound by memory either way). "
+            text += "fp32 route multiplies with its own AVX-512 kernels instead. "
         } else {
             text += "fp32 matmul runs well below the CPU's speed. "
         }
