@@ -43,11 +43,44 @@ struct StageInput {
     var prepared: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?)
 
     subscript(index: Int) -> UnsafeRawPointer? {
-        switch index {
-        case 0: prepared.0
-        case 1: prepared.1
-        default: prepared.2
+        get {
+            switch index {
+            case 0: prepared.0
+            case 1: prepared.1
+            default: prepared.2
+            }
         }
+        set {
+            switch index {
+            case 0: prepared.0 = newValue
+            case 1: prepared.1 = newValue
+            default: prepared.2 = newValue
+            }
+        }
+    }
+}
+
+/// Up to ``StageBuffers/maxPreparations`` matmuls that read the same input, with their distinct activation
+/// preparations found once: a plan makes its groups when it binds, so a decode step compares no preparation keys
+/// and copies no matmul (their retains and the arrays were 9 % of an int4 token).
+final class StageGroup: @unchecked Sendable {
+    let matmuls: [BoundMatmul]
+    /// The distinct preparations in order of first use, each with the first matmul that uses it (named in errors).
+    let preparations: [(preparation: ActivationPreparation, user: Int)]
+    /// Per matmul, the index in `preparations` of the one it reads; nil for a matmul of fp32 input.
+    let slots: [Int?]
+
+    init(_ matmuls: [BoundMatmul]) {
+        precondition(!matmuls.isEmpty && matmuls.count <= StageBuffers.maxPreparations, "a stage of \(matmuls.count) matmuls")
+        var preparations: [(preparation: ActivationPreparation, user: Int)] = []
+        slots = matmuls.enumerated().map { index, matmul in
+            guard let preparation = matmul.preparation else { return nil }
+            if let known = preparations.firstIndex(where: { $0.preparation == preparation }) { return known }
+            preparations.append((preparation, index))
+            return preparations.count - 1
+        }
+        self.matmuls = matmuls
+        self.preparations = preparations
     }
 }
 
@@ -68,45 +101,53 @@ struct PassStages {
     let buffers: StageBuffers
     let failure: PassFailure
 
-    /// Makes a stage's input, from `source` or by `produce` writing rows into `shared`, and prepares
-    /// it once per distinct preparation. A few rows: every thread makes its own private copy (no
-    /// barrier). More: the threads split the rows into shared buffers, then meet at a barrier.
-    func stage(_ thread: RegionThread, width: Int, rows: Int, group: [BoundMatmul], source: UnsafeMutablePointer<Float>? = nil,
-               into shared: UnsafeMutablePointer<Float>? = nil,
-               produce: ((Range<Int>, UnsafeMutablePointer<Float>) -> Void)? = nil) -> StageInput {
+    /// Makes a stage's input by `produce` writing this thread's rows into `shared` (a few rows: every thread makes
+    /// all of them in a private copy, no barrier), then prepares it once per distinct preparation of `group`; more
+    /// rows than a private copy holds end at a barrier.
+    func stage(_ thread: RegionThread, width: Int, rows: Int, group: StageGroup, into shared: UnsafeMutablePointer<Float>,
+               produce: (Range<Int>, UnsafeMutablePointer<Float>) -> Void) -> StageInput {
         let isPrivate = rows <= StageBuffers.privateRows
         let part = isPrivate ? 0..<rows : thread.share(of: rows)
-        var x = source
-        if x == nil, let produce {
-            let out = isPrivate ? buffers.privateInput[thread.index] : shared!
-            produce(part, out)
-            x = out
-        }
-        let input = UnsafePointer(x!)
-        var prepared: [UnsafeRawPointer?] = [nil, nil, nil]
-        var kinds: [(ActivationPreparation, UnsafeRawPointer)] = []
-        for (index, matmul) in group.enumerated() {
-            guard let preparation = matmul.preparation else { continue }
-            if let known = kinds.first(where: { $0.0 == preparation }) {
-                prepared[index] = known.1
-                continue
-            }
-            let area = isPrivate ? buffers.privatePrepared[thread.index][kinds.count] : buffers.prepared[kinds.count]
-            let offset = preparation.byteCount(rows: part.lowerBound, columns: width)
+        let out = isPrivate ? buffers.privateInput[thread.index] : shared
+        produce(part, out)
+        return prepare(thread, UnsafePointer(out), width: width, part: part, isPrivate: isPrivate, group: group, produced: true)
+    }
+
+    /// Prepares `source` (every row already written) once per distinct preparation of `group`; a barrier after
+    /// shared preparations.
+    func stage(_ thread: RegionThread, width: Int, rows: Int, group: StageGroup, source: UnsafeMutablePointer<Float>) -> StageInput {
+        let isPrivate = rows <= StageBuffers.privateRows
+        let part = isPrivate ? 0..<rows : thread.share(of: rows)
+        return prepare(thread, UnsafePointer(source), width: width, part: part, isPrivate: isPrivate, group: group, produced: false)
+    }
+
+    private func prepare(_ thread: RegionThread, _ input: UnsafePointer<Float>, width: Int, part: Range<Int>, isPrivate: Bool,
+                         group: StageGroup, produced: Bool) -> StageInput {
+        var result = StageInput(x: input, prepared: (nil, nil, nil))
+        var areas: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?) = (nil, nil, nil)
+        for (kind, entry) in group.preparations.enumerated() {
+            let area = isPrivate ? buffers.privatePrepared[thread.index][kind] : buffers.prepared[kind]
+            let offset = entry.preparation.byteCount(rows: part.lowerBound, columns: width)
             let total = isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes
             if !part.isEmpty, offset < 0 || offset > total {
-                failure.record(matmul.failure(-1))
+                failure.record(group.matmuls[entry.user].failure(-1))
             } else if !part.isEmpty {
-                let capacity = total - offset
-                let status = preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
-                                                 into: area + offset, capacity: capacity)
-                if status != 0 { failure.record(matmul.failure(status)) }
+                let status = entry.preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
+                                                       into: area + offset, capacity: total - offset)
+                if status != 0 { failure.record(group.matmuls[entry.user].failure(status)) }
             }
-            kinds.append((preparation, UnsafeRawPointer(area)))
-            prepared[index] = UnsafeRawPointer(area)
+            switch kind {
+            case 0: areas.0 = UnsafeRawPointer(area)
+            case 1: areas.1 = UnsafeRawPointer(area)
+            default: areas.2 = UnsafeRawPointer(area)
+            }
         }
-        if !isPrivate && (source == nil || !kinds.isEmpty) { thread.barrier() }
-        return StageInput(x: input, prepared: (prepared[0], prepared[1], prepared[2]))
+        for (index, slot) in group.slots.enumerated() {
+            guard let slot else { continue }
+            result[index] = slot == 0 ? areas.0 : slot == 1 ? areas.1 : areas.2
+        }
+        if !isPrivate && (produced || !group.preparations.isEmpty) { thread.barrier() }
+        return result
     }
 
     /// This thread's share of the weight rows of `matmul`; returns the rows (output columns) it wrote.

@@ -297,7 +297,7 @@ final class EncoderPass: @unchecked Sendable {
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]
             // Self-attention: Q, K, V (+ bias), softmax over each sentence's own tokens.
-            let input = stages.stage(thread, width: d, rows: r, group: [layer.query, layer.key, layer.value], source: ws.x)
+            let input = stages.stage(thread, width: d, rows: r, group: StageGroup([layer.query, layer.key, layer.value]), source: ws.x)
             linear(thread, layer.query, weights.query, input, 0, into: ws.q, width: d)
             linear(thread, layer.key, weights.key, input, 1, into: ws.k, width: d)
             linear(thread, layer.value, weights.value, input, 2, into: ws.v, width: d)
@@ -316,16 +316,16 @@ final class EncoderPass: @unchecked Sendable {
             }
             thread.barrier()
             // Output projection (+ bias) + residual, LayerNorm.
-            let projectionInput = stages.stage(thread, width: d, rows: r, group: [layer.attentionOutput], source: ws.attention)
+            let projectionInput = stages.stage(thread, width: d, rows: r, group: StageGroup([layer.attentionOutput]), source: ws.attention)
             _ = linear(thread, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
                        residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
-            let intermediateInput = stages.stage(thread, width: d, rows: r, group: [layer.intermediate], source: ws.x)
+            let intermediateInput = stages.stage(thread, width: d, rows: r, group: StageGroup([layer.intermediate]), source: ws.x)
             linear(thread, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
             thread.barrier()
-            let outputInput = stages.stage(thread, width: ff, rows: r, group: [layer.output], source: ws.hidden)
+            let outputInput = stages.stage(thread, width: ff, rows: r, group: StageGroup([layer.output]), source: ws.hidden)
             _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)

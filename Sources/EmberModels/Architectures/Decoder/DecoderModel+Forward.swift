@@ -191,7 +191,7 @@ final class DecoderPass: @unchecked Sendable {
             let weights = model.layers[index]
             let sliding = config.slidingLayers[index]
             // Attention: RMSNorm, Q/K/V projections (and biases).
-            let attentionInput = stages.stage(thread, width: d, rows: t, group: [layer.q, layer.k, layer.v], into: ws.normed) { part, out in
+            let attentionInput = stages.stage(thread, width: d, rows: t, group: layer.attention, into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.attentionNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
@@ -248,12 +248,12 @@ final class DecoderPass: @unchecked Sendable {
             thread.barrier()
 
             // Output projection, added to the residual stream (normalized first where the family has post-norms).
-            let projectionInput = stages.stage(thread, width: queries, rows: t, group: [layer.o], source: ws.attention)
+            let projectionInput = stages.stage(thread, width: queries, rows: t, group: layer.projection, source: ws.attention)
             let projected = stages.matmul(thread, layer.o, projectionInput, 0, rows: t, into: ws.projected)
             addToResidual(thread, ops, projected: projected, postNorm: weights.postAttentionNorm, rows: t)
 
             // Feed-forward: RMSNorm, gate and up, SwiGLU or GeGLU, down, added to the residual stream.
-            let feedForwardInput = stages.stage(thread, width: d, rows: t, group: [layer.gate, layer.up], into: ws.normed) { part, out in
+            let feedForwardInput = stages.stage(thread, width: d, rows: t, group: layer.feedForward, into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.feedForwardNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
@@ -270,14 +270,14 @@ final class DecoderPass: @unchecked Sendable {
                 }
             }
             thread.barrier()
-            let downInput = stages.stage(thread, width: ff, rows: t, group: [layer.down], source: ws.hidden)
+            let downInput = stages.stage(thread, width: ff, rows: t, group: layer.downProjection, source: ws.hidden)
             let down = stages.matmul(thread, layer.down, downInput, 0, rows: t, into: ws.projected)
             addToResidual(thread, ops, projected: down, postNorm: weights.postFeedForwardNorm, rows: t)
         }
 
         // Final RMSNorm and the output projection, for the rows asked for.
         let first = t - outputRows
-        let outputInput = stages.stage(thread, width: d, rows: outputRows, group: [plan.output], into: ws.normed) { part, out in
+        let outputInput = stages.stage(thread, width: d, rows: outputRows, group: plan.outputStage, into: ws.normed) { part, out in
             self.stages.check(ops.norm.rmsNorm(self.ws.x + (first + part.lowerBound) * d, weight: self.model.outputNorm,
                                                into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
         }

@@ -36,12 +36,27 @@ struct DecoderPlanKey: Hashable {
 /// units and precision asked for (weight variants derived once and cached by
 /// the weights), and the route the forward pass holds while it runs.
 final class DecoderPlan: @unchecked Sendable {
-    struct LayerMatmuls {
+    /// A layer's matmuls and the stages that feed them (a class: a decode step reads it without copying seven
+    /// matmuls).
+    final class LayerMatmuls {
         let q, k, v, o, gate, up, down: BoundMatmul
+        /// Q, K and V; O; gate and up; down.
+        let attention, projection, feedForward, downProjection: StageGroup
+
+        init(q: BoundMatmul, k: BoundMatmul, v: BoundMatmul, o: BoundMatmul, gate: BoundMatmul, up: BoundMatmul,
+             down: BoundMatmul) {
+            (self.q, self.k, self.v, self.o, self.gate, self.up, self.down) = (q, k, v, o, gate, up, down)
+            attention = StageGroup([q, k, v])
+            projection = StageGroup([o])
+            feedForward = StageGroup([gate, up])
+            downProjection = StageGroup([down])
+        }
     }
 
     let layers: [LayerMatmuls]
     let output: BoundMatmul
+    /// The output projection's stage.
+    let outputStage: StageGroup
     let ops: DecoderOps
     /// The unit that runs most of the arithmetic; the pass runs on its execution resource.
     let route: ComputeUnit
@@ -76,6 +91,7 @@ final class DecoderPlan: @unchecked Sendable {
                          gate: bound.all[i + 4], up: bound.all[i + 5], down: bound.all[i + 6])
         }
         output = bound.all[bound.all.count - 1]
+        outputStage = StageGroup([output])
         ops = try DecoderOps(model: model, units: key.units, cacheType: key.cacheType)
         route = bound.route
         operationsPerToken = bound.operationsPerToken
