@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test bench-peers check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
+.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
 
 all: build
 
@@ -260,6 +260,15 @@ bench-peers: build models
 	ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
 	python3 scripts/bench_peers.py --ember $(EMBER) --models models --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) \
 	  --ort-python "$$ort_python" --ort-cache $(PEERS_DIR)/onnx --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures.json
+
+# The AVX2 + FMA machine kind (Zen 3: no AVX-512, no VNNI) on any x86 machine, ISA for ISA: Ember's
+# EMBER_ISA=avx2-novnni path against llama.cpp built a second time for AVX2 + FMA only (text generation; ONNX
+# Runtime picks its kernels from the CPU at run time and cannot be held to AVX2, so embeddings are left out).
+# Figures in .build/peers/figures-avx2.json.
+bench-peers-avx2: build models
+	@llama_bin=$$(LLAMA_CPP_ISA=avx2 bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1) && \
+	EMBER_ISA=avx2-novnni python3 scripts/bench_peers.py --ember $(EMBER) --models models --llama-bin "$$llama_bin" \
+	  --llama-files $(PEERS_DIR) --only text --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json
 
 # The package-benchmark suites under Benchmarks/ (statistics, allocations).
 bench-suite: deps

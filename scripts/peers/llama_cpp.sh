@@ -3,6 +3,9 @@
 # into DIR (once; later runs reuse it), and writes the SmolLM2 files it is compared on beside it, re-quantized by its
 # own llama-quantize from the Q4_1 file Ember ships with: F32, Q8_0, Q4_0 and Q4_K_M.
 # Usage: scripts/peers/llama_cpp.sh DIR SMOLLM2_Q4_1.gguf     Prints the folder of the binaries on its last line.
+# LLAMA_CPP_ISA=avx2 builds a second copy (build-avx2/) for the AVX2 + FMA machine kind, without AVX-512 or VNNI
+# of either width: on an AVX-512 machine it runs the code a Zen 3 machine would, to compare with Ember's
+# EMBER_ISA=avx2-novnni path ISA for ISA.
 set -euo pipefail
 dir=$1; model=$2
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
@@ -16,12 +19,19 @@ if ! command -v cmake >/dev/null; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   $sudo apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends cmake >&2
 fi
-bin="$src/build/bin"
+case "${LLAMA_CPP_ISA:-native}" in
+  native) build="$src/build"; isa_flags=(-DGGML_NATIVE=ON) ;;
+  avx2) build="$src/build-avx2"
+        isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+                   -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_BF16=OFF) ;;
+  *) echo "LLAMA_CPP_ISA=${LLAMA_CPP_ISA} is not a build this script makes: use native (the default) or avx2" >&2; exit 2 ;;
+esac
+bin="$build/bin"
 if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ]; then
-  echo "building llama.cpp $version's vendored copy (about 10 minutes on 2 cores)" >&2
-  cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+  echo "building llama.cpp $version's vendored copy, ${LLAMA_CPP_ISA:-native} (about 10 minutes on 2 cores)" >&2
+  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >&2
-  cmake --build "$src/build" -j "$(nproc)" --target llama-bench llama-quantize >&2
+  cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize >&2
 fi
 for type in F32 Q8_0 Q4_0 Q4_K_M; do
   out="$dir/smollm2-135m-$type.gguf"
