@@ -3,8 +3,8 @@ import Foundation
 
 /// The ops of a decoder's forward pass other than its matmuls, each bound to
 /// the backend the registry placed it on (with the scalar reference as the
-/// fallback).
-struct DecoderOps {
+/// fallback). A class: the pass's closures capture it by reference.
+final class DecoderOps {
     let embedding, norm, rope, attention, add: BoundOp
     /// The feed-forward's gated activation: SwiGLU or GeGLU, as the description says.
     let gatedActivation: BoundOp

@@ -13,7 +13,9 @@ final class DecoderModel: TextGenerator, @unchecked Sendable {
 
     // MARK: Weights
 
-    struct Layer {
+    /// One block's weights (a class: a decode step reads it once per layer, and copying seven matrices' references
+    /// cost retains on every token).
+    final class Layer {
         let attentionNorm: UnsafePointer<Float> // [hidden]
         let q, k, v, o: WeightMatrix
         let qBias, kBias, vBias: UnsafePointer<Float>?
@@ -22,6 +24,17 @@ final class DecoderModel: TextGenerator, @unchecked Sendable {
         let postAttentionNorm, postFeedForwardNorm: UnsafePointer<Float>?
         let feedForwardNorm: UnsafePointer<Float>
         let gate, up, down: WeightMatrix
+
+        init(attentionNorm: UnsafePointer<Float>, q: WeightMatrix, k: WeightMatrix, v: WeightMatrix, o: WeightMatrix,
+             qBias: UnsafePointer<Float>?, kBias: UnsafePointer<Float>?, vBias: UnsafePointer<Float>?,
+             qNorm: UnsafePointer<Float>?, kNorm: UnsafePointer<Float>?, postAttentionNorm: UnsafePointer<Float>?,
+             postFeedForwardNorm: UnsafePointer<Float>?, feedForwardNorm: UnsafePointer<Float>, gate: WeightMatrix,
+             up: WeightMatrix, down: WeightMatrix) {
+            (self.attentionNorm, self.q, self.k, self.v, self.o) = (attentionNorm, q, k, v, o)
+            (self.qBias, self.kBias, self.vBias, self.qNorm, self.kNorm) = (qBias, kBias, vBias, qNorm, kNorm)
+            (self.postAttentionNorm, self.postFeedForwardNorm, self.feedForwardNorm) = (postAttentionNorm, postFeedForwardNorm, feedForwardNorm)
+            (self.gate, self.up, self.down) = (gate, up, down)
+        }
     }
 
     let description: DecoderDescription
