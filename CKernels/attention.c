@@ -19,6 +19,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "exp_avx2.h"
 #endif
 
 #define EK_ATTENTION_MAX_HEAD 512
@@ -90,6 +91,29 @@ EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) float hsum8(__m25
  * head_dim a multiple of 16; inlined per cache type so the inner loops have no branches. */
 #define EK_ATTENTION_BLOCK 32
 
+/* Four keys' scores at once (eight FMA chains instead of two: one key at a time waited on the FMA latency), the
+   four horizontal sums folded together. */
+EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void scores4(
+    bool half_cache, const float *q, const char *key, int64_t key_bytes, int64_t head_dim, float scale, float *scores) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < head_dim; i += 16) {
+        const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+        a0 = _mm256_fmadd_ps(q0, load8(key, i, half_cache), a0);
+        a1 = _mm256_fmadd_ps(q0, load8(key + key_bytes, i, half_cache), a1);
+        a2 = _mm256_fmadd_ps(q0, load8(key + 2 * key_bytes, i, half_cache), a2);
+        a3 = _mm256_fmadd_ps(q0, load8(key + 3 * key_bytes, i, half_cache), a3);
+        b0 = _mm256_fmadd_ps(q1, load8(key, i + 8, half_cache), b0);
+        b1 = _mm256_fmadd_ps(q1, load8(key + key_bytes, i + 8, half_cache), b1);
+        b2 = _mm256_fmadd_ps(q1, load8(key + 2 * key_bytes, i + 8, half_cache), b2);
+        b3 = _mm256_fmadd_ps(q1, load8(key + 3 * key_bytes, i + 8, half_cache), b3);
+    }
+    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1)),
+                                    _mm256_hadd_ps(_mm256_add_ps(a2, b2), _mm256_add_ps(a3, b3)));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    _mm_storeu_ps(scores, _mm_mul_ps(sums, _mm_set1_ps(scale)));
+}
+
 /* accumulator[0..<64] += Σ_j weights[j] · value_j[offset..<offset+64], value_j at base + j·row_bytes. */
 EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void accumulate_slice64(
     bool half_cache, const char *base, int64_t row_bytes, const float *weights, int64_t count, float *accumulator, int64_t offset) {
@@ -136,17 +160,21 @@ EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void attention_av
     float maximum = -INFINITY, sum = 0.0f;
     for (int64_t first = 0; first < visible; first += EK_ATTENTION_BLOCK) {
         const int64_t count = visible - first < EK_ATTENTION_BLOCK ? visible - first : EK_ATTENTION_BLOCK;
-        float block_maximum = -INFINITY;
-        for (int64_t j = 0; j < count; j++) {
-            const char *key = (const char *)keys + (first + j) * stride * element;
+        const char *block_keys = (const char *)keys + first * stride * element;
+        const int64_t key_bytes = stride * element;
+        int64_t j = 0;
+        for (; j + 4 <= count; j += 4) scores4(half_cache, q, block_keys + j * key_bytes, key_bytes, head_dim, scale, scores + j);
+        for (; j < count; j++) {
+            const char *key = block_keys + j * key_bytes;
             __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
             for (int64_t i = 0; i < head_dim; i += 16) {
                 a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(key, i, half_cache), a0);
                 a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(key, i + 8, half_cache), a1);
             }
             scores[j] = hsum8(_mm256_add_ps(a0, a1)) * scale;
-            if (scores[j] > block_maximum) block_maximum = scores[j];
         }
+        float block_maximum = -INFINITY;
+        for (j = 0; j < count; j++) block_maximum = scores[j] > block_maximum ? scores[j] : block_maximum;
         if (block_maximum > maximum) {
             const float rescale = expf(maximum - block_maximum); /* 0 the first time: nothing accumulated yet */
             maximum = block_maximum;
@@ -155,10 +183,10 @@ EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void attention_av
             for (int64_t i = 0; i < head_dim; i += 8)
                 _mm256_storeu_ps(accumulator + i, _mm256_mul_ps(_mm256_loadu_ps(accumulator + i), factor));
         }
-        for (int64_t j = 0; j < count; j++) {
-            scores[j] = expf(scores[j] - maximum);
-            sum += scores[j];
-        }
+        const __m256 shift = _mm256_set1_ps(maximum);
+        for (j = 0; j + 8 <= count; j += 8) _mm256_storeu_ps(scores + j, exp256(_mm256_sub_ps(_mm256_loadu_ps(scores + j), shift)));
+        for (; j < count; j++) scores[j] = expf(scores[j] - maximum);
+        for (j = 0; j < count; j++) sum += scores[j];
         /* Values in slices of 64 of the head: the slice's accumulators stay in registers over the block. */
         const char *block_values = (const char *)values + first * stride * element;
         int64_t c = 0;

@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "exp_avx2.h"
 #endif
 
 bool ek_ops_simd_available(void) {
@@ -373,40 +374,6 @@ EK_OPS_AVX2 static inline __m256 load_half8(const uint16_t *p) {
 
 EK_OPS_AVX2 static inline float round_half(float x) {
     return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-}
-
-/*
- * e^x for 4 double lanes, to double accuracy: x = n·ln2 + r with |r| ≤ ln2/2
- * (ln2 in two parts), e^r by its degree-11 Taylor polynomial (error below
- * 1e-14 relative), 2^n put into the exponent. The caller keeps x in [-104, 89].
- */
-EK_OPS_AVX2 static inline __m256d exp_pd(__m256d x) {
-    __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
-    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
-    static const double inverse_factorials[] = {
-        1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
-        1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0,
-    };
-    __m256d p = _mm256_set1_pd(inverse_factorials[0]);
-    for (int i = 1; i < 12; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(inverse_factorials[i]));
-    __m128i k = _mm256_cvtpd_epi32(n);
-    __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k), _mm256_set1_epi64x(1023)), 52);
-    return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
-}
-
-/*
- * e^x for 8 float lanes, computed in double and rounded once, so it agrees
- * with a correctly rounded expf except in the rarest halfway cases (the
- * model's near-tied logits notice a cruder approximation). Below the float
- * range the result is 0, above it +inf.
- */
-EK_OPS_AVX2 static inline __m256 exp256(__m256 x) {
-    /* max/min return their second operand for NaN: x goes second, so a NaN stays NaN. */
-    __m256 clamped = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
-    __m256d low = exp_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(clamped)));
-    __m256d high = exp_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(clamped, 1)));
-    return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));
 }
 
 /* As softmax_in_place, eight lanes at a time (the sum in double lanes). */
