@@ -103,7 +103,7 @@ int32_t ek_op_gelu(void *context, float *x, int64_t n) {
 
 int32_t ek_op_swiglu(void *context, const float *gate, const float *up, float *out, int64_t n) {
     if (gate == NULL || up == NULL || out == NULL || n < 0) return 1;
-    ek_swiglu_with(simd_of(context), gate, up, out, n);
+    ek_swiglu_for(isa_of(context), gate, up, out, n);
     return 0;
 }
 

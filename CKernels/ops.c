@@ -32,6 +32,7 @@ bool ek_ops_simd_available(void) {
 static void gelu_avx2(float *x, int64_t n);
 static void add_avx2(float *x, const float *y, int64_t n);
 static void gelu_avx512(float *x, int64_t n);
+static void swiglu_avx512(const float *g, const float *u, float *h, int64_t n);
 static void layer_norm_avx2(const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n, float eps);
 static void swiglu_avx2(const float *g, const float *u, float *h, int64_t n);
 static void silu_avx2(float *x, int64_t n);
@@ -177,6 +178,16 @@ void ek_swiglu_with(bool simd, const float *g, const float *u, float *h, int64_t
 }
 
 void ek_swiglu(const float *g, const float *u, float *h, int64_t n) { ek_swiglu_with(true, g, u, h, n); }
+
+void ek_swiglu_for(ek_isa isa, const float *g, const float *u, float *h, int64_t n) {
+#if defined(__x86_64__)
+    if (isa == EK_ISA_AVX512 && ops_avx512_available()) {
+        swiglu_avx512(g, u, h, n);
+        return;
+    }
+#endif
+    ek_swiglu_with(isa != EK_ISA_SCALAR, g, u, h, n);
+}
 
 void ek_silu_with(bool simd, float *x, int64_t n) {
 #if defined(__x86_64__)
@@ -511,6 +522,39 @@ EK_OPS_AVX512 static void gelu_avx512(float *x, int64_t n) {
         _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf)));
     }
     if (i < n) gelu_avx2(x + i, n - i);
+}
+
+/* e^x for 8 double lanes, as exp_pd (exp_avx2.h) in 512-bit registers: the same reduction, polynomial and scaling. */
+EK_OPS_AVX512 static inline __m512d exp_pd512(__m512d x) {
+    __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
+    static const double inverse_factorials[] = {
+        1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
+        1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0,
+    };
+    __m512d p = _mm512_set1_pd(inverse_factorials[0]);
+    for (int i = 1; i < 12; i++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(inverse_factorials[i]));
+    __m256i k = _mm512_cvtpd_epi32(n);
+    __m512i bits = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(k), _mm512_set1_epi64(1023)), 52);
+    return _mm512_mul_pd(p, _mm512_castsi512_pd(bits));
+}
+
+/* As swiglu_avx2, 16 lanes: e^-g in two halves of eight doubles (half the instructions of four 4-lane halves; SwiGLU
+   was 6 % of an int4 prefill). */
+EK_OPS_AVX512 static void swiglu_avx512(const float *g, const float *u, float *h, int64_t n) {
+    int64_t i = 0;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 clamped = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_sub_ps(_mm512_setzero_ps(), x)));
+        __m256 low = _mm512_cvtpd_ps(exp_pd512(_mm512_cvtps_pd(_mm512_castps512_ps256(clamped))));
+        __m256 high = _mm512_cvtpd_ps(exp_pd512(_mm512_cvtps_pd(_mm512_extractf32x8_ps(clamped, 1))));
+        __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
+        __m512 silu = _mm512_div_ps(x, _mm512_add_ps(one, e));
+        _mm512_storeu_ps(h + i, _mm512_mul_ps(silu, _mm512_loadu_ps(u + i)));
+    }
+    if (i < n) swiglu_avx2(g + i, u + i, h + i, n - i);
 }
 
 /* As ek_layer_norm, the sums in four double lanes. */

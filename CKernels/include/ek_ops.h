@@ -99,6 +99,8 @@ void ek_gelu_with(bool simd, float *x, int64_t n);
 void ek_gelu_for(ek_isa isa, float *x, int64_t n);
 void ek_add_with(bool simd, float *x, const float *y, int64_t n);
 void ek_swiglu_with(bool simd, const float *g, const float *u, float *h, int64_t n);
+/* SwiGLU with `isa`'s code: 16 lanes on AVX-512, else as ek_swiglu_with(isa is not scalar). */
+void ek_swiglu_for(ek_isa isa, const float *g, const float *u, float *h, int64_t n);
 /* x = x · σ(x) in place (SiLU), n elements. */
 void ek_silu_with(bool simd, float *x, int64_t n);
 /* Each of `rows` rows of n in place: exp(x − max) / Σ exp(x − max), the sum in double. */
