@@ -438,6 +438,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, cons
 #define EK_F32_ACTS 6
 #define EK_F32_LOAD _mm512_loadu_ps
 #define EK_F32_FMA _mm512_fmadd_ps
+#define EK_F32_ADD _mm512_add_ps
 #define EK_F32_ZERO _mm512_setzero_ps
 #define EK_F32_HSUM _mm512_reduce_add_ps
 #else
@@ -446,6 +447,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, cons
 #define EK_F32_ACTS 3
 #define EK_F32_LOAD _mm256_loadu_ps
 #define EK_F32_FMA _mm256_fmadd_ps
+#define EK_F32_ADD _mm256_add_ps
 #define EK_F32_ZERO _mm256_setzero_ps
 #define EK_F32_HSUM EK_ROWS_NAME(hsum_ps)
 #endif
@@ -525,8 +527,35 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
     }
 }
 
+/* fp32 decode on AVX2: one weight row at a time, four accumulators over 32 floats (two cache lines) per step —
+   SmolLM2's decode 6.8 % faster than four rows at a time (four streams). On AVX-512 the four-row blocks stay
+   (this form measured 3 % slower there). */
+#if !defined(EK_ROWS_512)
+EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(float_row_dot)(const float *w, int64_t k, const float *x) {
+    EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
+    const int64_t step = 4 * EK_F32_WIDTH;
+    int64_t j = 0;
+    for (; j + step <= k; j += step) {
+        a0 = EK_F32_FMA(EK_F32_LOAD(w + j), EK_F32_LOAD(x + j), a0);
+        a1 = EK_F32_FMA(EK_F32_LOAD(w + j + EK_F32_WIDTH), EK_F32_LOAD(x + j + EK_F32_WIDTH), a1);
+        a2 = EK_F32_FMA(EK_F32_LOAD(w + j + 2 * EK_F32_WIDTH), EK_F32_LOAD(x + j + 2 * EK_F32_WIDTH), a2);
+        a3 = EK_F32_FMA(EK_F32_LOAD(w + j + 3 * EK_F32_WIDTH), EK_F32_LOAD(x + j + 3 * EK_F32_WIDTH), a3);
+    }
+    for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) a0 = EK_F32_FMA(EK_F32_LOAD(w + j), EK_F32_LOAD(x + j), a0);
+    float sum = EK_F32_HSUM(EK_F32_ADD(EK_F32_ADD(a0, a1), EK_F32_ADD(a2, a3)));
+    for (; j < k; j++) sum += w[j] * x[j];
+    return sum;
+}
+#endif
+
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                   int64_t ldy, int64_t row_begin, int64_t row_end) {
+#if !defined(EK_ROWS_512)
+    if (m == 1) {
+        for (int64_t r = row_begin; r < row_end; r++) y[r] = EK_ROWS_NAME(float_row_dot)(w + (size_t)r * k, k, x);
+        return;
+    }
+#endif
     EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
 }
 
@@ -566,6 +595,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
 #undef EK_F32_ACTS
 #undef EK_F32_LOAD
 #undef EK_F32_FMA
+#undef EK_F32_ADD
 #undef EK_F32_ZERO
 #undef EK_F32_HSUM
 
