@@ -7,6 +7,13 @@
 #define EK_EXP_AVX2_H
 
 #define EK_EXP_AVX2 __attribute__((target("avx2,fma")))
+#define EK_EXP_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+/* e^r's Taylor coefficients, 1/11! down to 1/0!, for Horner's rule. */
+static const double ek_exp_taylor[12] = {
+    1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
+    1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0,
+};
 
 /*
  * e^x for 4 double lanes, to double accuracy: x = n·ln2 + r with |r| ≤ ln2/2
@@ -17,12 +24,8 @@ EK_EXP_AVX2 static inline __m256d exp_pd(__m256d x) {
     __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
     r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
-    static const double inverse_factorials[] = {
-        1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
-        1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0,
-    };
-    __m256d p = _mm256_set1_pd(inverse_factorials[0]);
-    for (int i = 1; i < 12; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(inverse_factorials[i]));
+    __m256d p = _mm256_set1_pd(ek_exp_taylor[0]);
+    for (int i = 1; i < 12; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(ek_exp_taylor[i]));
     __m128i k = _mm256_cvtpd_epi32(n);
     __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(k), _mm256_set1_epi64x(1023)), 52);
     return _mm256_mul_pd(p, _mm256_castsi256_pd(bits));
@@ -40,6 +43,18 @@ EK_EXP_AVX2 static inline __m256 exp256(__m256 x) {
     __m256d low = exp_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(clamped)));
     __m256d high = exp_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(clamped, 1)));
     return _mm256_set_m128(_mm256_cvtpd_ps(high), _mm256_cvtpd_ps(low));
+}
+
+/* e^x for 8 double lanes, as exp_pd in 512-bit registers: the same reduction, polynomial and scaling. */
+EK_EXP_AVX512 static inline __m512d exp_pd512(__m512d x) {
+    __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
+    __m512d p = _mm512_set1_pd(ek_exp_taylor[0]);
+    for (int i = 1; i < 12; i++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(ek_exp_taylor[i]));
+    __m256i k = _mm512_cvtpd_epi32(n);
+    __m512i bits = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(k), _mm512_set1_epi64(1023)), 52);
+    return _mm512_mul_pd(p, _mm512_castsi512_pd(bits));
 }
 
 #endif

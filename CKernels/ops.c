@@ -524,22 +524,6 @@ EK_OPS_AVX512 static void gelu_avx512(float *x, int64_t n) {
     if (i < n) gelu_avx2(x + i, n - i);
 }
 
-/* e^x for 8 double lanes, as exp_pd (exp_avx2.h) in 512-bit registers: the same reduction, polynomial and scaling. */
-EK_OPS_AVX512 static inline __m512d exp_pd512(__m512d x) {
-    __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
-    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
-    static const double inverse_factorials[] = {
-        1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720,
-        1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0,
-    };
-    __m512d p = _mm512_set1_pd(inverse_factorials[0]);
-    for (int i = 1; i < 12; i++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(inverse_factorials[i]));
-    __m256i k = _mm512_cvtpd_epi32(n);
-    __m512i bits = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(k), _mm512_set1_epi64(1023)), 52);
-    return _mm512_mul_pd(p, _mm512_castsi512_pd(bits));
-}
-
 /* As swiglu_avx2, 16 lanes: e^-g in two halves of eight doubles (half the instructions of four 4-lane halves; SwiGLU
    was 6 % of an int4 prefill). */
 EK_OPS_AVX512 static void swiglu_avx512(const float *g, const float *u, float *h, int64_t n) {

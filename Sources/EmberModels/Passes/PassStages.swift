@@ -123,28 +123,23 @@ struct PassStages {
 
     private func prepare(_ thread: RegionThread, _ input: UnsafePointer<Float>, width: Int, part: Range<Int>, isPrivate: Bool,
                          group: StageGroup, produced: Bool) -> StageInput {
-        var result = StageInput(x: input, prepared: (nil, nil, nil))
-        var areas: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?) = (nil, nil, nil)
-        for (kind, entry) in group.preparations.enumerated() {
-            let area = isPrivate ? buffers.privatePrepared[thread.index][kind] : buffers.prepared[kind]
+        func area(_ kind: Int) -> UnsafeMutableRawPointer {
+            isPrivate ? buffers.privatePrepared[thread.index][kind] : buffers.prepared[kind]
+        }
+        let total = isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes
+        for (kind, entry) in group.preparations.enumerated() where !part.isEmpty {
             let offset = entry.preparation.byteCount(rows: part.lowerBound, columns: width)
-            let total = isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes
-            if !part.isEmpty, offset < 0 || offset > total {
+            if offset < 0 || offset > total {
                 failure.record(group.matmuls[entry.user].failure(-1))
-            } else if !part.isEmpty {
+            } else {
                 let status = entry.preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
-                                                       into: area + offset, capacity: total - offset)
+                                                       into: area(kind) + offset, capacity: total - offset)
                 if status != 0 { failure.record(group.matmuls[entry.user].failure(status)) }
             }
-            switch kind {
-            case 0: areas.0 = UnsafeRawPointer(area)
-            case 1: areas.1 = UnsafeRawPointer(area)
-            default: areas.2 = UnsafeRawPointer(area)
-            }
         }
+        var result = StageInput(x: input, prepared: (nil, nil, nil))
         for (index, slot) in group.slots.enumerated() {
-            guard let slot else { continue }
-            result[index] = slot == 0 ? areas.0 : slot == 1 ? areas.1 : areas.2
+            if let slot { result[index] = UnsafeRawPointer(area(slot)) }
         }
         if !isPrivate && (produced || !group.preparations.isEmpty) { thread.barrier() }
         return result

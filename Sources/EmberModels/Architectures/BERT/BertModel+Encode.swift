@@ -28,6 +28,18 @@ struct EncoderOps {
 final class EncoderPlan: @unchecked Sendable {
     struct LayerMatmuls {
         let query, key, value, attentionOutput, intermediate, output: BoundMatmul
+        /// Q, K and V; the attention output; the intermediate; the output (made once, at bind time).
+        let attention, projection, feedForward, downProjection: StageGroup
+
+        init(query: BoundMatmul, key: BoundMatmul, value: BoundMatmul, attentionOutput: BoundMatmul,
+             intermediate: BoundMatmul, output: BoundMatmul) {
+            (self.query, self.key, self.value, self.attentionOutput) = (query, key, value, attentionOutput)
+            (self.intermediate, self.output) = (intermediate, output)
+            attention = StageGroup([query, key, value])
+            projection = StageGroup([attentionOutput])
+            feedForward = StageGroup([intermediate])
+            downProjection = StageGroup([output])
+        }
     }
 
     let layers: [LayerMatmuls]
@@ -297,7 +309,7 @@ final class EncoderPass: @unchecked Sendable {
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]
             // Self-attention: Q, K, V (+ bias), softmax over each sentence's own tokens.
-            let input = stages.stage(thread, width: d, rows: r, group: StageGroup([layer.query, layer.key, layer.value]), source: ws.x)
+            let input = stages.stage(thread, width: d, rows: r, group: layer.attention, source: ws.x)
             linear(thread, layer.query, weights.query, input, 0, into: ws.q, width: d)
             linear(thread, layer.key, weights.key, input, 1, into: ws.k, width: d)
             linear(thread, layer.value, weights.value, input, 2, into: ws.v, width: d)
@@ -316,16 +328,16 @@ final class EncoderPass: @unchecked Sendable {
             }
             thread.barrier()
             // Output projection (+ bias) + residual, LayerNorm.
-            let projectionInput = stages.stage(thread, width: d, rows: r, group: StageGroup([layer.attentionOutput]), source: ws.attention)
+            let projectionInput = stages.stage(thread, width: d, rows: r, group: layer.projection, source: ws.attention)
             _ = linear(thread, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
                        residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
-            let intermediateInput = stages.stage(thread, width: d, rows: r, group: StageGroup([layer.intermediate]), source: ws.x)
+            let intermediateInput = stages.stage(thread, width: d, rows: r, group: layer.feedForward, source: ws.x)
             linear(thread, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
             thread.barrier()
-            let outputInput = stages.stage(thread, width: ff, rows: r, group: StageGroup([layer.output]), source: ws.hidden)
+            let outputInput = stages.stage(thread, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
             _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
