@@ -198,11 +198,20 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
                     s1 = EK_AVX2_NAME(dot_u8s8)(s1, _mm256_abs_epi8(w[c + 1]), _mm256_sign_epi8(x1, w[c + 1]));
                     continue;
                 }
+                if (format != EK_FORMAT_Q8_0) { /* 4-bit: pair sums ≤ 2·15·127, eight of them still fit int16 */
+                    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(w[c], x0));
+                    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(w[c + 1], x1));
+                    continue;
+                }
 #endif
                 s0 = EK_AVX2_NAME(dot_u8s8)(s0, w[c], x0);
                 s1 = EK_AVX2_NAME(dot_u8s8)(s1, w[c + 1], x1);
             }
-            __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+            __m256i sum = _mm256_add_epi32(s0, s1);
+#if !EK_AVX2_VNNI
+            if (format != EK_FORMAT_Q8_0) sum = _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
+#endif
+            __m256 dot = _mm256_cvtepi32_ps(sum);
             if (offset != 0.0f) dot = _mm256_sub_ps(dot, _mm256_set1_ps(offset * (float)a->sum));
             acc[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(d, _mm256_set1_ps(a->d)), acc[i]);
             if (format == EK_FORMAT_Q4_1) acc[i] = _mm256_fmadd_ps(mins, _mm256_set1_ps(a->s), acc[i]);

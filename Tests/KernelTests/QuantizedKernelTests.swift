@@ -171,6 +171,22 @@ struct QuantizedKernelTests {
         #expect(expected.allSatisfy { $0 == $0.rounded() }, "the oracle's results are integers")
     }
 
+    /// The largest quants (nibbles of 15, Q8_0's 127) against activations of 127: the int16 partial sums of the
+    /// kernels without VNNI at their bound (eight 4-bit pair sums of 2·15·127 add to 30 480 < 2¹⁵), still exact.
+    @Test(arguments: Quant.simdISAs, Quant.blockTypes)
+    func largestQuantsAreExact(isa: KernelISA, format: TensorType) throws {
+        let (m, n, k) = (6, 17, 256)
+        var block = [UInt8](repeating: format == .q8_0 ? 0x7F : 0xFF, count: format.blockBytes)
+        withUnsafeBytes(of: ek_fp32_to_fp16(1)) { block[0] = $0[0]; block[1] = $0[1] }
+        if format == .q4_1 { withUnsafeBytes(of: ek_fp32_to_fp16(-3)) { block[2] = $0[0]; block[3] = $0[1] } }
+        let blocks = [[UInt8]](repeating: block, count: n * k / 32).flatMap { $0 }
+        let x = (0..<(m * k)).map { i in Float(i / k % 2 == 0 ? 127 : -127) }
+        let expected = Quant.referenceGEMM(format, blocks, x, m: m, n: n, k: k)
+        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: format, rows: n, columns: k, blocks: $0) }
+        let got = try matmul(try Tensor(shape: [m, k], values: x), w, isa: isa, threads: 1).scalars()
+        #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa) \(format)")
+    }
+
     @Test(arguments: Quant.allISAs)
     func rowRangeWritesOnlyItsColumns(isa: KernelISA) throws {
         var generator = SplitMix64(seed: 3)
