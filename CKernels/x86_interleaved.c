@@ -12,6 +12,9 @@
 #undef EK_IL_TILE
 #undef EK_IL_TILE_ARGS
 #undef EK_IL_DRIVER
+#undef EK_IL_DRIVER_HEAD
+#undef EK_IL_DRIVER_DECODING
+#undef EK_IL_RUN_TILES
 #undef EK_IL_TILE_CASE
 #undef EK_IL_Q5
 #undef EK_IL_K45

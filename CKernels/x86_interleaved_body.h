@@ -91,14 +91,34 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
 
 /* Rows × activation tiles: every kernel is a tile function over one group (eight rows) and `tile` (1…4, a constant
    after inlining) activation rows, writing eight fp32 lanes per activation row; the driver masks the stores to
-   [row_begin, row_end). */
+   [row_begin, row_end). With `decoded` (a constant) the tile reads a decoded copy of the group-blocks (below)
+   instead of the packed ones. */
 #define EK_IL_TILE_ARGS const uint8_t *group, int64_t blocks, const uint8_t *act, size_t act_row_bytes, const int tile, \
-                        __m256 *out
-#define EK_IL_TILE_CASE(name, n)                                                                                    \
+                        const int decoded, __m256 *out
+#define EK_IL_TILE_CASE(name, n, grp, nblocks, decoded)                                                             \
     case n:                                                                                                         \
-        if (n <= EK_IL_TILE) EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, n <= EK_IL_TILE ? n : 1, out); \
+        if (n <= EK_IL_TILE) EK_IL_NAME(name##_tile)(grp, nblocks, a, act_row_bytes, n <= EK_IL_TILE ? n : 1, decoded, out); \
         break;
-#define EK_IL_DRIVER(name)                                                                                          \
+/* Every activation tile of the m rows over `nblocks` group-blocks at `grp`, from activation block `b0`; the outputs
+   are stored, or added to what is stored when `accumulate`. */
+#define EK_IL_RUN_TILES(name, grp, nblocks, b0, decoded, accumulate)                                                \
+    for (int64_t i0 = 0; i0 < m; i0 += EK_IL_TILE) {                                                                \
+        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * EK_IL_NAME(name##_act_block_bytes); \
+        __m256 out[EK_IL_TILE];                                                                                     \
+        int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                                \
+        switch (tile) { /* a constant tile per call (registers, not arrays); cases above EK_IL_TILE are dead */     \
+        EK_IL_TILE_CASE(name, 8, grp, nblocks, decoded) EK_IL_TILE_CASE(name, 7, grp, nblocks, decoded)              \
+        EK_IL_TILE_CASE(name, 6, grp, nblocks, decoded) EK_IL_TILE_CASE(name, 5, grp, nblocks, decoded)              \
+        EK_IL_TILE_CASE(name, 4, grp, nblocks, decoded) EK_IL_TILE_CASE(name, 3, grp, nblocks, decoded)              \
+        EK_IL_TILE_CASE(name, 2, grp, nblocks, decoded)                                                             \
+        default: EK_IL_NAME(name##_tile)(grp, nblocks, a, act_row_bytes, 1, decoded, out); break;                   \
+        }                                                                                                           \
+        for (int t = 0; t < tile; t++) {                                                                            \
+            float *row = y + (i0 + t) * ldy + first;                                                                \
+            _mm256_maskstore_ps(row, mask, (accumulate) ? _mm256_add_ps(out[t], _mm256_maskload_ps(row, mask)) : out[t]); \
+        }                                                                                                           \
+    }
+#define EK_IL_DRIVER_HEAD(name)                                                                                     \
     EK_IL_TARGET static void EK_IL_NAME(name)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, \
                                               int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) { \
         const size_t group_bytes = (size_t)blocks * EK_IL_NAME(name##_block_bytes);                                 \
@@ -108,17 +128,44 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
             const int64_t hi = row_end - first < 8 ? row_end - first : 8;                                          \
             const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane),            \
                                                   _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));       \
-            const uint8_t *group = w + (size_t)(first / 8) * group_bytes;                                           \
-            for (int64_t i0 = 0; i0 < m; i0 += EK_IL_TILE) {                                                        \
-                const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
-                __m256 out[EK_IL_TILE];                                                                             \
-                int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                        \
-                switch (tile) { /* a constant tile per call (registers, not arrays); cases above EK_IL_TILE are dead */ \
-                EK_IL_TILE_CASE(name, 8) EK_IL_TILE_CASE(name, 7) EK_IL_TILE_CASE(name, 6) EK_IL_TILE_CASE(name, 5)  \
-                EK_IL_TILE_CASE(name, 4) EK_IL_TILE_CASE(name, 3) EK_IL_TILE_CASE(name, 2)                           \
-                default: EK_IL_NAME(name##_tile)(group, blocks, a, act_row_bytes, 1, out); break;                   \
-                }                                                                                                   \
-                for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + (i0 + t) * ldy + first, mask, out[t]);     \
+            const uint8_t *group = w + (size_t)(first / 8) * group_bytes;
+#define EK_IL_DRIVER(name)                                                                                          \
+    EK_IL_DRIVER_HEAD(name)                                                                                         \
+            EK_IL_RUN_TILES(name, group, blocks, 0, 0, false)                                                       \
+        }                                                                                                           \
+    }
+
+/*
+ * Decoding once per GEMM. Each activation tile of a prefill GEMM met the packed weights anew, so the unpacking of
+ * 5- and 6-bit values (shifts, masks, the high bits merged: about one instruction per register per tile row beside
+ * the two or three of the dot product) was paid m/tile times. With more rows than one tile the driver decodes
+ * EK_IL_DECODE_ELEMENTS columns of a group at a time into a buffer on the stack — each group-block's header
+ * (scales, minimums) padded to 32 bytes, then one unsigned byte per value, register after register in the order the
+ * tile reads them — and runs every tile over that, which stays in L1. Whether a format does is measured per
+ * variant (`name_decodes`): on AVX2 (tiles of four) every one of them gains (GEMM 128×16384×8192 vs sgemm, avx2-novnni:
+ * Q5_K 1.75 → 2.63×, Q6_K 1.60 → 2.31×, Q5_0 1.88 → 2.15×, Q4_K 2.55 → 2.79×); on AVX-512, whose tiles of eight
+ * already share each unpacked register among eight rows, only Q5_K does (2.03 → 2.68×; Q5_0 2.58 → 2.43×,
+ * Q6_K 2.33 → 2.16×, Q4_K unchanged).
+ */
+#define EK_IL_DECODE_ELEMENTS 1024
+/* eight value bytes per column and the headers: at most 32 bytes per 32 columns (Q5_x), 160 per 256 (K-quants) */
+#define EK_IL_DECODE_BUFFER (EK_IL_DECODE_ELEMENTS * 9)
+#define EK_IL_DECODED_BYTES(header, elements) ((size_t)(header) + 8 * (size_t)(elements))
+#define EK_IL_DRIVER_DECODING(name)                                                                                 \
+    EK_IL_DRIVER_HEAD(name)                                                                                         \
+            if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes)) {                                                   \
+                EK_IL_RUN_TILES(name, group, blocks, 0, 0, false)                                                   \
+                continue;                                                                                           \
+            }                                                                                                       \
+            const int64_t chunk = EK_IL_DECODE_ELEMENTS / EK_IL_NAME(name##_block_elements);                        \
+            _Static_assert(EK_IL_DECODE_ELEMENTS % 256 == 0, "whole K-quant blocks per chunk");                      \
+            uint8_t decoded[EK_IL_DECODE_BUFFER] __attribute__((aligned(64)));                                      \
+            for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {                                                        \
+                const int64_t n = blocks - b0 < chunk ? blocks - b0 : chunk;                                        \
+                for (int64_t b = 0; b < n; b++)                                                                     \
+                    EK_IL_NAME(name##_decode)(group + (size_t)(b0 + b) * EK_IL_NAME(name##_block_bytes),             \
+                                              decoded + (size_t)b * EK_IL_NAME(name##_decoded_bytes));              \
+                EK_IL_RUN_TILES(name, decoded, n, b0, 1, b0 > 0)                                                    \
             }                                                                                                       \
         }                                                                                                           \
     }
@@ -135,21 +182,41 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
    for four registers at a time (≤ 4·2·31·127 < 2¹⁵), Q5_0's −16·Σa from the activation block's exact sum. */
 #define EK_IL_Q5(name, five_one, bytes, quants, high)                                                               \
     static const size_t EK_IL_NAME(name##_block_bytes) = bytes;                                                     \
+    static const size_t EK_IL_NAME(name##_block_elements) = 32;                                                     \
+    static const size_t EK_IL_NAME(name##_act_block_bytes) = sizeof(ek_block_q8_act);                               \
+    static const size_t EK_IL_NAME(name##_decoded_bytes) = EK_IL_DECODED_BYTES(32, 32);                             \
+    static const bool EK_IL_NAME(name##_decodes) = EK_IL_TILE <= 4;                                                 \
+    /* the eight registers of unsigned 5-bit values of one group-block */                                          \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_values)(const uint8_t *gb, __m256i *u) {                       \
+        const __m256i low_mask = _mm256_set1_epi8(0x0f);                                                            \
+        const __m256i high_bits = _mm256_loadu_si256((const __m256i *)(gb + high));                                 \
+        for (int c = 0; c < 4; c++) {                                                                               \
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + quants + 32 * c));                              \
+            u[c] = _mm256_and_si256(raw, low_mask);                                                                 \
+            u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);                                       \
+        }                                                                                                           \
+        for (int v = 0; v < 8; v++) u[v] = _mm256_or_si256(u[v], EK_IL_NAME(bit_to_16)(high_bits, v));              \
+    }                                                                                                               \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_decode)(const uint8_t *gb, uint8_t *out) {                     \
+        __m256i u[8];                                                                                               \
+        EK_IL_NAME(name##_values)(gb, u);                                                                           \
+        memcpy(out, gb, quants);                                                                                    \
+        for (int v = 0; v < 8; v++) _mm256_store_si256((__m256i *)(out + 32 + 32 * v), u[v]);                       \
+    }                                                                                                               \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
-        const __m256i low_mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);                               \
+        const __m256i ones = _mm256_set1_epi16(1);                                                                  \
+        const size_t stride = decoded ? EK_IL_NAME(name##_decoded_bytes) : bytes;                                   \
         __m256 acc[EK_IL_TILE];                                                                                     \
         for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
         for (int64_t b = 0; b < blocks; b++) {                                                                      \
-            const uint8_t *gb = group + (size_t)b * bytes;                                                          \
-            EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                                  \
-            const __m256i high_bits = _mm256_loadu_si256((const __m256i *)(gb + high));                             \
+            const uint8_t *gb = group + (size_t)b * stride;                                                         \
             __m256i u[8];                                                                                           \
-            for (int c = 0; c < 4; c++) {                                                                           \
-                __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + quants + 32 * c));                          \
-                u[c] = _mm256_and_si256(raw, low_mask);                                                             \
-                u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);                                   \
+            if (decoded) {                                                                                          \
+                for (int v = 0; v < 8; v++) u[v] = _mm256_load_si256((const __m256i *)(gb + 32 + 32 * v));          \
+            } else {                                                                                                \
+                EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                              \
+                EK_IL_NAME(name##_values)(gb, u);                                                                   \
             }                                                                                                       \
-            for (int v = 0; v < 8; v++) u[v] = _mm256_or_si256(u[v], EK_IL_NAME(bit_to_16)(high_bits, v));          \
             const __m256 d = EK_IL_NAME(halves)(gb);                                                                \
             for (int t = 0; t < tile; t++) {                                                                        \
                 const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;         \
@@ -178,13 +245,15 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
         }                                                                                                           \
         for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
     }                                                                                                               \
-    EK_IL_DRIVER(name)
+    EK_IL_DRIVER_DECODING(name)
 EK_IL_Q5(gemm_q5_0, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, EK_IL_Q5_0_HIGH)
 EK_IL_Q5(gemm_q5_1, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
 
 /* IQ4_NL: signed table values v, |v| × (a with v's sign); each pair sum (≤ 2·127²) widened at once. */
 static const size_t EK_IL_NAME(gemm_iq4_nl_block_bytes) = EK_IL_IQ4_NL_BYTES;
+static const size_t EK_IL_NAME(gemm_iq4_nl_act_block_bytes) = sizeof(ek_block_q8_act);
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_nl_tile)(EK_IL_TILE_ARGS) {
+    (void)decoded; /* the table lookup is one instruction per register: nothing to save by decoding once */
     const __m256i low_mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ek_iq4_values));
     __m256 acc[EK_IL_TILE];
@@ -224,24 +293,33 @@ EK_IL_DRIVER(gemm_iq4_nl)
    a constant after inlining and `odd` too where the caller unrolls the pairs: with the parity a run-time value
    Q4_K's decode GEMV branched on it for every register (12 % of its samples on one test-and-branch; unrolled
    +4-5 %), and AVX2's Q5_K GEMM ran 1.5× sgemm against 1.7-1.8×. */
-EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const int odd, const int tile, const uint8_t *gb,
-                                                         size_t quants, const int s, const int8_t *const *aq,
-                                                         __m256i *sums) {
-    const __m256i low_mask = _mm256_set1_epi8(0x0f);
-    const uint8_t *regs = gb + quants + 32 * 8 * (s / 2);
+/* The unsigned values of register g of sub-block s (odd = s % 2) of a packed Q4_K/Q5_K group-block. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_values)(const int five, const int odd, const uint8_t *gb, size_t quants,
+                                                        const int s, const int g) {
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + quants + 32 * (8 * (s / 2) + g)));
+    __m256i u = _mm256_and_si256(odd ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
+    if (five) {
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));
+        u = _mm256_or_si256(u, EK_IL_NAME(bit_to_16_at)(qh, _mm_cvtsi32_si128(s)));
+    }
+    return u;
+}
+
+/* A decoded K-quant group-block: the header (d, dmin, scales, minimums: 160 bytes; Q6_K's 144 padded), then the
+   64 registers of values, register 8s + g for element 32s + 4g (Q4_K/Q5_K) or 32·(4h + q) + 4g (Q6_K). */
+#define EK_IL_K_DECODED_HEADER 160
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const int odd, const int tile, const int decoded,
+                                                         const uint8_t *gb, size_t quants, const int s,
+                                                         const int8_t *const *aq, __m256i *sums) {
     const __m256i scale = EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * s);
-    const __m128i bit_shift = _mm_cvtsi32_si128(s);
     /* four-bit values: eight registers per int16 sum; five-bit: four */
     for (int g0 = 0; g0 < 8; g0 += five ? 4 : 8) {
         __m256i part[EK_IL_TILE];
         for (int t = 0; t < tile; t++) part[t] = _mm256_setzero_si256();
         for (int g = g0; g < g0 + (five ? 4 : 8); g++) {
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(regs + 32 * g));
-            __m256i u = _mm256_and_si256(odd ? _mm256_srli_epi16(raw, 4) : raw, low_mask);
-            if (five) {
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));
-                u = _mm256_or_si256(u, EK_IL_NAME(bit_to_16_at)(qh, bit_shift));
-            }
+            const __m256i u = decoded ? _mm256_load_si256((const __m256i *)(gb + EK_IL_K_DECODED_HEADER + 32 * (8 * s + g)))
+                                      : EK_IL_NAME(k45_values)(five, odd, gb, quants, s, g);
             for (int t = 0; t < tile; t++)
                 part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(u, EK_IL_NAME(broadcast4)(aq[t] + 32 * s + 4 * g)));
         }
@@ -251,12 +329,28 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
 
 #define EK_IL_K45(name, five, bytes, quants)                                                                        \
     static const size_t EK_IL_NAME(name##_block_bytes) = bytes;                                                     \
+    static const size_t EK_IL_NAME(name##_block_elements) = 256;                                                    \
+    static const size_t EK_IL_NAME(name##_act_block_bytes) = sizeof(ek_block_q8_k);                                 \
+    static const size_t EK_IL_NAME(name##_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_K_DECODED_HEADER, 256);        \
+    static const bool EK_IL_NAME(name##_decodes) = five || EK_IL_TILE <= 4;                                         \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_decode)(const uint8_t *gb, uint8_t *out) {                     \
+        memcpy(out, gb, EK_IL_Q4_K_QUANTS);                                                                         \
+        for (int s = 0; s < 8; s += 2) {                                                                            \
+            for (int g = 0; g < 8; g++) {                                                                           \
+                _mm256_store_si256((__m256i *)(out + EK_IL_K_DECODED_HEADER + 32 * (8 * s + g)),                    \
+                                   EK_IL_NAME(k45_values)(five, 0, gb, quants, s, g));                              \
+                _mm256_store_si256((__m256i *)(out + EK_IL_K_DECODED_HEADER + 32 * (8 * (s + 1) + g)),              \
+                                   EK_IL_NAME(k45_values)(five, 1, gb, quants, s + 1, g));                          \
+            }                                                                                                       \
+        }                                                                                                           \
+    }                                                                                                               \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
+        const size_t stride = decoded ? EK_IL_NAME(name##_decoded_bytes) : bytes;                                   \
         __m256 acc[EK_IL_TILE];                                                                                     \
         for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
         for (int64_t b = 0; b < blocks; b++) {                                                                      \
-            const uint8_t *gb = group + (size_t)b * bytes;                                                          \
-            EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                                  \
+            const uint8_t *gb = group + (size_t)b * stride;                                                         \
+            if (!decoded) EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                    \
             const int8_t *aq[EK_IL_TILE];                                                                           \
             __m256i sums[EK_IL_TILE];                                                                               \
             for (int t = 0; t < tile; t++) {                                                                        \
@@ -264,11 +358,11 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
                 sums[t] = _mm256_setzero_si256();                                                                   \
             }                                                                                                       \
             if (five && EK_IL_TILE > 4) { /* AVX-512: Q5_K measured faster rolled (GEMM 2.1 vs 1.95× sgemm) */      \
-                for (int s = 0; s < 8; s++) EK_IL_NAME(k45_sub_block)(five, s % 2, tile, gb, quants, s, aq, sums);  \
+                for (int s = 0; s < 8; s++) EK_IL_NAME(k45_sub_block)(five, s % 2, tile, decoded, gb, quants, s, aq, sums);  \
             } else {                                                                                                \
                 for (int s = 0; s < 8; s += 2) {                                                                    \
-                    EK_IL_NAME(k45_sub_block)(five, 0, tile, gb, quants, s, aq, sums);                              \
-                    EK_IL_NAME(k45_sub_block)(five, 1, tile, gb, quants, s + 1, aq, sums);                          \
+                    EK_IL_NAME(k45_sub_block)(five, 0, tile, decoded, gb, quants, s, aq, sums);                              \
+                    EK_IL_NAME(k45_sub_block)(five, 1, tile, decoded, gb, quants, s + 1, aq, sums);                          \
                 }                                                                                                   \
             }                                                                                                       \
             const __m256 d = EK_IL_NAME(halves)(gb), dmin = EK_IL_NAME(halves)(gb + EK_IL_K_DMIN);                  \
@@ -291,7 +385,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
         }                                                                                                           \
         for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
     }                                                                                                               \
-    EK_IL_DRIVER(name)
+    EK_IL_DRIVER_DECODING(name)
 EK_IL_K45(gemm_q4_k, 0, EK_IL_Q4_K_BYTES, EK_IL_Q4_K_QUANTS)
 EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_QUANTS)
 
@@ -300,6 +394,10 @@ EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_QUANTS)
    the −32 as 32·Σ s·(sum of 16 activations) once per block. Quarter q of half h holds elements 128h + 32q + l: ql
    register 16h + 8(q & 1) + l/4 (low nibbles for q < 2), qh register 8h + l/4 (bits 2q, 2q + 1). */
 static const size_t EK_IL_NAME(gemm_q6_k_block_bytes) = EK_IL_Q6_K_BYTES;
+static const size_t EK_IL_NAME(gemm_q6_k_block_elements) = 256;
+static const size_t EK_IL_NAME(gemm_q6_k_act_block_bytes) = sizeof(ek_block_q8_k);
+static const size_t EK_IL_NAME(gemm_q6_k_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_K_DECODED_HEADER, 256);
+static const bool EK_IL_NAME(gemm_q6_k_decodes) = EK_IL_TILE <= 4;
 
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(scaled_add)(__m256i acc, __m256i pairs, __m256i scale) {
 #if defined(EK_IL_VNNI)
@@ -324,8 +422,21 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q6_k_values)(const uint8_t *gb, con
     return _mm256_or_si256(low, _mm256_and_si256(bits, high_mask));
 }
 
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_decode)(const uint8_t *gb, uint8_t *out) {
+    memcpy(out, gb, EK_IL_Q6_K_QUANTS);
+    for (int h = 0; h < 2; h++) {
+        for (int g = 0; g < 8; g++) {
+            uint8_t *regs = out + EK_IL_K_DECODED_HEADER + 32 * (32 * h + g);
+            _mm256_store_si256((__m256i *)regs, EK_IL_NAME(q6_k_values)(gb, h, 0, g));
+            _mm256_store_si256((__m256i *)(regs + 32 * 8), EK_IL_NAME(q6_k_values)(gb, h, 1, g));
+            _mm256_store_si256((__m256i *)(regs + 32 * 16), EK_IL_NAME(q6_k_values)(gb, h, 2, g));
+            _mm256_store_si256((__m256i *)(regs + 32 * 24), EK_IL_NAME(q6_k_values)(gb, h, 3, g));
+        }
+    }
+}
+
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q6_k_quarter)(const uint8_t *gb, const int8_t *const *aq, const int tile,
-                                                         const int h, const int q, __m256i *sums) {
+                                                         const int decoded, const int h, const int q, __m256i *sums) {
     /* the scale pair (sub-blocks 8h + 2q, + 1) of each row, each value in both int16 halves of the row's lane */
     const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_Q6_K_SCALES + 16 * (4 * h + q))));
     const __m256i scales[2] = {_mm256_blend_epi16(pair, _mm256_slli_epi32(pair, 16), 0xAA),
@@ -335,7 +446,9 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q6_k_quarter)(const uint8_t *gb, const
             __m256i part[EK_IL_TILE];
             for (int i = 0; i < 2; i++) {
                 const int g = 4 * half + 2 * two + i;
-                const __m256i u = EK_IL_NAME(q6_k_values)(gb, h, q, g);
+                const __m256i u = decoded
+                    ? _mm256_load_si256((const __m256i *)(gb + EK_IL_K_DECODED_HEADER + 32 * (32 * h + 8 * q + g)))
+                    : EK_IL_NAME(q6_k_values)(gb, h, q, g);
                 for (int t = 0; t < tile; t++) {
                     __m256i p = _mm256_maddubs_epi16(u, EK_IL_NAME(broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g));
                     part[t] = i ? _mm256_add_epi16(part[t], p) : p;
@@ -347,11 +460,12 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q6_k_quarter)(const uint8_t *gb, const
 }
 
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_tile)(EK_IL_TILE_ARGS) {
+    const size_t stride = decoded ? EK_IL_NAME(gemm_q6_k_decoded_bytes) : EK_IL_Q6_K_BYTES;
     __m256 acc[EK_IL_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES;
-        EK_IL_NAME(prefetch_ahead)(gb, EK_IL_Q6_K_BYTES);
+        const uint8_t *gb = group + (size_t)b * stride;
+        if (!decoded) EK_IL_NAME(prefetch_ahead)(gb, EK_IL_Q6_K_BYTES);
         const ek_block_q8_k *ab[EK_IL_TILE];
         const int8_t *aq[EK_IL_TILE];
         __m256i sums[EK_IL_TILE];
@@ -361,10 +475,10 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_tile)(EK_IL_TILE_ARGS) {
             sums[t] = _mm256_setzero_si256();
         }
         for (int h = 0; h < 2; h++) {
-            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 0, sums);
-            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 1, sums);
-            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 2, sums);
-            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, h, 3, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, decoded, h, 0, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, decoded, h, 1, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, decoded, h, 2, sums);
+            EK_IL_NAME(q6_k_quarter)(gb, aq, tile, decoded, h, 3, sums);
         }
         for (int p = 0; p < 8; p++) { /* − 32·Σ s·(sum of 16): 32·s fits int16 */
             const __m256i scaled = _mm256_slli_epi16(
@@ -381,12 +495,14 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_tile)(EK_IL_TILE_ARGS) {
     }
     for (int t = 0; t < tile; t++) out[t] = acc[t];
 }
-EK_IL_DRIVER(gemm_q6_k)
+EK_IL_DRIVER_DECODING(gemm_q6_k)
 
 /* IQ4_XS: per sub-block s (registers 4s … 4s + 3: low nibbles elements 32s + 4j + t, high ones 16 further on),
    signed table values, |v| × sign-moved activations, each pair sum × the sub-block's signed scale by VPMADDWD. */
 static const size_t EK_IL_NAME(gemm_iq4_xs_block_bytes) = EK_IL_IQ4_XS_BYTES;
+static const size_t EK_IL_NAME(gemm_iq4_xs_act_block_bytes) = sizeof(ek_block_q8_k);
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_xs_tile)(EK_IL_TILE_ARGS) {
+    (void)decoded; /* the table lookup is one instruction per register: nothing to save by decoding once */
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ek_iq4_values));
     __m256 acc[EK_IL_TILE];

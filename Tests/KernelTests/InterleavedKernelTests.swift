@@ -5,7 +5,8 @@ import EmberTestSupport
 
 /// The interleaved layout of the row formats (ek_interleaved.h): lossless, and every ISA's kernels over it equal
 /// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
-/// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders).
+/// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders), and more rows than a
+/// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial.
 @Suite("Interleaved kernels")
 struct InterleavedKernelTests {
     static let types: [TensorType] = TensorType.table.filter { $0.blockFormat.map(ek_format_interleavable) ?? false }
@@ -44,7 +45,8 @@ struct InterleavedKernelTests {
         var generator = SplitMix64(seed: UInt64(type.id) + 90)
         for isa in [KernelISA.scalar] + Quant.simdISAs {
             for (m, n, blocksPerRow, rows) in [(1, 37, 1, 2..<36), (3, 19, 3, 0..<19), (5, 17, 2, 9..<16), (4, 33, 1, 1..<33),
-                                               (2, 7, 5, 0..<7), (6, 64, 2, 16..<40), (11, 21, 2, 3..<21)] {
+                                               (2, 7, 5, 0..<7), (6, 64, 2, 16..<40), (11, 21, 2, 3..<21),
+                                               (10, 19, 2304 / type.blockSize, 2..<19)] {
                 let k = blocksPerRow * type.blockSize
                 let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
                 let x = Quant.randomValues(m * k, &generator, scale: 3)
@@ -77,19 +79,25 @@ struct InterleavedKernelTests {
         for b in 0..<(blocks.count / type.blockBytes) {
             for j in 0..<type.blockBytes where !scaleFields.contains(j) { blocks[b * type.blockBytes + j] = 0xFF }
         }
-        let x = (0..<k).map { j in Float(j % 3 == 0 ? -1 : 1) } // quantizes to ±127
-        let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: 1, n: n, k: k, isa: .scalar)
+        // Quantizes to ±127; nine rows, so the GEMMs that decode the weights once (more rows than a tile) run too.
+        let m = 9
+        let x = (0..<(m * k)).map { j in Float((j % k) % 3 == 0 ? -1 : 1) }
+        let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
         let size = ek_interleaved_size(format, Int64(n), Int64(k))
         var interleaved = [UInt8](repeating: 0, count: size)
         #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
         for isa in Quant.simdISAs {
-            let bytes = ek_row_activation_size(format, 1, Int64(k))
-            var act = [UInt8](repeating: 0, count: bytes)
-            #expect(ek_quantize_row_activations(isa.cValue, format, x, 1, Int64(k), &act, bytes) == EK_OK)
-            var got = [Float](repeating: .nan, count: n)
-            #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, 1, &got, Int64(n), 0, Int64(n)) == EK_OK)
-            for r in 0..<n {
-                #expect(abs(got[r] - expected[r]) <= 1e-5 * max(1, abs(expected[r])), "\(type) \(isa) row \(r): \(got[r]) vs \(expected[r])")
+            for rows in [1, m] { // the decode GEMV, and a GEMM over decoded weights
+                let bytes = ek_row_activation_size(format, Int64(rows), Int64(k))
+                var act = [UInt8](repeating: 0, count: bytes)
+                #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(rows), Int64(k), &act, bytes) == EK_OK)
+                var got = [Float](repeating: .nan, count: rows * n)
+                #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(rows), &got, Int64(n),
+                                            0, Int64(n)) == EK_OK)
+                for i in 0..<(rows * n) {
+                    #expect(abs(got[i] - expected[i]) <= 1e-5 * max(1, abs(expected[i])),
+                            "\(type) \(isa) m=\(rows) output \(i): \(got[i]) vs \(expected[i])")
+                }
             }
         }
     }
