@@ -150,6 +150,7 @@ EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4_1)(const void *in, flo
  * Eight weight rows (half `half` of a group) against `tile` activation rows; with `halves` = 2 (and one activation
  * row) both halves of the group, acc[0] and acc[1].
  */
+#define EK_AVX2_TILE_MAX 4
 #ifndef EK_AVX2_PREFETCH
 #define EK_AVX2_PREFETCH 4096 /* bytes ahead a group's first pass fetches its packed weights */
 #endif
@@ -171,53 +172,49 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
             if (first_pass && h == half) { /* the weights come from memory once per group: fetch ahead of the prefetcher */
                 for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_AVX2_PREFETCH + line, _MM_HINT_T0);
             }
-            __m256i w[8];
-            if (format == EK_FORMAT_Q8_0) {
-                for (int c = 0; c < 8; c++) {
-                    w[c] = _mm256_loadu_si256((const __m256i *)(quants + 64 * c));
-#if !EK_AVX2_VNNI
-                    w[c] = _mm256_xor_si256(w[c], _mm256_set1_epi8((char)0x80)); /* back to signed */
-#endif
-                }
-            } else {
-                for (int c = 0; c < 4; c++) {
-                    __m256i raw = _mm256_loadu_si256((const __m256i *)(quants + 64 * c));
-                    w[c] = _mm256_and_si256(raw, low_mask);
-                    w[4 + c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);
-                }
-            }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * h)));
-            __m256 mins = _mm256_setzero_ps();
-            if (format == EK_FORMAT_Q4_1) mins = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * h)));
             __m256 *out = acc + (h - half) * tile;
+            /* One weight register at a time against every tile row (c outside, rows inside): 2.20 → 2.7× sgemm for
+               Q8_0 with AVX-VNNI against each row running all eight registers in turn. Without VNNI the 4-bit pair
+               sums stay int16 (eight of at most 2·15·127 fit) until one VPMADDWD; Q8_0's are widened at once. */
+            __m256i s[EK_AVX2_TILE_MAX];
+            for (int i = 0; i < tile; i++) s[i] = _mm256_setzero_si256();
+            for (int c = 0; c < 8; c++) {
+                __m256i w;
+                if (format == EK_FORMAT_Q8_0) {
+                    w = _mm256_loadu_si256((const __m256i *)(quants + 64 * c));
+                } else {
+                    w = _mm256_loadu_si256((const __m256i *)(quants + 64 * (c % 4)));
+                    w = _mm256_and_si256(c < 4 ? w : _mm256_srli_epi16(w, 4), low_mask);
+                }
+#if !EK_AVX2_VNNI
+                if (format == EK_FORMAT_Q8_0) { /* signed again; |w| × (x with w's sign): no saturation */
+                    w = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+                    const __m256i magnitude = _mm256_abs_epi8(w);
+                    for (int i = 0; i < tile; i++) {
+                        const __m256i x = _mm256_sign_epi8(EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c), w);
+                        s[i] = EK_AVX2_NAME(dot_u8s8)(s[i], magnitude, x);
+                    }
+                    continue;
+                }
+                for (int i = 0; i < tile; i++)
+                    s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(w, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c)));
+#else
+                for (int i = 0; i < tile; i++)
+                    s[i] = EK_AVX2_NAME(dot_u8s8)(s[i], w, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c));
+#endif
+            }
             for (int i = 0; i < tile; i++) {
                 const ek_block_q8_act *a = act + i * blocks + b;
-                __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-                for (int c = 0; c < 8; c += 2) {
-                    __m256i x0 = EK_AVX2_NAME(broadcast4)(a->qs + 4 * c), x1 = EK_AVX2_NAME(broadcast4)(a->qs + 4 * (c + 1));
 #if !EK_AVX2_VNNI
-                    if (format == EK_FORMAT_Q8_0) { /* |w| × (x with w's sign): unsigned×signed without saturation */
-                        s0 = EK_AVX2_NAME(dot_u8s8)(s0, _mm256_abs_epi8(w[c]), _mm256_sign_epi8(x0, w[c]));
-                        s1 = EK_AVX2_NAME(dot_u8s8)(s1, _mm256_abs_epi8(w[c + 1]), _mm256_sign_epi8(x1, w[c + 1]));
-                        continue;
-                    }
-                    if (format != EK_FORMAT_Q8_0) { /* 4-bit: pair sums ≤ 2·15·127, eight of them still fit int16 */
-                        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(w[c], x0));
-                        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(w[c + 1], x1));
-                        continue;
-                    }
+                if (format != EK_FORMAT_Q8_0) s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
 #endif
-                    s0 = EK_AVX2_NAME(dot_u8s8)(s0, w[c], x0);
-                    s1 = EK_AVX2_NAME(dot_u8s8)(s1, w[c + 1], x1);
-                }
-                __m256i sum = _mm256_add_epi32(s0, s1);
-#if !EK_AVX2_VNNI
-                if (format != EK_FORMAT_Q8_0) sum = _mm256_madd_epi16(_mm256_add_epi16(s0, s1), _mm256_set1_epi16(1));
-#endif
-                __m256 dot = _mm256_cvtepi32_ps(sum);
+                __m256 dot = _mm256_cvtepi32_ps(s[i]);
                 if (offset != 0.0f) dot = _mm256_sub_ps(dot, _mm256_set1_ps(offset * (float)a->sum));
                 out[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(d, _mm256_set1_ps(a->d)), out[i]);
-                if (format == EK_FORMAT_Q4_1) out[i] = _mm256_fmadd_ps(mins, _mm256_set1_ps(a->s), out[i]);
+                if (format == EK_FORMAT_Q4_1)
+                    out[i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * h))),
+                                             _mm256_set1_ps(a->s), out[i]);
             }
         }
     }
