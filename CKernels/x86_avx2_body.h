@@ -160,11 +160,11 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
 #if EK_AVX2_VNNI
-    const float q8_offset = 128.0f;
+    const int32_t q8_offset = 128;
 #else
-    const float q8_offset = 0.0f; /* the sign trick below multiplies the signed weights directly */
+    const int32_t q8_offset = 0; /* the sign trick below multiplies the signed weights directly */
 #endif
-    const float offset = format == EK_FORMAT_Q4_0 ? 8.0f : (format == EK_FORMAT_Q8_0 ? q8_offset : 0.0f);
+    const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? q8_offset : 0);
     for (int i = 0; i < tile * halves; i++) acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         for (int h = half; h < half + halves; h++) {
@@ -209,8 +209,8 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
 #if !EK_AVX2_VNNI
                 if (format != EK_FORMAT_Q8_0) s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
 #endif
-                __m256 dot = _mm256_cvtepi32_ps(s[i]);
-                if (offset != 0.0f) dot = _mm256_sub_ps(dot, _mm256_set1_ps(offset * (float)a->sum));
+                /* the offset's offset·Σa in integers (at most 128·32·127) */
+                const __m256 dot = _mm256_cvtepi32_ps(_mm256_sub_epi32(s[i], _mm256_set1_epi32(offset * a->sum)));
                 out[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(d, _mm256_set1_ps(a->d)), out[i]);
                 if (format == EK_FORMAT_Q4_1)
                     out[i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * h))),

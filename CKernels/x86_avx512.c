@@ -170,6 +170,8 @@ EK_AVX512 static void dequantize_row_q4_1_avx512(const void *in, float *y, int64
 
 /* ------------------------------------------------------------- matmul */
 
+#define EK_TILE 4
+
 /*
  * One group of sixteen weight rows against `tile` activation rows: acc[i]
  * lane r = Σ over all blocks of row r · activation row i.
@@ -178,7 +180,7 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
                                     const ek_block_q8_act *act, __m512 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const __m512i low_mask = _mm512_set1_epi8(0x0f);
-    const float offset = format == EK_FORMAT_Q4_0 ? 8.0f : (format == EK_FORMAT_Q8_0 ? 128.0f : 0.0f);
+    const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? 128 : 0);
     for (int i = 0; i < tile; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *quants = gb + scale_bytes;
@@ -198,22 +200,20 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
         __m512 mins = _mm512_setzero_ps();
         if (format == EK_FORMAT_Q4_1) mins = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)));
+        /* one weight register at a time against every tile row */
+        __m512i s[EK_TILE];
+        for (int i = 0; i < tile; i++) s[i] = _mm512_setzero_si512();
+        for (int c = 0; c < 8; c++)
+            for (int i = 0; i < tile; i++) s[i] = _mm512_dpbusd_epi32(s[i], w[c], broadcast4((act + i * blocks + b)->qs + 4 * c));
         for (int i = 0; i < tile; i++) {
             const ek_block_q8_act *a = act + i * blocks + b;
-            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-            for (int c = 0; c < 8; c += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, w[c], broadcast4(a->qs + 4 * c));
-                s1 = _mm512_dpbusd_epi32(s1, w[c + 1], broadcast4(a->qs + 4 * (c + 1)));
-            }
-            __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-            if (offset != 0.0f) dot = _mm512_sub_ps(dot, _mm512_set1_ps(offset * (float)a->sum));
+            /* the offset's offset·Σa in integers (at most 128·32·127) */
+            const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(s[i], _mm512_set1_epi32(offset * a->sum)));
             acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d, _mm512_set1_ps(a->d)), acc[i]);
             if (format == EK_FORMAT_Q4_1) acc[i] = _mm512_fmadd_ps(mins, _mm512_set1_ps(a->s), acc[i]);
         }
     }
 }
-
-#define EK_TILE 4
 
 EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, int64_t blocks,
                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,

@@ -237,8 +237,9 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
                     }                                                                                               \
                     dot = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));               \
                 }                                                                                                   \
-                __m256 total = _mm256_cvtepi32_ps(dot);                                                             \
-                if (!five_one) total = _mm256_sub_ps(total, _mm256_set1_ps(16.0f * (float)ab->sum));                \
+                /* Q5_0's −16·Σa in integers: one subtraction, no scalar conversion per row and block */           \
+                if (!five_one) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(16 * ab->sum));                        \
+                const __m256 total = _mm256_cvtepi32_ps(dot);                                                       \
                 acc[t] = _mm256_fmadd_ps(total, _mm256_mul_ps(d, _mm256_set1_ps(ab->d)), acc[t]);                   \
                 if (five_one) acc[t] = _mm256_fmadd_ps(EK_IL_NAME(halves)(gb + EK_IL_Q5_1_MINS), _mm256_set1_ps(ab->s), acc[t]); \
             }                                                                                                       \
