@@ -127,9 +127,10 @@ struct GGUFTypeTests {
     @Test func halfPrecisionKernelsMatchTheScalarLoop() throws {
         var generator = SplitMix64(seed: 9)
         for bf16 in [false, true] {
-            // decode's four-row groups and their remainders (m 1 and 2), the prefill tiles (m > 2), row sub-ranges
+            // decode's four-row groups and their remainders (m 1 and 2), the prefill tiles (m > 2), row sub-ranges;
+            // more rows than one tile (AVX2: 3, AVX-512: 6) widen each four weight rows once, remainders included
             for (m, n, k, rows) in [(1, 9, 77, 0..<9), (3, 5, 16, 0..<5), (6, 4, 200, 0..<4), (2, 11, 45, 1..<10),
-                                    (1, 13, 24, 3..<13), (2, 8, 16, 0..<8)] {
+                                    (1, 13, 24, 3..<13), (2, 8, 16, 0..<8), (7, 11, 77, 2..<11), (13, 6, 33, 0..<6)] {
                 let w: [UInt16] = (0..<(n * k)).map { _ in
                     let value = generator.nextUnitFloat() * 2 - 1
                     return bf16 ? UInt16(value.bitPattern >> 16) : ek_fp32_to_fp16(value)
