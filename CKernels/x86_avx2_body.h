@@ -7,7 +7,8 @@
  *   EK_AVX2_NAME(x) how to name this variant's functions.
  *
  * A 256-bit register holds eight rows: each 64-byte chunk of a packed group
- * is two halves, rows 0–7 then rows 8–15, processed one after the other.
+ * is two halves, rows 0–7 then rows 8–15, processed one after the other (a
+ * decode GEMV over a large group takes both in one pass).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -26,7 +27,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE __m256i EK_AVX2_NAME(dot_u8s8)(__m256i acc, __m256
 #if EK_AVX2_VNNI
     return _mm256_dpbusd_avx_epi32(acc, u, s);
 #else
-    /* Pairs of products fit in int16: unsigned inputs here are at most 15 (Q4) or 128 (|Q8|). */
+    /* Pairs of products fit in int16: the unsigned inputs here are Q8_0's |w| ≤ 127 (4-bit sums stay int16 longer). */
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
@@ -150,7 +151,7 @@ EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4_1)(const void *in, flo
  * Eight weight rows (half `half` of a group) against `tile` activation rows; with `halves` = 2 (and one activation
  * row) both halves of the group, acc[0] and acc[1].
  */
-#define EK_AVX2_TILE_MAX 4
+#define EK_AVX2_TILE 4 /* activation rows per pass over a half-group */
 #ifndef EK_AVX2_PREFETCH
 #define EK_AVX2_PREFETCH 4096 /* bytes ahead a group's first pass fetches its packed weights */
 #endif
@@ -173,11 +174,13 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
                 for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_AVX2_PREFETCH + line, _MM_HINT_T0);
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * h)));
+            const __m256 mins = format == EK_FORMAT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * h)))
+                                                         : _mm256_setzero_ps();
             __m256 *out = acc + (h - half) * tile;
             /* One weight register at a time against every tile row (c outside, rows inside): 2.20 → 2.7× sgemm for
                Q8_0 with AVX-VNNI against each row running all eight registers in turn. Without VNNI the 4-bit pair
                sums stay int16 (eight of at most 2·15·127 fit) until one VPMADDWD; Q8_0's are widened at once. */
-            __m256i s[EK_AVX2_TILE_MAX];
+            __m256i s[EK_AVX2_TILE];
             for (int i = 0; i < tile; i++) s[i] = _mm256_setzero_si256();
             for (int c = 0; c < 8; c++) {
                 __m256i w;
@@ -212,15 +215,12 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
                 /* the offset's offset·Σa in integers (at most 128·32·127) */
                 const __m256 dot = _mm256_cvtepi32_ps(_mm256_sub_epi32(s[i], _mm256_set1_epi32(offset * a->sum)));
                 out[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(d, _mm256_set1_ps(a->d)), out[i]);
-                if (format == EK_FORMAT_Q4_1)
-                    out[i] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * h))),
-                                             _mm256_set1_ps(a->s), out[i]);
+                if (format == EK_FORMAT_Q4_1) out[i] = _mm256_fmadd_ps(mins, _mm256_set1_ps(a->s), out[i]);
             }
         }
     }
 }
 
-#define EK_AVX2_TILE 4
 /* Group sizes above which a decode GEMV reads both halves of a group in one pass: at 16384×8192 on avx2-novnni
    (groups of 139 KB for Q8_0, 74 KB for Q4_0, the second half-pass coming from L2) it streams 0.83 → 0.92-0.97 of
    the read bandwidth for Q8_0 and 0.67-0.87 → 0.91-1.07 for Q4_0; below (SmolLM2's 5-26 KB groups, the second pass

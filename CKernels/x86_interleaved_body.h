@@ -159,13 +159,13 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
             }                                                                                                       \
             const int64_t chunk = EK_IL_DECODE_ELEMENTS / EK_IL_NAME(name##_block_elements);                        \
             _Static_assert(EK_IL_DECODE_ELEMENTS % 256 == 0, "whole K-quant blocks per chunk");                      \
-            uint8_t decoded[EK_IL_DECODE_BUFFER] __attribute__((aligned(64)));                                      \
+            uint8_t buffer[EK_IL_DECODE_BUFFER] __attribute__((aligned(64)));                                       \
             for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {                                                        \
                 const int64_t n = blocks - b0 < chunk ? blocks - b0 : chunk;                                        \
                 for (int64_t b = 0; b < n; b++)                                                                     \
                     EK_IL_NAME(name##_decode)(group + (size_t)(b0 + b) * EK_IL_NAME(name##_block_bytes),             \
-                                              decoded + (size_t)b * EK_IL_NAME(name##_decoded_bytes));              \
-                EK_IL_RUN_TILES(name, decoded, n, b0, 1, b0 > 0)                                                    \
+                                              buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));               \
+                EK_IL_RUN_TILES(name, buffer, n, b0, 1, b0 > 0)                                                     \
             }                                                                                                       \
         }                                                                                                           \
     }
