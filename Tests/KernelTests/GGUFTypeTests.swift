@@ -130,7 +130,8 @@ struct GGUFTypeTests {
             // decode's four-row groups and their remainders (m 1 and 2), the prefill tiles (m > 2), row sub-ranges;
             // more rows than one tile (AVX2: 3, AVX-512: 6) widen each four weight rows once, remainders included
             for (m, n, k, rows) in [(1, 9, 77, 0..<9), (3, 5, 16, 0..<5), (6, 4, 200, 0..<4), (2, 11, 45, 1..<10),
-                                    (1, 13, 24, 3..<13), (2, 8, 16, 0..<8), (7, 11, 77, 2..<11), (13, 6, 33, 0..<6)] {
+                                    (1, 13, 24, 3..<13), (2, 8, 16, 0..<8), (7, 11, 77, 2..<11), (13, 6, 33, 0..<6),
+                                    (9, 10, 1000, 0..<10)] { // columns in two chunks, the second with a remainder
                 let w: [UInt16] = (0..<(n * k)).map { _ in
                     let value = generator.nextUnitFloat() * 2 - 1
                     return bf16 ? UInt16(value.bitPattern >> 16) : ek_fp32_to_fp16(value)
@@ -152,11 +153,14 @@ struct GGUFTypeTests {
 
     /// fp32 weights read as they lie (the fp32 route's few-row kernel): every ISA equals the in-order loop within
     /// fp32 accumulation error — four-row blocks and their remainders, activation tiles of every size (1–13 rows:
-    /// AVX-512 takes six at a time, AVX2 three), k not a multiple of the vector width, row sub-ranges.
+    /// AVX-512 takes six at a time, AVX2 three), k not a multiple of the vector width, row sub-ranges; rows longer
+    /// than 768 columns in chunks (2 and 4 of them, the last shorter and not a multiple of the vector width), with
+    /// the next chunk's or weight group's lines prefetched (streams of one and two rows do not chunk).
     @Test func fp32KernelMatchesTheScalarLoop() throws {
         var generator = SplitMix64(seed: 19)
         for (m, n, k, rows) in [(1, 9, 77, 0..<9), (2, 11, 45, 1..<10), (3, 5, 16, 0..<5), (6, 8, 200, 0..<8),
-                                (7, 13, 384, 3..<13), (13, 6, 33, 0..<6), (12, 17, 64, 2..<17)] {
+                                (7, 13, 384, 3..<13), (13, 6, 33, 0..<6), (12, 17, 64, 2..<17), (3, 12, 769, 0..<12),
+                                (8, 9, 1539, 1..<9), (1, 6, 1539, 0..<6)] {
             let w = Quant.randomValues(n * k, &generator), x = Quant.randomValues(m * k, &generator)
             var expected = [Float](repeating: 0, count: m * n)
             let (first, end) = (Int64(rows.lowerBound), Int64(rows.upperBound))
