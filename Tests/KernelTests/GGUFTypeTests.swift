@@ -155,12 +155,13 @@ struct GGUFTypeTests {
     /// fp32 accumulation error — four-row blocks and their remainders, activation tiles of every size (1–13 rows:
     /// AVX-512 takes six at a time, AVX2 three), k not a multiple of the vector width, row sub-ranges; rows longer
     /// than 768 columns in chunks (2 and 4 of them, the last shorter and not a multiple of the vector width), with
-    /// the next chunk's or weight group's lines prefetched (streams of one and two rows do not chunk).
+    /// the next chunk's or weight group's lines prefetched (streams of one and two rows do not chunk); 131 rows of
+    /// 1,536 in three panels of activation rows (AVX-512: at most 60 rows each, AVX2 63).
     @Test func fp32KernelMatchesTheScalarLoop() throws {
         var generator = SplitMix64(seed: 19)
         for (m, n, k, rows) in [(1, 9, 77, 0..<9), (2, 11, 45, 1..<10), (3, 5, 16, 0..<5), (6, 8, 200, 0..<8),
                                 (7, 13, 384, 3..<13), (13, 6, 33, 0..<6), (12, 17, 64, 2..<17), (3, 12, 769, 0..<12),
-                                (8, 9, 1539, 1..<9), (1, 6, 1539, 0..<6)] {
+                                (8, 9, 1539, 1..<9), (1, 6, 1539, 0..<6), (131, 5, 1536, 0..<5)] {
             let w = Quant.randomValues(n * k, &generator), x = Quant.randomValues(m * k, &generator)
             var expected = [Float](repeating: 0, count: m * n)
             let (first, end) = (Int64(rows.lowerBound), Int64(rows.upperBound))
