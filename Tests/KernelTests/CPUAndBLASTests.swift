@@ -96,12 +96,17 @@ struct CPUAndBLASTests {
     }
 
     /// The fp32 route's own kernel takes 2…128 rows of input, every product from 2 rows up when OpenBLAS runs
-    /// narrower kernels than the ISA (Haswell's on AVX-512), and nothing on the scalar ISA.
+    /// narrower kernels than the ISA (Haswell's on AVX-512), any rows of up to 2,048 columns on AVX2 when OpenBLAS's
+    /// kernels are AVX2 too, and nothing on the scalar ISA.
     @Test func fp32RouteUsesItsOwnKernelWhereItIsFaster() {
-        #expect(BLASBackend(isa: .avx512, blasLevel: .avx2).fewRows?.limit == Int.max)
-        #expect(BLASBackend(isa: .avx512, blasLevel: .avx512).fewRows?.limit == BoundMatmul.fewRows)
-        #expect(BLASBackend(isa: .avx2, blasLevel: .avx2).fewRows?.limit == BoundMatmul.fewRows)
-        #expect(BLASBackend(isa: .avx512, blasLevel: nil).fewRows?.limit == BoundMatmul.fewRows)
+        let few = BoundMatmul.fewRows, panelled = BoundMatmul.panelledColumns
+        #expect(BLASBackend(isa: .avx512, blasLevel: .avx2).fewRows == .init(isa: .avx512, limit: .max, anyRowsUpToColumns: .max))
+        #expect(BLASBackend(isa: .avx512, blasLevel: .avx512).fewRows == .init(isa: .avx512, limit: few, anyRowsUpToColumns: 0))
+        #expect(BLASBackend(isa: .avx2, blasLevel: .avx2).fewRows == .init(isa: .avx2, limit: few, anyRowsUpToColumns: panelled))
+        #expect(BLASBackend(isa: .avx2NoVNNI, blasLevel: .avx2).fewRows == .init(isa: .avx2NoVNNI, limit: few, anyRowsUpToColumns: panelled))
+        #expect(BLASBackend(isa: .avx2, blasLevel: .avx512).fewRows == .init(isa: .avx2, limit: few, anyRowsUpToColumns: 0))
+        #expect(BLASBackend(isa: .avx2, blasLevel: .avx).fewRows == .init(isa: .avx2, limit: .max, anyRowsUpToColumns: .max))
+        #expect(BLASBackend(isa: .avx512, blasLevel: nil).fewRows == .init(isa: .avx512, limit: few, anyRowsUpToColumns: 0))
         #expect(BLASBackend(isa: .scalar, blasLevel: .avx2).fewRows == nil)
     }
 

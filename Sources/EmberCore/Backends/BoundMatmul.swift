@@ -248,15 +248,28 @@ extension BoundMatmul {
     /// to sgemm, whose packing then pays: at 128 rows the two measured equal against OpenBLAS's SkylakeX core).
     static let fewRows = 128
 
-    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; from 1 to `fewRows.limit` rows of
-    /// input by `fewRows.isa`'s fp32 kernel when given. Decode's single row included: two threads of the kernel's
-    /// four-row GEMV streamed SmolLM2's matrices at 70-75 GB/s where `cblas_sgemv` (OpenBLAS's Haswell core) took
-    /// 46-54, and equal to its SkylakeX core.
-    static func blas(_ w: WeightMatrix, fewRows: (isa: KernelISA, limit: Int)? = nil, placement: Placement,
+    /// The longest rows (columns) the fp32 kernel splits its activation rows into L2-sized panels for
+    /// (`EK_F32_PANEL_BYTES` in `x86_rows_body.h`: eight tiles of six 2,048-wide rows): up to here it keeps its
+    /// speed at any number of rows.
+    static let panelledColumns = 2048
+
+    /// Which products the fp32 route gives to `isa`'s own kernel rather than OpenBLAS: those of up to `limit`
+    /// rows of input, and those of any number of rows whose rows are at most `anyRowsUpToColumns` long.
+    struct FewRows: Equatable {
+        let isa: KernelISA
+        let limit: Int
+        let anyRowsUpToColumns: Int
+    }
+
+    /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; the products `fewRows` names
+    /// by its ISA's fp32 kernel. Decode's single row included: two threads of the kernel's four-row GEMV streamed
+    /// SmolLM2's matrices at 70-75 GB/s where `cblas_sgemv` (OpenBLAS's Haswell core) took 46-54, and equal to
+    /// its SkylakeX core.
+    static func blas(_ w: WeightMatrix, fewRows: FewRows? = nil, placement: Placement,
                      pool: WorkerPool?) throws -> BoundMatmul {
-        let (kernel, limit) = (fewRows?.isa.cValue, fewRows?.limit ?? 0)
+        let (kernel, limit, columns) = (fewRows?.isa.cValue, fewRows?.limit ?? 0, fewRows?.anyRowsUpToColumns ?? 0)
         return try fp32(w, placement: placement, pool: pool) { base, x, m, y, n, k, range in
-            if let kernel, m <= limit {
+            if let kernel, m <= limit || k <= columns {
                 return Int32(bitPattern: ek_gemm_f32(kernel, base, Int64(n), Int64(k), x, Int64(m), y, Int64(n),
                                                      Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
             }

@@ -50,17 +50,30 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 /// where sgemm packs them on every call (and streams a single row faster than
 /// sgemv) — and every product when OpenBLAS runs narrower kernels than `isa`
 /// (its Haswell core on an AVX-512 CPU: ours measured 1.2× faster at MiniLM's
-/// 614-row batches).
+/// 614-row batches), or any number of rows of up to
+/// ``BoundMatmul/panelledColumns`` columns when its kernels are as wide as
+/// AVX2's (batch-32 MiniLM 7 % faster than OpenBLAS's Haswell core, SmolLM2's
+/// 512-token prefill equal or 2–4 % faster; OpenBLAS's SkylakeX core is still
+/// ~20 % faster than the AVX-512 kernel at 600 rows, so it keeps those).
 final class BLASBackend: Backend, @unchecked Sendable {
     let descriptor = BackendDescriptor(
         name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),
         conversion: "weights dequantized to fp32 once and cached", convertedTypes: Set(convertibleTypes.filter { $0 != .f32 }))
     let opTable = OpTable()
-    let fewRows: (isa: KernelISA, limit: Int)?
+    let fewRows: BoundMatmul.FewRows?
 
     init(isa: KernelISA, blasLevel: SIMDLevel? = BLASLibrary.current.coreLevel) {
-        let narrowerBLAS = isa == .avx512 && (blasLevel.map { $0 < .avx512 } ?? false)
-        fewRows = ek_gemm_f32_is_simd(isa.cValue) ? (isa, narrowerBLAS ? Int.max : BoundMatmul.fewRows) : nil
+        guard ek_gemm_f32_is_simd(isa.cValue) else {
+            fewRows = nil
+            return
+        }
+        let width: SIMDLevel = isa == .avx512 ? .avx512 : .avx2
+        switch blasLevel {
+        case let level? where level < width: fewRows = .init(isa: isa, limit: .max, anyRowsUpToColumns: .max)
+        case let level? where level == width && width == .avx2:
+            fewRows = .init(isa: isa, limit: BoundMatmul.fewRows, anyRowsUpToColumns: BoundMatmul.panelledColumns)
+        default: fewRows = .init(isa: isa, limit: BoundMatmul.fewRows, anyRowsUpToColumns: 0)
+        }
     }
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
