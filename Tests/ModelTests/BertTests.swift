@@ -59,6 +59,20 @@ struct BertTests {
         if precision == .fp32 { #expect(largestDifference <= 1e-4) }
     }
 
+    /// Texts of three tokens ([CLS] word [SEP]) run the encoder's private stages, every thread all rows; in a batch
+    /// with a longer sentence the same rows run the shared, row-split ones — both give the same embedding at every
+    /// precision (the LayerNorm-then-stage hand-over without a barrier of its own, either way).
+    @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU), (.int8, .cpuAndNeuralEngine), (.int4, .cpuAndNeuralEngine)])
+    func shortTextsAloneAndInABatchAgree(precision: Precision, units: ComputeUnits) throws {
+        let model = try #require(Self.model)
+        for text in ["!", "a", "ok"] {
+            #expect(model.tokenize(text).count <= 4, "\(text) is a private stage")
+            let alone = try model.embed([text], units: units, precision: precision).embeddings[0]
+            let batch = try model.embed([text, Self.references[0].text], units: units, precision: precision).embeddings[0]
+            #expect(Self.cosine(alone, batch) > 0.999999, "\(precision) \(text): \(Self.cosine(alone, batch))")
+        }
+    }
+
     /// Text unlike the reference sentences — punctuation alone, fragments, chat, numbers, code-ish and legal
     /// prose — where 4-bit weights hurt most: int4 stays within 0.98 cosine of fp32 (the mix of 4- and 8-bit layers
     /// in `EncoderPlan.weights`; all 4-bit, "!!!" fell to 0.966).

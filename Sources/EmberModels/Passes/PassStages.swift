@@ -113,12 +113,17 @@ struct PassStages {
         return prepare(thread, UnsafePointer(out), width: width, part: part, isPrivate: isPrivate, group: group, produced: true)
     }
 
-    /// Prepares `source` (every row already written) once per distinct preparation of `group`; a barrier after
-    /// shared preparations.
-    func stage(_ thread: RegionThread, width: Int, rows: Int, group: StageGroup, source: UnsafeMutablePointer<Float>) -> StageInput {
+    /// Prepares `source` once per distinct preparation of `group`; a barrier after shared preparations. Every row
+    /// of `source` is already written — or, with `ownShareWritten`, only this thread's share (`thread.share(of:
+    /// rows)`) is, as a row-split LayerNorm leaves it: then one barrier follows the preparation (before it, for a
+    /// private copy) where the writer would otherwise have ended on its own barrier.
+    func stage(_ thread: RegionThread, width: Int, rows: Int, group: StageGroup, source: UnsafeMutablePointer<Float>,
+               ownShareWritten: Bool = false) -> StageInput {
         let isPrivate = rows <= StageBuffers.privateRows
+        if isPrivate && ownShareWritten { thread.barrier() }
         let part = isPrivate ? 0..<rows : thread.share(of: rows)
-        return prepare(thread, UnsafePointer(source), width: width, part: part, isPrivate: isPrivate, group: group, produced: false)
+        return prepare(thread, UnsafePointer(source), width: width, part: part, isPrivate: isPrivate, group: group,
+                       produced: ownShareWritten && !isPrivate)
     }
 
     private func prepare(_ thread: RegionThread, _ input: UnsafePointer<Float>, width: Int, part: Range<Int>, isPrivate: Bool,

@@ -304,12 +304,12 @@ final class EncoderPass: @unchecked Sendable {
             stages.check(ops.layerNorm.layerNorm(out, gamma: model.embeddingNormGamma, beta: model.embeddingNormBeta,
                                                  into: ws.x + row * d, rows: 1, n: d, eps: eps), ops.layerNorm)
         }
-        thread.barrier()
+        // (no barrier: the first stage ends on one; each thread wrote its share of x, as normalize does)
 
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]
             // Self-attention: Q, K, V (+ bias), softmax over each sentence's own tokens.
-            let input = stages.stage(thread, width: d, rows: r, group: layer.attention, source: ws.x)
+            let input = stages.stage(thread, width: d, rows: r, group: layer.attention, source: ws.x, ownShareWritten: true)
             linear(thread, layer.query, weights.query, input, 0, into: ws.q, width: d)
             linear(thread, layer.key, weights.key, input, 1, into: ws.k, width: d)
             linear(thread, layer.value, weights.value, input, 2, into: ws.v, width: d)
@@ -334,13 +334,15 @@ final class EncoderPass: @unchecked Sendable {
             thread.barrier()
             normalize(thread, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
-            let intermediateInput = stages.stage(thread, width: d, rows: r, group: layer.feedForward, source: ws.x)
+            let intermediateInput = stages.stage(thread, width: d, rows: r, group: layer.feedForward, source: ws.x,
+                                                 ownShareWritten: true)
             linear(thread, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
             thread.barrier()
             let outputInput = stages.stage(thread, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
             _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
+            if index == plan.layers.count - 1 { thread.barrier() } // no stage follows the last LayerNorm: every row is written here
         }
     }
 
@@ -375,7 +377,8 @@ final class EncoderPass: @unchecked Sendable {
         return columns
     }
 
-    /// x = LayerNorm(projected), rows split, then a barrier.
+    /// x = LayerNorm(projected), rows split as `thread.share(of: rows)`; no barrier — the stage that reads x next
+    /// (`ownShareWritten`) ends on one, a barrier fewer per LayerNorm (two per layer of an int8 or int4 encoder).
     private func normalize(_ thread: RegionThread, gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>) {
         let d = model.config.hidden
         let part = thread.share(of: rows)
@@ -384,7 +387,6 @@ final class EncoderPass: @unchecked Sendable {
                                                       into: ws.x + part.lowerBound * d, rows: part.count, n: d,
                                                       eps: model.config.layerNormEpsilon), plan.ops.layerNorm)
         }
-        thread.barrier()
     }
 }
 
