@@ -594,7 +594,12 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_panel)(const int kind
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kind, const void *w, int64_t k, const float *x,
                                                                    int64_t m, float *y, int64_t ldy, int64_t row_begin,
                                                                    int64_t row_end) {
-    int64_t panel = EK_F32_PANEL_BYTES / (k * (int64_t)sizeof(float)) / EK_F32_ACTS * EK_F32_ACTS;
+    if (k == 0) { /* empty sums: zeros, as the scalar loop writes (and no division by the row length below) */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t r = row_begin; r < row_end; r++) y[i * ldy + r] = 0;
+        return;
+    }
+    const int64_t panel = EK_F32_PANEL_BYTES / (k * (int64_t)sizeof(float)) / EK_F32_ACTS * EK_F32_ACTS;
     const int64_t panels = panel < 8 * EK_F32_ACTS ? 1 : (m + panel - 1) / panel;
     for (int64_t p = 0, i0 = 0; p < panels; p++) { /* near-equal panels: 128 rows as 43, 43, 42, not 60, 60, 8 */
         const int64_t rows = m / panels + (p < m % panels ? 1 : 0);

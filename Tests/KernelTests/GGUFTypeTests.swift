@@ -151,6 +151,24 @@ struct GGUFTypeTests {
         }
     }
 
+    /// Rows of no columns (k = 0) are empty sums: every ISA's fp32 and fp16/bf16 kernels write zeros over what y
+    /// held, at decode's row counts and at more rows than a tile (the blocks size their panels by k).
+    @Test func emptyRowsGiveZeros() {
+        let (w, x): ([Float], [Float]) = ([0], [0]), half: [UInt16] = [0]
+        for isa in Quant.simdISAs {
+            for m in [1, 2, 7] {
+                var y = [Float](repeating: 9, count: m * 5)
+                #expect(ek_gemm_f32(isa.cValue, w, 5, 0, x, Int64(m), &y, 5, 0, 5) == EK_OK)
+                #expect(y.allSatisfy { $0 == 0 }, "fp32 \(isa) m=\(m)")
+                for bf16 in [false, true] {
+                    y = [Float](repeating: 9, count: m * 5)
+                    #expect(ek_gemm_half(isa.cValue, bf16, half, 5, 0, x, Int64(m), &y, 5, 0, 5) == EK_OK)
+                    #expect(y.allSatisfy { $0 == 0 }, "bf16=\(bf16) \(isa) m=\(m)")
+                }
+            }
+        }
+    }
+
     /// fp32 weights read as they lie (the fp32 route's few-row kernel): every ISA equals the in-order loop within
     /// fp32 accumulation error — four-row blocks and their remainders, activation tiles of every size (1–13 rows:
     /// AVX-512 takes six at a time, AVX2 three), k not a multiple of the vector width, row sub-ranges; rows longer

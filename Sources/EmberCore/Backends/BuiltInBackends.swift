@@ -68,11 +68,11 @@ final class BLASBackend: Backend, @unchecked Sendable {
             return
         }
         let width: SIMDLevel = isa == .avx512 ? .avx512 : .avx2
-        switch blasLevel {
-        case let level? where level < width: fewRows = .init(isa: isa, limit: .max, anyRowsUpToColumns: .max)
-        case let level? where level == width && width == .avx2:
-            fewRows = .init(isa: isa, limit: BoundMatmul.fewRows, anyRowsUpToColumns: BoundMatmul.panelledColumns)
-        default: fewRows = .init(isa: isa, limit: BoundMatmul.fewRows, anyRowsUpToColumns: 0)
+        if let blasLevel, blasLevel < width {
+            fewRows = .init(isa: isa, limit: .max, anyRowsUpToColumns: .max)
+        } else {
+            let shortRows = width == .avx2 && blasLevel == .avx2 ? BoundMatmul.panelledColumns : 0
+            fewRows = .init(isa: isa, limit: BoundMatmul.fewRows, anyRowsUpToColumns: shortRows)
         }
     }
 
