@@ -262,13 +262,23 @@ bench-peers: build models
 	  --ort-python "$$ort_python" --ort-cache $(PEERS_DIR)/onnx --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures.json
 
 # The AVX2 + FMA machine kind (Zen 3: no AVX-512, no VNNI) on any x86 machine, ISA for ISA: Ember's
-# EMBER_ISA=avx2-novnni path against llama.cpp built a second time for AVX2 + FMA only (text generation; ONNX
-# Runtime picks its kernels from the CPU at run time and cannot be held to AVX2, so embeddings are left out).
+# EMBER_ISA=avx2-novnni path (OpenBLAS held to its Haswell core) against llama.cpp built a second time for AVX2 + FMA
+# only, and — where the CPU can fault on CPUID (`cpuid_fault` in /proc/cpuinfo: Intel, and KVM guests on it) —
+# ONNX Runtime run under scripts/peers/cpuid_avx2.c, which hides AVX-512, VNNI and AMX from it so that its MLAS
+# kernels are the AVX2 ones. Without CPUID faulting the embeddings are left out and the target says so.
 # Figures in .build/peers/figures-avx2.json.
 bench-peers-avx2: build models
 	@llama_bin=$$(LLAMA_CPP_ISA=avx2 bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1) && \
-	EMBER_ISA=avx2-novnni python3 scripts/bench_peers.py --ember $(EMBER) --models models --llama-bin "$$llama_bin" \
-	  --llama-files $(PEERS_DIR) --only text --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json
+	if grep -qw cpuid_fault /proc/cpuinfo; then \
+	  ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
+	  $(CC) -O2 -shared -fPIC -o $(PEERS_DIR)/cpuid_avx2.so scripts/peers/cpuid_avx2.c -ldl && \
+	  peer_args="--ort-python $$ort_python --ort-cache $(PEERS_DIR)/onnx --ort-preload $$(pwd)/$(PEERS_DIR)/cpuid_avx2.so"; \
+	else \
+	  echo "bench-peers-avx2: this CPU cannot fault on CPUID, so ONNX Runtime cannot be held to AVX2: embeddings left out"; \
+	  peer_args="--only text"; \
+	fi && \
+	EMBER_ISA=avx2-novnni OPENBLAS_CORETYPE=Haswell python3 scripts/bench_peers.py --ember $(EMBER) --models models \
+	  --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) $$peer_args --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json
 
 # The package-benchmark suites under Benchmarks/ (statistics, allocations).
 bench-suite: deps

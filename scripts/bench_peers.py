@@ -2,7 +2,7 @@
 """Ember against its peers, from one run: llama.cpp for text generation, ONNX Runtime for embeddings.
 
 Usage: bench_peers.py --ember BIN --models DIR --llama-bin DIR --llama-files DIR --ort-python PY [--rounds 3]
-                      [--threads 2] [--only text,embed] [--json FILE]
+                      [--threads 2] [--only text,embed] [--ort-preload LIB] [--json FILE]
 
 (`make bench-peers` builds the peers and runs this.) Every comparison alternates Ember and its peer for --rounds
 rounds, each side reporting the median of its own repeated runs per round; a round's ratio is Ember ÷ peer from
@@ -17,6 +17,9 @@ Text generation (llama-bench's pp128 / tg64, both at --threads):
 Embeddings (all-MiniLM-L6-v2, the same 256 sentences, tokenization and pooling included), batch 1 and 32:
   fp32    Ember fp32 vs ONNX Runtime fp32 (transformer-optimized)
   int8    Ember int8 vs ONNX Runtime int8 (dynamic quantization, per-channel weights)
+--ort-preload LIB runs ONNX Runtime with LD_PRELOAD=LIB: `make bench-peers-avx2` passes scripts/peers/cpuid_avx2.c
+built, which hides AVX-512, VNNI and AMX from CPUID so that ONNX Runtime's kernels are its AVX2 ones; the features
+ONNX Runtime's process saw are printed beside its figures.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
@@ -65,10 +68,15 @@ def ember_embed(args, precision, batch):
 
 
 def ort_embed(args, variant, batch, sentences):
+    env = dict(os.environ, LD_PRELOAD=args.ort_preload) if args.ort_preload else None
     report = run_json([args.ort_python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "ort_embed.py"),
                        os.path.join(args.models, "all-minilm-l6-v2"), sentences, args.ort_cache, "--variant", variant,
-                       "--batch", str(batch), "--runs", "5", "--threads", str(args.threads)])
-    return report["sentences_per_s"], report.get("onnxruntime")
+                       "--batch", str(batch), "--runs", "5", "--threads", str(args.threads)], env=env)
+    features = report.get("cpu_features")
+    if args.ort_preload and features and ("AVX512F" in features or "AVX512VNNI" in features):
+        raise SystemExit("bench-peers: ONNX Runtime still saw %s under %s; its figures would not be AVX2 ones"
+                         % (", ".join(features), args.ort_preload))
+    return report["sentences_per_s"], "%s [%s]" % (report.get("onnxruntime"), " ".join(features or []))
 
 
 def summary(rounds, ours, theirs):
@@ -85,6 +93,7 @@ def main():
     parser.add_argument("--ort-python"); parser.add_argument("--ort-cache", default=".build/peers/onnx")
     parser.add_argument("--rounds", type=int, default=3); parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", default="text,embed"); parser.add_argument("--json")
+    parser.add_argument("--ort-preload")
     args = parser.parse_args()
     if args.rounds < 1:
         raise SystemExit("bench-peers: --rounds %d: expected 1 or more" % args.rounds)

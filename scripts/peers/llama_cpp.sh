@@ -38,4 +38,21 @@ for type in F32 Q8_0 Q4_0 Q4_K_M; do
   [ -s "$out" ] || "$bin/llama-quantize" --allow-requantize "$model" "$out" "$type" >/dev/null 2>&1 \
     || { echo "llama-quantize could not write $out" >&2; exit 1; }
 done
+# A native build compiles llama.cpp's AMX kernels where the CPU has AMX; on an Intel Xeon (Emerald Rapids, KVM guest)
+# those died with SIGILL on the Q8_0 file (`tilezero` before any tile configuration). There the comparison uses a
+# second build with AMX left out — llama.cpp's AVX-512 VNNI kernels, the best of its code that runs — and says so.
+if [ "${LLAMA_CPP_ISA:-native}" = native ] && ! "$bin/llama-bench" -m "$dir/smollm2-135m-Q8_0.gguf" -p 8 -n 1 -r 1 >/dev/null 2>&1; then
+  build="$src/build-noamx"; bin="$build/bin"
+  echo "llama.cpp's native build failed on smollm2-135m-Q8_0.gguf here (its AMX kernels fault on some machines):" \
+       "using a build without AMX, $bin" >&2
+  if [ ! -x "$bin/llama-bench" ]; then
+    no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+          -DGGML_AMX_BF16=OFF -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+          -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >&2
+    cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize >&2
+  fi
+  "$bin/llama-bench" -m "$dir/smollm2-135m-Q8_0.gguf" -p 8 -n 1 -r 1 >/dev/null \
+    || { echo "llama.cpp without AMX fails on smollm2-135m-Q8_0.gguf too: see $bin/llama-bench's error" >&2; exit 1; }
+fi
 echo "$bin"

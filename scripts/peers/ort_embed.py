@@ -7,7 +7,8 @@ fp32: the model exported from transformers and fused by ONNX Runtime's transform
 LayerNorm, bias). int8: the exported model quantized by ONNX Runtime's dynamic quantizer, int8 weights per channel.
 Each timed pass tokenizes and embeds every sentence in calls of B (mean pooling over the attention mask, L2
 normalised — what Ember returns), after one untimed pass. Prints one JSON line: variant, batch, threads,
-sentences_per_s (the median), runs (every pass).
+sentences_per_s (the median), runs (every pass), and cpu_features: the vector extensions this process sees (as
+numpy reads them from CPUID) — under scripts/peers/cpuid_avx2.c they show that ONNX Runtime was held to AVX2.
 """
 import argparse, json, os, statistics, sys, time
 
@@ -95,7 +96,17 @@ def main():
     rates = [one_pass() for _ in range(args.runs)]
     print(json.dumps({"variant": args.variant, "batch": args.batch, "threads": args.threads,
                       "onnxruntime": onnxruntime.__version__, "sentences_per_s": statistics.median(rates),
-                      "runs": rates}))
+                      "runs": rates, "cpu_features": seen_features()}))
+
+
+def seen_features():
+    """The widest vector extensions CPUID reports to this process, e.g. ["AVX2", "FMA3", "AVX512F", "AVX512VNNI"]."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:
+        return None
+    names = ["AVX2", "FMA3", "AVX512F", "AVX512VNNI", "AVX512BF16", "AVX512FP16"]
+    return [name for name in names if __cpu_features__.get(name)]
 
 
 if __name__ == "__main__":
