@@ -293,12 +293,13 @@ final class EncoderPass: @unchecked Sendable {
         let (r, d, ff, heads, headDim) = (rows, config.hidden, config.intermediate, config.heads, config.headDim)
         let eps = config.layerNormEpsilon
         let scale = 1 / Float(headDim).squareRoot()
+        let f32 = TensorType.f32 // read once: each `.f32` in the loops below copied the type (its name is a String)
         // Embeddings: word + position + token type 0, then LayerNorm.
         for row in thread.share(of: r) {
             let sentence = sentenceOfRow[row]
             let (token, position) = (sentences[sentence][row - starts[sentence]], row - starts[sentence])
             let out = ws.projected + row * d
-            stages.check(ops.embedding.embedding(type: .f32, row: model.wordEmbeddings + token * d, columns: d, into: out), ops.embedding)
+            stages.check(ops.embedding.embedding(type: f32, row: model.wordEmbeddings + token * d, columns: d, into: out), ops.embedding)
             stages.check(ops.add.add(out, model.positionEmbeddings + position * d, count: d), ops.add)
             stages.check(ops.add.add(out, model.typeEmbeddings, count: d), ops.add)
             stages.check(ops.layerNorm.layerNorm(out, gamma: model.embeddingNormGamma, beta: model.embeddingNormBeta,
@@ -320,10 +321,10 @@ final class EncoderPass: @unchecked Sendable {
                 let sentence = sentenceOfRow[row]
                 let first = starts[sentence] * d + head * headDim
                 let visible = sentences[sentence].count
-                stages.check(ops.scores.attentionScores(cacheType: .f32, query: ws.q + row * d + head * headDim, keys: ws.k + first,
+                stages.check(ops.scores.attentionScores(cacheType: f32, query: ws.q + row * d + head * headDim, keys: ws.k + first,
                                                         stride: d, visible: visible, headDim: headDim, scale: scale, into: scores), ops.scores)
                 stages.check(ops.softmax.softmax(scores, rows: 1, n: visible), ops.softmax)
-                stages.check(ops.values.attentionValues(cacheType: .f32, weights: scores, values: ws.v + first, stride: d, visible: visible,
+                stages.check(ops.values.attentionValues(cacheType: f32, weights: scores, values: ws.v + first, stride: d, visible: visible,
                                                         headDim: headDim, into: ws.attention + row * d + head * headDim), ops.values)
             }
             thread.barrier()
