@@ -629,6 +629,16 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(float_row_dot)(const float *w, 
 }
 #endif
 
+#include "x86_outer_body.h"
+
+/* From how many activation rows, and weight rows per call, the packed outer products (x86_outer_body.h) beat the
+   dot-product tiles: one core of an Intel Xeon (Emerald Rapids), AVX-512 / AVX2 — 32 rows × 576 × 576: 85 → 72 /
+   75 → 64 GFLOP/s (the packing not yet paid for), 40 × 384 × 384: 85 → 106 / 71 → 71, 128 × 576 × 1536: 68 → 134 /
+   51 → 54, 450 × 1536 × 384: 79 → 145 / 54 → 58, 128 × 4096 × 4096: 60 → 119 / 51 → 67. Fewer than two panels of
+   weight rows leave most of a panel zeros. */
+#define EK_F32_OUTER_ROWS 40
+#define EK_F32_OUTER_COLS (2 * EK_OUTER_NR)
+
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                   int64_t ldy, int64_t row_begin, int64_t row_end) {
 #if !defined(EK_ROWS_512)
@@ -637,6 +647,9 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
         return;
     }
 #endif
+    if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
+        EK_ROWS_NAME(gemm_f32_outer)(w, k, x, m, y, ldy, row_begin, row_end))
+        return;
     EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
 }
 

@@ -174,12 +174,18 @@ struct GGUFTypeTests {
     /// AVX-512 takes six at a time, AVX2 three), k not a multiple of the vector width, row sub-ranges; rows longer
     /// than 768 columns in chunks (2 and 4 of them, the last shorter and not a multiple of the vector width), with
     /// the next chunk's or weight group's lines prefetched (streams of one and two rows do not chunk); 131 rows of
-    /// 1,536 in three panels of activation rows (AVX-512: at most 60 rows each, AVX2 63).
+    /// 1,536 in three panels of activation rows (AVX-512: at most 60 rows each, AVX2 63). From 40 activation rows
+    /// and 64 weight rows the packed outer products: panels of 32 (AVX2 16) weight rows with a shorter last one and
+    /// a sub-range, 8 × 8 transposes with their edges, activation tiles of 12 (AVX2 6) with every shorter remainder,
+    /// k in blocks of 256 with a shorter last, more than 480 activation rows (two row blocks); 39 rows and 63 weight
+    /// rows stay on the tiles.
     @Test func fp32KernelMatchesTheScalarLoop() throws {
         var generator = SplitMix64(seed: 19)
         for (m, n, k, rows) in [(1, 9, 77, 0..<9), (2, 11, 45, 1..<10), (3, 5, 16, 0..<5), (6, 8, 200, 0..<8),
                                 (7, 13, 384, 3..<13), (13, 6, 33, 0..<6), (12, 17, 64, 2..<17), (3, 12, 769, 0..<12),
-                                (8, 9, 1539, 1..<9), (1, 6, 1539, 0..<6), (131, 5, 1536, 0..<5)] {
+                                (8, 9, 1539, 1..<9), (1, 6, 1539, 0..<6), (131, 5, 1536, 0..<5), (45, 77, 300, 2..<77),
+                                (40, 70, 8, 0..<70), (43, 66, 257, 0..<66), (517, 64, 20, 0..<64), (48, 65, 1, 1..<65),
+                                (39, 70, 40, 0..<70), (45, 63, 40, 0..<63)] {
             let w = Quant.randomValues(n * k, &generator), x = Quant.randomValues(m * k, &generator)
             var expected = [Float](repeating: 0, count: m * n)
             let (first, end) = (Int64(rows.lowerBound), Int64(rows.upperBound))
