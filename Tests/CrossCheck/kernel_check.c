@@ -5,7 +5,9 @@
  * qemu-aarch64. Same checks as the Swift suite, fewer shapes:
  *   - activation quantization equals the oracle's, byte for byte;
  *   - integer-exact inputs give bit-identical products;
- *   - random inputs agree within the fp32 accumulation bound.
+ *   - random inputs agree within the fp32 accumulation bound;
+ *   - the fp32-weight GEMM (ek_gemm_f32: dot-product tiles, and the packed outer products from 40 rows) agrees
+ *     with the in-order loop — under ASan, its packing reads and panel memory are checked too.
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
 #include <math.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ek_quant.h"
+#include "ek_rows.h"
 
 static uint64_t state = 0x5eed;
 static uint64_t next_random(void) {
@@ -94,6 +97,25 @@ static void run(ek_isa isa, ek_format format, int m, int n, int k, int integer_e
     free(gguf); free(x); free(w); free(expected); free(got); free(packed); free(act); free(act_ref);
 }
 
+/* ek_gemm_f32 on `isa` against the scalar loop, weight rows [first, end). */
+static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
+    float *w = malloc((size_t)n * k * sizeof(float)), *x = malloc((size_t)m * k * sizeof(float));
+    float *got = calloc((size_t)m * n, sizeof(float)), *want = calloc((size_t)m * n, sizeof(float));
+    for (int i = 0; i < n * k; i++) w[i] = uniform(1);
+    for (int i = 0; i < m * k; i++) x[i] = uniform(1);
+    int ok = ek_gemm_f32(isa, w, n, k, x, m, got, n, first, end) == EK_OK &&
+             ek_gemm_f32(EK_ISA_SCALAR, w, n, k, x, m, want, n, first, end) == EK_OK;
+    for (int i = 0; ok && i < m * n; i++)
+        ok = fabsf(got[i] - want[i]) <= 1e-5f * sqrtf((float)k) * fmaxf(1.0f, fabsf(want[i]));
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        printf("FAIL f32 gemm m=%d n=%d k=%d rows %d..<%d\n", m, n, k, first, end);
+    }
+    free(w); free(x); free(got); free(want);
+}
+
 int main(int argc, char **argv) {
     ek_isa isa;
     if (argc < 2 || ek_isa_parse(argv[1], &isa) != EK_OK) {
@@ -112,6 +134,12 @@ int main(int argc, char **argv) {
             run(isa, (ek_format)f, shapes[s][0], shapes[s][1], shapes[s][2], 0);
         }
         run(isa, (ek_format)f, 6, 35, 512, 1);
+    }
+    static const int f32_shapes[][5] = {{7, 13, 384, 3, 13}, {45, 77, 300, 2, 77}, {40, 70, 8, 0, 70},
+                                        {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66}};
+    for (size_t s = 0; s < sizeof f32_shapes / sizeof f32_shapes[0]; s++) {
+        const int *f = f32_shapes[s];
+        run_f32(isa, f[0], f[1], f[2], f[3], f[4]);
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
