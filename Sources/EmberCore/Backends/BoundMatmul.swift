@@ -248,10 +248,10 @@ extension BoundMatmul {
     /// to sgemm, whose packing then pays: at 128 rows the two measured equal against OpenBLAS's SkylakeX core).
     static let fewRows = 128
 
-    /// Rows (columns) short enough that the fp32 kernel splits any number of activation rows into L2-sized panels
-    /// (`EK_F32_PANEL_BYTES` in `x86_rows_body.h`: it does up to 2,048 columns on AVX-512, 4,096 on AVX2) and so
-    /// keeps its speed at large batches; measured faster than OpenBLAS's Haswell core at MiniLM's and SmolLM2's
-    /// rows (384-1,536).
+    /// Rows (columns) up to which the AVX2 fp32 kernel takes any number of activation rows from OpenBLAS's Haswell
+    /// core: measured faster at MiniLM's and SmolLM2's rows (384-1,536) when large batches ran in L2-sized panels,
+    /// and equal again (MiniLM batch 32, alternating) since 40+ rows run as packed outer products
+    /// (`x86_outer_body.h`); longer rows were not measured.
     static let panelledColumns = 2048
 
     /// Which products the fp32 route gives to `isa`'s own kernel rather than OpenBLAS: those of up to `limit`

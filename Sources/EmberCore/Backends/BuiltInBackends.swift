@@ -53,8 +53,9 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 /// 614-row batches), or any number of rows of up to
 /// ``BoundMatmul/panelledColumns`` columns when its kernels are as wide as
 /// AVX2's (batch-32 MiniLM 7 % faster than OpenBLAS's Haswell core, SmolLM2's
-/// 512-token prefill equal or 2–4 % faster; OpenBLAS's SkylakeX core is still
-/// ~20 % faster than the AVX-512 kernel at 600 rows, so it keeps those).
+/// 512-token prefill equal or 2–4 % faster). Against OpenBLAS's SkylakeX
+/// core the AVX-512 kernel measured 0.78–1.09× at 128 rows (its packed outer
+/// products; ~0.8× at 600 rows before them), so that core keeps what is above.
 final class BLASBackend: Backend, @unchecked Sendable {
     let descriptor = BackendDescriptor(
         name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),
