@@ -7,12 +7,13 @@ lines in one bracketed paste (one turn, newlines kept); asks for a
 long reply and presses Ctrl-C once text streams (the reply stops, the chat goes on, the partial reply is kept);
 /save, then Ctrl-D (the chat ends). Prints what it checked; exits 1 on the first failure.
 """
-import json, os, pty, select, sys, tempfile, time
+import json, os, pty, re, select, sys, tempfile, time
 
 EMBER, MODELS = sys.argv[1], sys.argv[2]
 
 
 def main():
+    unended = []  # the screens' ends of turns that did not end with statistics and a prompt
     saved = os.path.join(tempfile.mkdtemp(prefix="ember-pty-"), "chat.json")
     pid, fd = pty.fork()
     if pid == 0:
@@ -20,6 +21,7 @@ def main():
         os.execv(EMBER, [EMBER, "chat", "-n", "400", "--temperature", "0.7", "--seed", "1"])
 
     def read_until(token, timeout=60):
+        """Reads until `token` (bytes, or a compiled pattern) has arrived or `timeout` seconds have passed."""
         buffer, end = b"", time.time() + timeout
         while time.time() < end:
             ready, _, _ = select.select([fd], [], [], 0.1)
@@ -31,11 +33,15 @@ def main():
                 if not chunk:
                     break
                 buffer += chunk
-                if token in buffer:
+                if (token.search(buffer) if isinstance(token, re.Pattern) else token in buffer):
                     return buffer
+        if turn_done is token:  # every turn ends so: one that did not waited out its timeout
+            unended.append(buffer[-200:])
         return buffer
 
-    turn_done = b"]\r\n> "           # a reply's statistics line, then the prompt
+    # A reply's statistics line, then the prompt (libedit turns bracketed paste on before it) — or prompts: the Enter
+    # after a paste is an empty line of its own (the paste already ended the line), which shows the prompt again.
+    turn_done = re.compile(rb"\]\r\n(?:\x1b\[\?2004[hl]|> |\r\n)*> $")
     read_until(b"> ", 120)
     os.write(fd, b"Hx\x1b[Di\r")   # Left arrow moves the cursor: "Hix"
     read_until(turn_done)
@@ -63,7 +69,10 @@ def main():
         ("Ctrl-C stops the reply and the chat goes on", b"interrupted" in after and len(users) == 4),
         ("the interrupted reply is kept", messages[-1]["role"] == "assistant" and messages[-1]["content"] != ""),
         ("Ctrl-D ends the chat cleanly", os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0),
+        ("every turn ends with its statistics and the prompt", not unended),
     ]
+    for screen in unended:
+        print(f"a turn did not end; the screen ended with {screen!r}")
     for name, ok in checks:
         print(("ok    " if ok else "FAIL  ") + name)
     return 0 if all(ok for _, ok in checks) else 1
