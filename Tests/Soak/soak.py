@@ -11,8 +11,8 @@ disconnect with requests in flight. Checks, and exits 1 on any failure:
     nothing is lost or answered twice; a cancelled one gets at most one;
   - no deadlock: a watchdog fails the run when no answer arrives for 60 s while requests are outstanding;
   - the server's open file descriptors return to their baseline after the clients leave, and its RSS to within
-    96 MiB of the baseline taken after a warm-up (when the run's policy picked a precision the warm-up never did,
-    whose weights stay bound, the RSS is re-baselined after the run and checked over a second, shorter run);
+    96 MiB of the baseline taken after a warm-up (when the run's policy picked a route — model, precision and unit —
+    the warm-up never did, whose weights stay bound, the RSS is re-baselined after the run and checked over a second, shorter run);
   - the server is still alive and answers at the end, then idles under 3 % of a core for 5 s (workers park, nothing
     spins), and exits cleanly on SIGTERM.
 Prints one JSON line with the counts.
@@ -83,10 +83,11 @@ def client(path, deadline, seed):
             fail(f"connect: {error}")
             return
         count("connections")
-        outstanding, finals, cancelled = set(), {}, set()
+        outstanding, finals, cancelled, kinds = set(), {}, set(), {}
         for _ in range(rng.randint(1, 4)):
             request_id = str(uuid.uuid4())
-            if rng.random() < 0.3:
+            kinds[request_id] = "embed" if rng.random() < 0.3 else "generate"
+            if kinds[request_id] == "embed":
                 message = {"id": request_id, "kind": "embed", "input": ["soak sentence %d" % n for n in range(rng.randint(1, 6))],
                            "tier": rng.choice(["critical", "standard", "background"])}
             else:
@@ -118,7 +119,7 @@ def client(path, deadline, seed):
                 LAST_PROGRESS[0] = time.time()
                 decision = message.get("decision") or {}
                 if decision.get("action") == "run":
-                    how = f'{decision.get("precision")} {decision.get("unit")} x{decision.get("threads")}'
+                    how = f'{kinds[request_id]} {decision.get("precision")} {decision.get("unit")} x{decision.get("threads")}'
                     with LOCK:
                         DECISIONS[how] = DECISIONS.get(how, 0) + 1
                 count("answered")
@@ -144,6 +145,12 @@ def client(path, deadline, seed):
             fail(f"requests never answered: {missing}")
         count("cancelled", len(cancelled))
         conn.sock.close()
+
+
+def route(how):
+    """The model and bound weights a decision used: "generate int8 neural-engine x2" -> "generate int8 neural-engine"
+    (the kind names the model; each precision and unit binds a copy of its weights, the thread count none)."""
+    return how.rsplit(" ", 1)[0]
 
 
 def run_phase(server, path, deadline, seeds):
@@ -210,7 +217,8 @@ def main():
         time.sleep(1)
         base_fds, base_rss = fds(server.pid), rss_mib(server.pid)
         with LOCK:
-            warm_precisions = {how.split()[0] for how in DECISIONS}
+            warm_routes = {route(how) for how in DECISIONS}
+            warm_decisions = dict(DECISIONS)
             for key in COUNTS:
                 COUNTS[key] = 0
             ERROR_KINDS.clear()
@@ -219,12 +227,14 @@ def main():
         time.sleep(2)  # abandoned requests end, their connections close
         end_fds, end_rss = fds(server.pid), rss_mib(server.pid)
         with LOCK:
-            new_precisions = {how.split()[0] for how in DECISIONS} - warm_precisions
-        if new_precisions and not FAILURES:
-            # The policy picked a precision the warm-up never did (its choice follows run times measured under this
-            # machine's load), and binding it holds that precision's weights for the model's life: memory the
-            # baseline could not include. Re-baseline and run again: a leak grows with requests, a bound route not.
-            print(f"soak: {sorted(new_precisions)} first bound during the run; RSS re-baselined at {end_rss:.0f} MiB "
+            new_routes = {route(how) for how in DECISIONS} - warm_routes
+        print(f"soak: warm-up decisions {warm_decisions}", file=sys.stderr)
+        if new_routes and not FAILURES:
+            # The policy picked a route the warm-up never did (its choice follows run times measured under this
+            # machine's load), and binding it holds that model's weights in that precision and that unit's layout
+            # for the model's life: memory the baseline could not include. Re-baseline and run again: a leak grows
+            # with requests, a bound route not.
+            print(f"soak: {sorted(new_routes)} first bound during the run; RSS re-baselined at {end_rss:.0f} MiB "
                   f"(was {base_rss:.0f}) and checked over a second run", file=sys.stderr)
             base_rss = end_rss
             samples += run_phase(server, path, time.time() + min(SECONDS, 30), range(CLIENTS + 1, 2 * CLIENTS + 1))
