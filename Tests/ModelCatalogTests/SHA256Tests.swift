@@ -2,8 +2,10 @@ import Foundation
 import Testing
 import EmberCatalog
 import EmberCore
+import EmberTestSupport
 
-/// The catalog's checksums (swift-crypto's SHA-256) against the FIPS 180-4 example vectors, and files read in pieces.
+/// The catalog's checksums (its own SHA-256) against the FIPS 180-4 example vectors, coreutils' `sha256sum` at every
+/// padding boundary and fed in uneven pieces, and files read in pieces.
 @Suite("SHA-256 of files")
 struct SHA256Tests {
     static let vectors: [(message: String, digest: String)] = [
@@ -28,5 +30,35 @@ struct SHA256Tests {
         let million = Data(repeating: UInt8(ascii: "a"), count: 1_000_000)
         try million.write(to: url)
         #expect(try FileChecksum.sha256(ofFileAt: url) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    /// Every length from 0 to 200 bytes (each way the padding can fall: 55, 56, 63, 64 and 119, 120 bytes past a
+    /// block) and one of 100,003, hashed whole and fed in uneven pieces, against `sha256sum`.
+    @Test func matchesSha256sumAtEveryPaddingBoundary() async throws {
+        var generator = SplitMix64(seed: 256)
+        let lengths = Array(0...200) + [100_003]
+        let messages = lengths.map { length in (0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) } }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ember-sha-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (index, message) in messages.enumerated() {
+            try Data(message).write(to: folder.appendingPathComponent("m\(index)"))
+        }
+        let reference = try await ExternalProcess.run("sha256sum", messages.indices.map { "m\($0)" }, workingDirectory: folder, timeout: 60)
+        try #require(reference.status == 0, "\(reference.standardError)")
+        let expected = reference.standardOutput.split(separator: "\n").map { String($0.prefix(64)) }
+        try #require(expected.count == messages.count)
+        for (index, message) in messages.enumerated() {
+            #expect(FileChecksum.sha256(of: message) == expected[index], "\(message.count) bytes")
+            var pieces = SHA256Hasher()
+            var offset = 0, step = 1
+            while offset < message.count {
+                let end = min(message.count, offset + step)
+                pieces.update(data: message[offset..<end])
+                offset = end
+                step = step % 97 + 13
+            }
+            #expect(FileChecksum.hex(pieces.finalize()) == expected[index], "\(message.count) bytes in pieces")
+        }
     }
 }
