@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels
+.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
 
 all: build
 
@@ -38,15 +38,21 @@ deps:
 build: deps
 	$(SWIFT) build $(BUILD_FLAGS) --product ember
 
-# One build serves `make test` and `make docs`: every product and test target in release with testable imports
-# (`swift test --skip-build` then runs it as is) and each module's public symbol graph (what `make docs` checks).
-# A plain `swift build` in between would rebuild every module without those flags, so `make test` fetches the
-# models with this build's `ember` instead of depending on `build`. (One build instead of three: `ember`, the
-# tests and the documentation each compiled the modules before, ~3 min each on 2 cores.)
+# One build serves `make test` and `make docs`: the test bundle, `ember` and libEmberC.so (what the tests run) in
+# release with testable imports (`swift test --skip-build` then runs it as is) and each module's public symbol
+# graph (what `make docs` checks). A plain `swift build` in between would rebuild every module without those flags,
+# so `make test` fetches the models with this build's `ember` instead of depending on `build`. (One build instead
+# of three: `ember`, the tests and the documentation each compiled the modules before, ~3 min each on 2 cores.)
+# The package-benchmark suites (Benchmarks/, `make bench-suite`) are left out: their dependencies were ~1.5 min of
+# a clean build, and their plugin rebuilt them on every later build (40 s more for `make docs`).
 SYMBOL_GRAPHS := .build/symbol-graphs
+TEST_PRODUCTS := EmberPackageTests ember EmberC
 test-build: deps
-	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing \
-	  -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(SYMBOL_GRAPHS)
+	@for product in $(TEST_PRODUCTS); do \
+	  echo "$(SWIFT) build -c release --product $$product (testable, symbol graphs)"; \
+	  $(SWIFT) build -c release --product $$product -Xswiftc -enable-testing \
+	    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/$(SYMBOL_GRAPHS) || exit 1; \
+	done
 
 # Kernel tests run in release: C kernels at -O0 are too slow to test well.
 # On x86 the arm64 NEON kernels are checked too, cross-compiled and run under qemu.
@@ -103,11 +109,25 @@ soak: build models
 # Sanitizers. `sanitize-kernels` (in `make test`): the C kernels and their checks against the scalar oracle
 # under AddressSanitizer + UBSan, for every ISA this CPU runs. `sanitize` adds the Swift tests under
 # AddressSanitizer and the scheduler, thread and QoS tests under ThreadSanitizer (separate builds, ~15 min).
-SANITIZE_CHECK := .build/kernel_check_sanitized
-sanitize-kernels:
-	@mkdir -p .build
-	@$(SWIFT_CLANG) -O1 -g -std=c11 -fuse-ld=lld -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-	  -ICKernels/include -ICKernels -o $(SANITIZE_CHECK) Tests/CrossCheck/kernel_check.c $$(ls CKernels/*.c) -lm 2>&1 | grep -v "Cannot export" || true
+# The kernels are compiled once under ASan + UBSan (with libFuzzer's coverage hooks, which cost the cross-check
+# little), a file per job on every core, and linked into both the cross-check and the kernels fuzzer: one
+# instrumented compile instead of two serial ones (~75 s each on 2 cores).
+SANITIZE_CHECK    := .build/kernel_check_sanitized
+SANITIZED_DIR     := .build/sanitized-kernels
+SANITIZED_OBJECTS := $(patsubst CKernels/%.c,$(SANITIZED_DIR)/%.o,$(wildcard CKernels/*.c))
+SANITIZE_CFLAGS   := -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+                     -ICKernels/include -ICKernels
+CORES             := $(shell nproc 2>/dev/null || echo 2)
+$(SANITIZED_DIR)/%.o: CKernels/%.c $(wildcard CKernels/*.h CKernels/include/*.h)
+	@mkdir -p $(SANITIZED_DIR)
+	@$(SWIFT_CLANG) $(SANITIZE_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+sanitized-kernels:
+	@$(MAKE) --no-print-directory -s -j$(CORES) $(SANITIZED_OBJECTS)
+$(SANITIZE_CHECK): Tests/CrossCheck/kernel_check.c $(SANITIZED_OBJECTS)
+	@$(SWIFT_CLANG) $(SANITIZE_CFLAGS) -fsanitize=fuzzer-no-link -fuse-ld=lld -o $@ $^ -lm 2>&1 | grep -v "Cannot export" || true
+	@test -x $@
+sanitize-kernels: sanitized-kernels
+	@$(MAKE) --no-print-directory $(SANITIZE_CHECK)
 	@for isa in scalar avx2 avx2-novnni avx512; do \
 	  out=$$($(SANITIZE_CHECK) $$isa 2>&1); status=$$?; \
 	  if echo "$$out" | grep -q "not supported"; then continue; fi; \
@@ -140,20 +160,20 @@ SWIFT_CLANG        := $(dir $(realpath $(shell command -v $(SWIFT))))clang
 KERNELS_FUZZ       := .build/kernels_fuzz
 FUZZ_EXTRA_SEEDS_gguf := Tests/ModelTests/Fixtures/tiny
 
-$(KERNELS_FUZZ): Tests/Fuzz/kernels_fuzz.c $(wildcard CKernels/*.c CKernels/*.h CKernels/include/*.h)
-	@mkdir -p .build
-	$(SWIFT_CLANG) -O1 -g -std=c11 -fuse-ld=lld -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -ICKernels/include -ICKernels -o $@ Tests/Fuzz/kernels_fuzz.c $$(ls CKernels/*.c) -lm 2>&1 | grep -v "Cannot export" || true
+$(KERNELS_FUZZ): Tests/Fuzz/kernels_fuzz.c $(SANITIZED_OBJECTS)
+	@$(SWIFT_CLANG) $(SANITIZE_CFLAGS) -fsanitize=fuzzer -fuse-ld=lld -o $@ $^ -lm 2>&1 | grep -v "Cannot export" || true
 	@test -x $@
 
-fuzz-kernels: $(KERNELS_FUZZ)
+fuzz-kernels: sanitized-kernels
+	@$(MAKE) --no-print-directory $(KERNELS_FUZZ)
 	@mkdir -p .build/fuzz-corpus/kernels .build/fuzz-crashes
 	@echo "== kernels ($(FUZZ_SECONDS) s)"
 	@$(KERNELS_FUZZ) .build/fuzz-corpus/kernels -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.build/fuzz-crashes/kernels- \
 	  -print_final_stats=1 > .build/fuzz-kernels.log 2>&1 || { tail -40 .build/fuzz-kernels.log; exit 1; }
 	@grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|cov: .* corp:" .build/fuzz-kernels.log | tail -4
 
-fuzz-short: $(KERNELS_FUZZ)
+fuzz-short: sanitized-kernels
+	@$(MAKE) --no-print-directory $(KERNELS_FUZZ)
 	@mkdir -p .build/fuzz-corpus/kernels .build/fuzz-crashes
 	@$(KERNELS_FUZZ) .build/fuzz-corpus/kernels -max_total_time=$(FUZZ_SHORT_SECONDS) -artifact_prefix=.build/fuzz-crashes/kernels- \
 	  > .build/fuzz-kernels.log 2>&1 || { tail -40 .build/fuzz-kernels.log; exit 1; }
