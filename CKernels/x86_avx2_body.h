@@ -182,6 +182,12 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
                sums stay int16 (eight of at most 2·15·127 fit) until one VPMADDWD; Q8_0's are widened at once. */
             __m256i s[EK_AVX2_TILE];
             for (int i = 0; i < tile; i++) s[i] = _mm256_setzero_si256();
+#if EK_AVX2_VNNI
+            /* With VNNI each row's sum runs in two chains (even and odd registers), as the AVX-512 kernel's do:
+               VPDPBUSD's latency over four rows' chains alone kept it from issuing every cycle. */
+            __m256i t[EK_AVX2_TILE];
+            for (int i = 0; i < tile; i++) t[i] = _mm256_setzero_si256();
+#endif
             for (int c = 0; c < 8; c++) {
                 __m256i w;
                 if (format == EK_FORMAT_Q8_0) {
@@ -203,13 +209,16 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
                 for (int i = 0; i < tile; i++)
                     s[i] = _mm256_add_epi16(s[i], _mm256_maddubs_epi16(w, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c)));
 #else
+                __m256i *chain = c % 2 == 0 ? s : t;
                 for (int i = 0; i < tile; i++)
-                    s[i] = EK_AVX2_NAME(dot_u8s8)(s[i], w, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c));
+                    chain[i] = EK_AVX2_NAME(dot_u8s8)(chain[i], w, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c));
 #endif
             }
             for (int i = 0; i < tile; i++) {
                 const ek_block_q8_act *a = act + i * blocks + b;
-#if !EK_AVX2_VNNI
+#if EK_AVX2_VNNI
+                s[i] = _mm256_add_epi32(s[i], t[i]);
+#else
                 if (format != EK_FORMAT_Q8_0) s[i] = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
 #endif
                 /* the offset's offset·Σa in integers (at most 128·32·127) */
