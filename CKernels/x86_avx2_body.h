@@ -236,6 +236,15 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
    from L1) one pass measured 2-3 % slower over a whole decode. */
 #define EK_AVX2_ONE_PASS_BYTES 65536
 
+/* `tile` activation rows against half `half` of one group: their eight outputs each, stored through `mask`. */
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(tile_rows)(ek_format format, int tile, bool first_pass, const uint8_t *gb, int half,
+                                                         int64_t blocks, const ek_block_q8_act *act, float *y, int64_t ldy,
+                                                         __m256i mask) {
+    __m256 acc[EK_AVX2_TILE];
+    EK_AVX2_NAME(half_tile)(format, tile, 1, first_pass, gb, half, blocks, act, acc);
+    for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
+}
+
 EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, const uint8_t *packed, int64_t blocks,
                                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                                      int64_t row_begin, int64_t row_end) {
@@ -267,15 +276,17 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, const ui
             continue;
         }
         int64_t i = 0;
-        for (; i + EK_AVX2_TILE <= m; i += EK_AVX2_TILE) {
-            __m256 acc[EK_AVX2_TILE];
-            EK_AVX2_NAME(half_tile)(format, EK_AVX2_TILE, 1, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks, acc);
-            for (int t = 0; t < EK_AVX2_TILE; t++) _mm256_maskstore_ps(y + (i + t) * ldy + first, mask, acc[t]);
-        }
-        for (; i < m; i++) {
-            __m256 acc[1];
-            EK_AVX2_NAME(half_tile)(format, 1, 1, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks, acc);
-            _mm256_maskstore_ps(y + i * ldy + first, mask, acc[0]);
+        for (; i + EK_AVX2_TILE <= m; i += EK_AVX2_TILE)
+            EK_AVX2_NAME(tile_rows)(format, EK_AVX2_TILE, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks,
+                                    y + i * ldy + first, ldy, mask);
+        /* The last one to three rows as one tile too (each case inlined with its constant size), not one at a time:
+           every row alone read the half-group's weights again. */
+        const bool ahead = prefetch && i == 0 && half == 0;
+        switch (m - i) {
+        case 3: EK_AVX2_NAME(tile_rows)(format, 3, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 2: EK_AVX2_NAME(tile_rows)(format, 2, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 1: EK_AVX2_NAME(tile_rows)(format, 1, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        default: break;
         }
     }
 }

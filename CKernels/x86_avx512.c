@@ -224,6 +224,14 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
     }
 }
 
+/* `tile` activation rows against one group: their sixteen outputs each, stored through `mask`. */
+EK_AVX512 EK_INLINE void tile_rows(ek_format format, int tile, bool first_pass, const uint8_t *gb, int64_t blocks,
+                                   const ek_block_q8_act *act, float *y, int64_t ldy, __mmask16 mask) {
+    __m512 acc[EK_TILE];
+    group_tile(format, tile, first_pass, gb, blocks, act, acc);
+    for (int t = 0; t < tile; t++) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+}
+
 EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, int64_t blocks,
                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                      int64_t row_begin, int64_t row_end) {
@@ -235,15 +243,14 @@ EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, in
         const __mmask16 mask = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
         int64_t i = 0;
-        for (; i + EK_TILE <= m; i += EK_TILE) {
-            __m512 acc[EK_TILE];
-            group_tile(format, EK_TILE, i == 0, gb, blocks, act + i * blocks, acc);
-            for (int t = 0; t < EK_TILE; t++) _mm512_mask_storeu_ps(y + (i + t) * ldy + first, mask, acc[t]);
-        }
-        for (; i < m; i++) {
-            __m512 acc[1];
-            group_tile(format, 1, i == 0, gb, blocks, act + i * blocks, acc);
-            _mm512_mask_storeu_ps(y + i * ldy + first, mask, acc[0]);
+        for (; i + EK_TILE <= m; i += EK_TILE) tile_rows(format, EK_TILE, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask);
+        /* The last one to three rows as one tile too (each case inlined with its constant size), not one at a time:
+           every row alone streamed the group's weights again through a pass of half the chains. */
+        switch (m - i) {
+        case 3: tile_rows(format, 3, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 2: tile_rows(format, 2, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 1: tile_rows(format, 1, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        default: break;
         }
     }
 }
