@@ -543,7 +543,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
 /* Rows longer than 1.5 × EK_F32_CHUNK columns are taken in near-equal chunks of about EK_F32_CHUNK (rounded up to
    the vector width): a tile's activation and weight rows, with the next chunk's weights coming in, then fit L1 —
    six 1,536-wide activation rows alone are 36 KB of its 48 (MiniLM's FFN output, 19 rows out of cache: 110 → 137
-   GFLOP/s). Each chunk's sums are added to y. Decode (one or two activation rows, no reuse to keep in L1) takes
+   GFLOP/s). Each chunk's sums are added to y. Two activation rows (two sequences decoding; one row runs float_stream; no reuse to keep in L1) takes
    whole rows and no prefetching: that loop streams at the memory's rate already, and the extra work slowed
    SmolLM2's fp32 decode by 7-20 %. Only the first four tiles over a chunk prefetch (each would repeat it from L1:
    batch-32 MiniLM 3 % slower when all 100 did). */
@@ -608,27 +608,6 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
     }
 }
 
-/* fp32 decode on AVX2: one weight row at a time, four accumulators over 32 floats (two cache lines) per step —
-   SmolLM2's decode 6.8 % faster than four rows at a time (four streams). On AVX-512 the four-row blocks stay
-   (this form measured 3 % slower there). */
-#if !defined(EK_ROWS_512)
-EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(float_row_dot)(const float *w, int64_t k, const float *x) {
-    EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
-    const int64_t step = 4 * EK_F32_WIDTH;
-    int64_t j = 0;
-    for (; j + step <= k; j += step) {
-        a0 = EK_F32_FMA(EK_F32_LOAD(w + j), EK_F32_LOAD(x + j), a0);
-        a1 = EK_F32_FMA(EK_F32_LOAD(w + j + EK_F32_WIDTH), EK_F32_LOAD(x + j + EK_F32_WIDTH), a1);
-        a2 = EK_F32_FMA(EK_F32_LOAD(w + j + 2 * EK_F32_WIDTH), EK_F32_LOAD(x + j + 2 * EK_F32_WIDTH), a2);
-        a3 = EK_F32_FMA(EK_F32_LOAD(w + j + 3 * EK_F32_WIDTH), EK_F32_LOAD(x + j + 3 * EK_F32_WIDTH), a3);
-    }
-    for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) a0 = EK_F32_FMA(EK_F32_LOAD(w + j), EK_F32_LOAD(x + j), a0);
-    float sum = EK_F32_HSUM(EK_F32_ADD(EK_F32_ADD(a0, a1), EK_F32_ADD(a2, a3)));
-    for (; j < k; j++) sum += w[j] * x[j];
-    return sum;
-}
-#endif
-
 #include "x86_outer_body.h"
 
 /* From how many activation rows, and weight rows per call, the packed outer products (x86_outer_body.h) beat the
@@ -639,14 +618,36 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(float_row_dot)(const float *w, 
 #define EK_F32_OUTER_ROWS 40
 #define EK_F32_OUTER_COLS (2 * EK_OUTER_NR)
 
+/* fp32 decode (one activation row), both widths: `rows` (4, or 1 for the last few) weight rows at once, one
+   accumulator each, a vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights,
+   alternating, every SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep
+   with the activation vectors loaded ahead — streamed 10-15 % slower (0.84-0.91 of this loop), and the one-row dot
+   with four accumulators the AVX2 path used (it had measured 6.8 % faster than float_block) 20-25 %
+   slower. SmolLM2 fp32 decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int rows, const float *w, int64_t k, const float *x,
+                                                              float *y) {
+    EK_F32_VEC acc[4];
+    for (int q = 0; q < rows; q++) acc[q] = EK_F32_ZERO();
+    int64_t j = 0;
+    for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) {
+        const EK_F32_VEC xv = EK_F32_LOAD(x + j);
+        for (int q = 0; q < rows; q++) acc[q] = EK_F32_FMA(EK_F32_LOAD(w + (size_t)q * k + j), xv, acc[q]);
+    }
+    for (int q = 0; q < rows; q++) {
+        float sum = EK_F32_HSUM(acc[q]);
+        for (int64_t jj = j; jj < k; jj++) sum += w[(size_t)q * k + jj] * x[jj];
+        y[q] = sum;
+    }
+}
+
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                   int64_t ldy, int64_t row_begin, int64_t row_end) {
-#if !defined(EK_ROWS_512)
     if (m == 1) {
-        for (int64_t r = row_begin; r < row_end; r++) y[r] = EK_ROWS_NAME(float_row_dot)(w + (size_t)r * k, k, x);
+        int64_t r = row_begin;
+        for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(4, w + (size_t)r * k, k, x, y + r);
+        for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(1, w + (size_t)r * k, k, x, y + r);
         return;
     }
-#endif
     if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
         EK_ROWS_NAME(gemm_f32_outer)(w, k, x, m, y, ldy, row_begin, row_end))
         return;

@@ -136,7 +136,8 @@ int main(int argc, char **argv) {
         run(isa, (ek_format)f, 6, 35, 512, 1);
     }
     static const int f32_shapes[][5] = {{7, 13, 384, 3, 13}, {45, 77, 300, 2, 77}, {40, 70, 8, 0, 70},
-                                        {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66}};
+                                        {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66},
+                                        {1, 9, 77, 0, 9}, {1, 7, 40, 2, 7}, {1, 6, 1539, 0, 6}};
     for (size_t s = 0; s < sizeof f32_shapes / sizeof f32_shapes[0]; s++) {
         const int *f = f32_shapes[s];
         run_f32(isa, f[0], f[1], f[2], f[3], f[4]);

@@ -185,7 +185,7 @@ struct GGUFTypeTests {
                                 (7, 13, 384, 3..<13), (13, 6, 33, 0..<6), (12, 17, 64, 2..<17), (3, 12, 769, 0..<12),
                                 (8, 9, 1539, 1..<9), (1, 6, 1539, 0..<6), (131, 5, 1536, 0..<5), (45, 77, 300, 2..<77),
                                 (40, 70, 8, 0..<70), (43, 66, 257, 0..<66), (517, 64, 20, 0..<64), (48, 65, 1, 1..<65),
-                                (39, 70, 40, 0..<70), (45, 63, 40, 0..<63)] {
+                                (39, 70, 40, 0..<70), (45, 63, 40, 0..<63), (1, 7, 40, 2..<7)] {
             let w = Quant.randomValues(n * k, &generator), x = Quant.randomValues(m * k, &generator)
             var expected = [Float](repeating: 0, count: m * n)
             let (first, end) = (Int64(rows.lowerBound), Int64(rows.upperBound))
