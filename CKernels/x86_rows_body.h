@@ -387,8 +387,9 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
     return value;
 }
 
-/* Decode: `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each activation load
-   shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains waited on the FMA
+/* Decode (AVX2; on AVX-512 only two activation rows — one runs float_stream, 512-bit: SmolLM2 F16 decode +5 %,
+   BF16 +18 %, 5 alternating runs): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows,
+   each activation load shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains waited on the FMA
    latency (the fp16 GEMV read 0.35 of the bandwidth); the blocks below with one activation row have four chains,
    15 % slower on AVX2 at SmolLM2's shapes. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
@@ -618,34 +619,44 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
 #define EK_F32_OUTER_ROWS 40
 #define EK_F32_OUTER_COLS (2 * EK_OUTER_NR)
 
-/* fp32 decode (one activation row), both widths: `rows` (4, or 1 for the last few) weight rows at once, one
-   accumulator each, a vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights,
+/* fp32 decode (one activation row), both widths — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
+   ymm half_rows measured slower): `rows` (4, or 1 for the last few) weight rows at once, one accumulator each, a
+   vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights,
    alternating, every SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep
    with the activation vectors loaded ahead — streamed 10-15 % slower (0.84-0.91 of this loop), and the one-row dot
    with four accumulators the AVX2 path used (it had measured 6.8 % faster than float_block) 20-25 %
    slower. SmolLM2 fp32 decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int rows, const float *w, int64_t k, const float *x,
-                                                              float *y) {
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, const int rows, const uint8_t *w,
+                                                              size_t row_bytes, int64_t k, const float *x, float *y) {
     EK_F32_VEC acc[4];
     for (int q = 0; q < rows; q++) acc[q] = EK_F32_ZERO();
     int64_t j = 0;
     for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) {
         const EK_F32_VEC xv = EK_F32_LOAD(x + j);
-        for (int q = 0; q < rows; q++) acc[q] = EK_F32_FMA(EK_F32_LOAD(w + (size_t)q * k + j), xv, acc[q]);
+        for (int q = 0; q < rows; q++)
+            acc[q] = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w + (size_t)q * row_bytes, j, kind), xv, acc[q]);
     }
     for (int q = 0; q < rows; q++) {
         float sum = EK_F32_HSUM(acc[q]);
-        for (int64_t jj = j; jj < k; jj++) sum += w[(size_t)q * k + jj] * x[jj];
+        for (int64_t jj = j; jj < k; jj++) sum += EK_ROWS_NAME(weight_at)(w + (size_t)q * row_bytes, jj, kind) * x[jj];
         y[q] = sum;
     }
+}
+
+/* One activation row over rows [row_begin, row_end) of weights of `kind`, four rows at a time. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const void *w, int64_t k, const float *x,
+                                                             float *y, int64_t row_begin, int64_t row_end) {
+    const size_t row_bytes = (size_t)k * (kind == 0 ? 4 : 2);
+    const uint8_t *base = (const uint8_t *)w;
+    int64_t r = row_begin;
+    for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(kind, 4, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
+    for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(kind, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
 }
 
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                   int64_t ldy, int64_t row_begin, int64_t row_end) {
     if (m == 1) {
-        int64_t r = row_begin;
-        for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(4, w + (size_t)r * k, k, x, y + r);
-        for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(1, w + (size_t)r * k, k, x, y + r);
+        EK_ROWS_NAME(stream_rows)(0, w, k, x, y, row_begin, row_end);
         return;
     }
     if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
@@ -690,6 +701,13 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
    buffer (allocation failed) the blocks widen as they go too. */
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
                                                    float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+#if defined(EK_ROWS_512)
+    if (m == 1) {
+        if (bf16) EK_ROWS_NAME(stream_rows)(2, w, k, x, y, row_begin, row_end);
+        else EK_ROWS_NAME(stream_rows)(1, w, k, x, y, row_begin, row_end);
+        return;
+    }
+#endif
     if (m <= 2) {
         if (bf16) EK_ROWS_NAME(half_decode)(true, w, k, x, m, y, ldy, row_begin, row_end);
         else EK_ROWS_NAME(half_decode)(false, w, k, x, m, y, ldy, row_begin, row_end);
