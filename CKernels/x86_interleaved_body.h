@@ -306,7 +306,8 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_values)(const int five, const i
     __m256i u = _mm256_and_si256(odd ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
     if (five) {
         __m256i qh = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));
-        u = _mm256_or_si256(u, __builtin_constant_p(s) ? EK_IL_NAME(bit_to_16)(qh, s) : EK_IL_NAME(bit_to_16_at)(qh, _mm_cvtsi32_si128(s)));
+        u = _mm256_or_si256(u, __builtin_constant_p(s) ? EK_IL_NAME(bit_to_16)(qh, s)
+                                                       : EK_IL_NAME(bit_to_16_at)(qh, _mm_cvtsi32_si128(s)));
     }
     return u;
 }

@@ -389,9 +389,9 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
 
 /* Decode (AVX2; on AVX-512 only two activation rows — one runs float_stream, 512-bit: SmolLM2 F16 decode +5 %,
    BF16 +18 %, 5 alternating runs): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows,
-   each activation load shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains waited on the FMA
-   latency (the fp16 GEMV read 0.35 of the bandwidth); the blocks below with one activation row have four chains,
-   15 % slower on AVX2 at SmolLM2's shapes. */
+   each activation load shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains
+   waited on the FMA latency (the fp16 GEMV read 0.35 of the bandwidth); the blocks below with one activation row
+   have four chains, 15 % slower on AVX2 at SmolLM2's shapes. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
                                                             const uint8_t *w, size_t row_bytes, int64_t k,
                                                             const float *x, float *y, int64_t ldy) {
@@ -544,8 +544,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
 /* Rows longer than 1.5 × EK_F32_CHUNK columns are taken in near-equal chunks of about EK_F32_CHUNK (rounded up to
    the vector width): a tile's activation and weight rows, with the next chunk's weights coming in, then fit L1 —
    six 1,536-wide activation rows alone are 36 KB of its 48 (MiniLM's FFN output, 19 rows out of cache: 110 → 137
-   GFLOP/s). Each chunk's sums are added to y. Two activation rows (two sequences decoding; one row runs float_stream; no reuse to keep in L1) takes
-   whole rows and no prefetching: that loop streams at the memory's rate already, and the extra work slowed
+   GFLOP/s). Each chunk's sums are added to y. Two activation rows (two sequences decoding; one row runs
+   float_stream), with no reuse to keep in L1, take whole rows and no prefetching: that loop streams at the memory's rate already, and the extra work slowed
    SmolLM2's fp32 decode by 7-20 %. Only the first four tiles over a chunk prefetch (each would repeat it from L1:
    batch-32 MiniLM 3 % slower when all 100 did). */
 #define EK_F32_CHUNK 512
@@ -621,11 +621,11 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
 
 /* fp32 decode (one activation row), both widths — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
    ymm half_rows measured slower): `rows` (4, or 1 for the last few) weight rows at once, one accumulator each, a
-   vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights,
-   alternating, every SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep
-   with the activation vectors loaded ahead — streamed 10-15 % slower (0.84-0.91 of this loop), and the one-row dot
-   with four accumulators the AVX2 path used (it had measured 6.8 % faster than float_block) 20-25 %
-   slower. SmolLM2 fp32 decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. */
+   vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights, alternating, every
+   SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep with the activation
+   vectors loaded ahead — streamed 10-15 % slower (0.84-0.91 of this loop), and the one-row dot with four
+   accumulators the AVX2 path used (it had measured 6.8 % faster than float_block) 20-25 % slower. SmolLM2 fp32
+   decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, const int rows, const uint8_t *w,
                                                               size_t row_bytes, int64_t k, const float *x, float *y) {
     EK_F32_VEC acc[4];
