@@ -496,8 +496,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(weight_at)(const uint8_t *row, 
    start on — are prefetched a line per step while this tile computes: otherwise the first tile over new weights
    waits on memory with four streams in flight, and the rest compute from L1. A 19-row MiniLM product with its
    weights out of cache: 95-105 → 190 GFLOP/s on one Zen 5 core (AVX2: 70 → 112). Four rows' sums leave their
-   accumulators by hsum4 (a third of the instructions of four reductions; one activation row keeps the four
-   reductions, 4-7 % faster in decode's streaming loop). */
+   accumulators by hsum4 (a third of the instructions of four reductions; a tile of one activation row keeps the
+   four reductions — decode's single row no longer comes here: float_stream). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, const int rows, const int acts,
                                                              const uint8_t *w, size_t row_bytes, int64_t k,
                                                              const float *x, int64_t ldx, float *y, int64_t ldy,
