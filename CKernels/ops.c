@@ -422,33 +422,47 @@ EK_OPS_AVX2 static inline __m256 exp_negative_ps(__m256 x) {
 /* As the portable softmax, eight lanes at a time: the maximum, e^(x − max) by exp_negative_ps (within ~2 ulp; the
    double-accurate exp256 here was 5.5 % of an int8 MiniLM batch — only the encoder's attention uses this op), the
    sum in double lanes, then each value divided by it. */
+/* Lanes below `count` (0…8) set: the mask of a row's last, partial vector. */
+EK_OPS_AVX2 static inline __m256i lanes_below(int64_t count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The last one to seven values go through the same eight-lane code, masked (−∞ loaded outside the row, nothing
+   stored there, the exponentials outside it zeroed before the sum): one expf call each cost MiniLM's ~20-position
+   rows about a fifth of the op. */
 EK_OPS_AVX2 static void softmax_avx2(float *row, int64_t n) {
-    __m256 m8 = _mm256_set1_ps(-INFINITY);
+    const int64_t tail = n % 8, full = n - tail;
+    const __m256i mask = lanes_below(tail);
+    const __m256 outside = _mm256_set1_ps(-INFINITY);
+    __m256 m8 = outside;
     int64_t p = 0;
-    for (; p + 8 <= n; p += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(row + p));
+    for (; p < full; p += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(row + p));
+    if (tail) m8 = _mm256_max_ps(m8, _mm256_blendv_ps(outside, _mm256_maskload_ps(row + full, mask), _mm256_castsi256_ps(mask)));
     float lanes_max[8];
     _mm256_storeu_ps(lanes_max, m8);
     float maximum = -INFINITY;
     for (int lane = 0; lane < 8; lane++) maximum = lanes_max[lane] > maximum ? lanes_max[lane] : maximum;
-    for (; p < n; p++) maximum = row[p] > maximum ? row[p] : maximum;
     const __m256 m = _mm256_set1_ps(maximum);
     __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
-    for (p = 0; p + 8 <= n; p += 8) {
-        __m256 e = exp_negative_ps(_mm256_sub_ps(_mm256_loadu_ps(row + p), m));
-        _mm256_storeu_ps(row + p, e);
+    for (p = 0; p < n; p += 8) {
+        const bool last = p == full;
+        const __m256 x = last ? _mm256_maskload_ps(row + p, mask) : _mm256_loadu_ps(row + p);
+        __m256 e = exp_negative_ps(_mm256_sub_ps(x, m));
+        if (last) {
+            e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
+            _mm256_maskstore_ps(row + p, mask, e);
+        } else {
+            _mm256_storeu_ps(row + p, e);
+        }
         sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
     double lanes[4];
     _mm256_storeu_pd(lanes, _mm256_add_pd(sum0, sum1));
-    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for (; p < n; p++) {
-        row[p] = expf(row[p] - maximum);
-        sum += (double)row[p];
-    }
+    const double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
     const __m256 total = _mm256_set1_ps((float)sum);
-    for (p = 0; p + 8 <= n; p += 8) _mm256_storeu_ps(row + p, _mm256_div_ps(_mm256_loadu_ps(row + p), total));
-    for (; p < n; p++) row[p] = row[p] / (float)sum;
+    for (p = 0; p < full; p += 8) _mm256_storeu_ps(row + p, _mm256_div_ps(_mm256_loadu_ps(row + p), total));
+    if (tail) _mm256_maskstore_ps(row + full, mask, _mm256_div_ps(_mm256_maskload_ps(row + full, mask), total));
 }
 
 /*
@@ -616,9 +630,28 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_scores_a
             _mm256_storeu_ps(rounded + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(q + i), _MM_FROUND_TO_NEAREST_INT)));
         q = rounded;
     }
-    const int64_t element = half ? 2 : 4;
-    for (int64_t p = 0; p < visible; p++) {
-        const char *k = (const char *)keys + p * stride * element;
+    const int64_t element = half ? 2 : 4, key_bytes = stride * element;
+    int64_t p = 0;
+    /* Four keys at a time: eight FMA chains, the four horizontal sums folded by two VHADDPS. One key at a time waited
+       on its two chains and paid a whole horizontal sum per key (MiniLM's 32-wide heads: two FMAs a chain). */
+    for (; p + 4 <= visible; p += 4) {
+        const char *k = (const char *)keys + p * key_bytes;
+        __m256 a[4], b[4];
+        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < head_dim; i += 16) {
+            const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+            for (int j = 0; j < 4; j++) {
+                a[j] = _mm256_fmadd_ps(q0, load8(k + j * key_bytes, i, half), a[j]);
+                b[j] = _mm256_fmadd_ps(q1, load8(k + j * key_bytes, i + 8, half), b[j]);
+            }
+        }
+        const __m256 sums = _mm256_hadd_ps(_mm256_hadd_ps(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1])),
+                                           _mm256_hadd_ps(_mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3])));
+        const __m128 four = _mm_add_ps(_mm256_castps256_ps128(sums), _mm256_extractf128_ps(sums, 1));
+        _mm_storeu_ps(scores + p, _mm_mul_ps(four, _mm_set1_ps(scale)));
+    }
+    for (; p < visible; p++) {
+        const char *k = (const char *)keys + p * key_bytes;
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         for (int64_t i = 0; i < head_dim; i += 16) {
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k, i, half), a0);
