@@ -52,8 +52,9 @@ def main():
     os.write(fd, "\x1b[200~Line one\rligne deux \u00e9t\u00e9\rline three\x1b[201~\r".encode())
     read_until(turn_done)
     os.write(fd, b"Write a very long story about a lighthouse keeper.\r")
-    read_until(b"\n", 30)
-    time.sleep(0.5)                # text is streaming now
+    # Ctrl-C once the reply streams: twenty characters of it after the echoed line (a fixed half second after the
+    # echo was sometimes still the prompt's prefill on a loaded machine — the Ctrl-C then met no reply to stop).
+    read_until(re.compile(rb"lighthouse keeper\.\r\n.{20}", re.S), 60)
     os.write(fd, b"\x03")          # Ctrl-C: stop the reply, keep the chat
     after = read_until(turn_done, 30)
     os.write(fd, ("/save %s\r" % saved).encode())
