@@ -20,6 +20,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include "exp_avx2.h"
+#include "attention_avx2.h"
 #endif
 
 #define EK_ATTENTION_MAX_HEAD 512
@@ -73,46 +74,11 @@ static void attention_portable(bool half_cache, const float *q, const void *keys
 #if defined(__x86_64__)
 #define EK_ATTENTION_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *base, int64_t i, bool half) {
-    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)))
-                : _mm256_loadu_ps((const float *)base + i);
-}
-
-EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Positions in blocks: the block's scores first (independent dot products the core overlaps), the running maximum
  * and sum updated once per block, then the block's values weighted in. The same online softmax as the oracle, with
  * one rescale per block instead of per position: no serial chain of dot → exp → rescale per position.
  * head_dim a multiple of 16; inlined per cache type so the inner loops have no branches. */
 #define EK_ATTENTION_BLOCK 32
-
-/* Four keys' scores at once (eight FMA chains instead of two: one key at a time waited on the FMA latency), the
-   four horizontal sums folded together. */
-EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void scores4(
-    bool half_cache, const float *q, const char *key, int64_t key_bytes, int64_t head_dim, float scale, float *scores) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
-    for (int64_t i = 0; i < head_dim; i += 16) {
-        const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
-        a0 = _mm256_fmadd_ps(q0, load8(key, i, half_cache), a0);
-        a1 = _mm256_fmadd_ps(q0, load8(key + key_bytes, i, half_cache), a1);
-        a2 = _mm256_fmadd_ps(q0, load8(key + 2 * key_bytes, i, half_cache), a2);
-        a3 = _mm256_fmadd_ps(q0, load8(key + 3 * key_bytes, i, half_cache), a3);
-        b0 = _mm256_fmadd_ps(q1, load8(key, i + 8, half_cache), b0);
-        b1 = _mm256_fmadd_ps(q1, load8(key + key_bytes, i + 8, half_cache), b1);
-        b2 = _mm256_fmadd_ps(q1, load8(key + 2 * key_bytes, i + 8, half_cache), b2);
-        b3 = _mm256_fmadd_ps(q1, load8(key + 3 * key_bytes, i + 8, half_cache), b3);
-    }
-    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1)),
-                                    _mm256_hadd_ps(_mm256_add_ps(a2, b2), _mm256_add_ps(a3, b3)));
-    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    _mm_storeu_ps(scores, _mm_mul_ps(sums, _mm_set1_ps(scale)));
-}
 
 /* accumulator[0..<64] += Σ_j weights[j] · value_j[offset..<offset+64], value_j at base + j·row_bytes. */
 EK_ATTENTION_AVX2 static inline __attribute__((always_inline)) void accumulate_slice64(

@@ -13,6 +13,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include "exp_avx2.h"
+#include "attention_avx2.h"
 #endif
 
 bool ek_ops_simd_available(void) {
@@ -373,17 +374,6 @@ void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t 
 #if defined(__x86_64__)
 #define EK_OPS_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-EK_OPS_AVX2 static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-EK_OPS_AVX2 static inline __m256 load_half8(const uint16_t *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
 EK_OPS_AVX2 static inline float round_half(float x) {
     return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
 }
@@ -419,17 +409,16 @@ EK_OPS_AVX2 static inline __m256 exp_negative_ps(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
-/* As the portable softmax, eight lanes at a time: the maximum, e^(x − max) by exp_negative_ps (within ~2 ulp; the
-   double-accurate exp256 here was 5.5 % of an int8 MiniLM batch — only the encoder's attention uses this op), the
-   sum in double lanes, then each value divided by it. */
 /* Lanes below `count` (0…8) set: the mask of a row's last, partial vector. */
 EK_OPS_AVX2 static inline __m256i lanes_below(int64_t count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* The last one to seven values go through the same eight-lane code, masked (−∞ loaded outside the row, nothing
-   stored there, the exponentials outside it zeroed before the sum): one expf call each cost MiniLM's ~20-position
-   rows about a fifth of the op. */
+/* As the portable softmax, eight lanes at a time: the maximum, e^(x − max) by exp_negative_ps (within ~2 ulp; the
+   double-accurate exp256 here was 5.5 % of an int8 MiniLM batch — only the encoder's attention uses this op), the
+   sum in double lanes, then each value divided by it. The last one to seven values go through the same eight-lane
+   code, masked (−∞ loaded outside the row, nothing stored there, the exponentials outside it zeroed before the sum):
+   one expf call each cost MiniLM's ~20-position rows about a fifth of the op. */
 EK_OPS_AVX2 static void softmax_avx2(float *row, int64_t n) {
     const int64_t tail = n % 8, full = n - tail;
     const __m256i mask = lanes_below(tail);
@@ -595,9 +584,6 @@ EK_OPS_AVX2 static void fp32_to_fp16_avx2(const float *x, uint16_t *y, int64_t n
     for (; i < n; i++) y[i] = ek_fp32_to_fp16(x[i]);
 }
 
-EK_OPS_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *base, int64_t i, bool half) {
-    return half ? load_half8((const uint16_t *)base + i) : _mm256_loadu_ps((const float *)base + i);
-}
 
 
 /* Two vectors a step: the residual and bias adds of an encoder row are L1-resident, so the loads, not memory, bound it. */
@@ -632,24 +618,8 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_scores_a
     }
     const int64_t element = half ? 2 : 4, key_bytes = stride * element;
     int64_t p = 0;
-    /* Four keys at a time: eight FMA chains, the four horizontal sums folded by two VHADDPS. One key at a time waited
-       on its two chains and paid a whole horizontal sum per key (MiniLM's 32-wide heads: two FMAs a chain). */
-    for (; p + 4 <= visible; p += 4) {
-        const char *k = (const char *)keys + p * key_bytes;
-        __m256 a[4], b[4];
-        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < head_dim; i += 16) {
-            const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
-            for (int j = 0; j < 4; j++) {
-                a[j] = _mm256_fmadd_ps(q0, load8(k + j * key_bytes, i, half), a[j]);
-                b[j] = _mm256_fmadd_ps(q1, load8(k + j * key_bytes, i + 8, half), b[j]);
-            }
-        }
-        const __m256 sums = _mm256_hadd_ps(_mm256_hadd_ps(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1])),
-                                           _mm256_hadd_ps(_mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3])));
-        const __m128 four = _mm_add_ps(_mm256_castps256_ps128(sums), _mm256_extractf128_ps(sums, 1));
-        _mm_storeu_ps(scores + p, _mm_mul_ps(four, _mm_set1_ps(scale)));
-    }
+    /* Four keys at a time (MiniLM's 32-wide heads over ~20 positions paid a horizontal sum per key), the rest alone */
+    for (; p + 4 <= visible; p += 4) scores4(half, q, (const char *)keys + p * key_bytes, key_bytes, head_dim, scale, scores + p);
     for (; p < visible; p++) {
         const char *k = (const char *)keys + p * key_bytes;
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -657,7 +627,7 @@ EK_OPS_AVX2 static inline __attribute__((always_inline)) void attention_scores_a
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k, i, half), a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(k, i + 8, half), a1);
         }
-        scores[p] = hsum256(_mm256_add_ps(a0, a1)) * scale;
+        scores[p] = hsum8(_mm256_add_ps(a0, a1)) * scale;
     }
 }
 

@@ -172,6 +172,27 @@ EK_AVX512 static void dequantize_row_q4_1_avx512(const void *in, float *y, int64
 
 #define EK_TILE 4
 
+/* A 64-byte chunk of Q4 quants: elements 4c…4c+3 of each row (low nibbles) and 16+4c…16+4c+3 (high nibbles). */
+EK_AVX512 EK_INLINE void nibbles(__m512i raw, __m512i *low, __m512i *high) {
+    const __m512i low_mask = _mm512_set1_epi8(0x0f);
+    *low = _mm512_and_si512(raw, low_mask);
+    *high = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);
+}
+
+/* acc + one block's integer dot products scaled: by the rows' scales d times the activation block's, plus (Q4_1)
+   the rows' minimums times its d·Σq. */
+EK_AVX512 EK_INLINE __m512 scaled_block(ek_format format, __m512i dot, __m512 d, __m512 mins, const ek_block_q8_act *a,
+                                        __m512 acc) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a->d)), acc);
+    return format == EK_FORMAT_Q4_1 ? _mm512_fmadd_ps(mins, _mm512_set1_ps(a->s), acc) : acc;
+}
+
+/* The group-block's row scales d and (Q4_1) minimums. */
+EK_AVX512 EK_INLINE void block_scales(ek_format format, const uint8_t *gb, __m512 *d, __m512 *mins) {
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+    *mins = format == EK_FORMAT_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32))) : _mm512_setzero_ps();
+}
+
 /*
  * One group of sixteen weight rows against `tile` activation rows: acc[i]
  * lane r = Σ over all blocks of row r · activation row i.
@@ -179,7 +200,6 @@ EK_AVX512 static void dequantize_row_q4_1_avx512(const void *in, float *y, int64
 EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass, const uint8_t *gb, int64_t blocks,
                                     const ek_block_q8_act *act, __m512 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
-    const __m512i low_mask = _mm512_set1_epi8(0x0f);
     const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? 128 : 0);
     for (int i = 0; i < tile; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
@@ -191,15 +211,10 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
         if (format == EK_FORMAT_Q8_0) {
             for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512(quants + 64 * c);
         } else {
-            for (int c = 0; c < 4; c++) {
-                __m512i raw = _mm512_loadu_si512(quants + 64 * c);
-                w[c] = _mm512_and_si512(raw, low_mask);                         /* elements 4c…4c+3      */
-                w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask); /* elements 16+4c…16+4c+3 */
-            }
+            for (int c = 0; c < 4; c++) nibbles(_mm512_loadu_si512(quants + 64 * c), &w[c], &w[4 + c]);
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
-        __m512 mins = _mm512_setzero_ps();
-        if (format == EK_FORMAT_Q4_1) mins = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32)));
+        __m512 d, mins;
+        block_scales(format, gb, &d, &mins);
         /* One weight register at a time against every tile row, each row's sum in two chains (even and odd
            registers): VPDPBUSD's latency (5 cycles) over four rows' chains alone kept it from issuing every cycle —
            two chains a row measured +9-17 % at 64 and 512 rows (single core, alternating; six rows a tile no more).
@@ -215,12 +230,8 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
                 s[i] = _mm512_dpbusd_epi32(s[i], w[c], broadcast4(x));
                 t[i] = _mm512_dpbusd_epi32(t[i], w[c + 1], broadcast4(x + 4));
             }
-        for (int i = 0; i < tile; i++) {
-            const ek_block_q8_act *a = act + i * blocks + b;
-            const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(s[i], t[i]));
-            acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d, _mm512_set1_ps(a->d)), acc[i]);
-            if (format == EK_FORMAT_Q4_1) acc[i] = _mm512_fmadd_ps(mins, _mm512_set1_ps(a->s), acc[i]);
-        }
+        for (int i = 0; i < tile; i++)
+            acc[i] = scaled_block(format, _mm512_add_epi32(s[i], t[i]), d, mins, act + i * blocks + b, acc[i]);
     }
 }
 
@@ -229,13 +240,12 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
  * row r of group g · activation row i. Each four activation bytes broadcast feed both groups and each weight
  * register every tile row, so a block takes 16 weight and 32 activation loads for 64 VPDPBUSD where group_tile
  * takes 40 for 32: at MiniLM's shapes (64 rows × 192 or 768 outputs × 384 or 1536 inputs, one core, weights in
- * cache) 350 → 370-420 GOPS alone and 225-245 → 290-320 with both cores busy, where a lone VPDPBUSD loop reaches
- * ~405. Eight chains (two groups × four rows) keep VPDPBUSD's latency hidden with one chain each.
+ * cache) 350 → 370-420 GOPS alone and 225-245 → 290-320 with both cores busy. Eight chains (two groups × four
+ * rows) keep VPDPBUSD's latency hidden with one chain each.
  */
 EK_AVX512 EK_INLINE void pair_tile(ek_format format, int tile, bool first_pass, const uint8_t *gb, size_t group_bytes,
                                    int64_t blocks, const ek_block_q8_act *act, __m512 acc[2][EK_TILE]) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
-    const __m512i low_mask = _mm512_set1_epi8(0x0f);
     const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? 128 : 0);
     for (int g = 0; g < 2; g++)
         for (int i = 0; i < tile; i++) acc[g][i] = _mm512_setzero_ps();
@@ -261,11 +271,7 @@ EK_AVX512 EK_INLINE void pair_tile(ek_format format, int tile, bool first_pass, 
         } else {
             for (int c = 0; c < 4; c++) {
                 __m512i low[2], high[2];
-                for (int g = 0; g < 2; g++) {
-                    const __m512i raw = _mm512_loadu_si512(block[g] + scale_bytes + 64 * c);
-                    low[g] = _mm512_and_si512(raw, low_mask);                          /* elements 4c…4c+3      */
-                    high[g] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);   /* elements 16+4c…16+4c+3 */
-                }
+                for (int g = 0; g < 2; g++) nibbles(_mm512_loadu_si512(block[g] + scale_bytes + 64 * c), &low[g], &high[g]);
                 for (int i = 0; i < tile; i++) {
                     const int8_t *x = (act + i * blocks + b)->qs + 4 * c;
                     const __m512i x_low = broadcast4(x), x_high = broadcast4(x + 16);
@@ -277,14 +283,9 @@ EK_AVX512 EK_INLINE void pair_tile(ek_format format, int tile, bool first_pass, 
             }
         }
         for (int g = 0; g < 2; g++) {
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)block[g]));
-            __m512 mins = _mm512_setzero_ps();
-            if (format == EK_FORMAT_Q4_1) mins = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(block[g] + 32)));
-            for (int i = 0; i < tile; i++) {
-                const ek_block_q8_act *a = act + i * blocks + b;
-                acc[g][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g][i]), _mm512_mul_ps(d, _mm512_set1_ps(a->d)), acc[g][i]);
-                if (format == EK_FORMAT_Q4_1) acc[g][i] = _mm512_fmadd_ps(mins, _mm512_set1_ps(a->s), acc[g][i]);
-            }
+            __m512 d, mins;
+            block_scales(format, block[g], &d, &mins);
+            for (int i = 0; i < tile; i++) acc[g][i] = scaled_block(format, s[g][i], d, mins, act + i * blocks + b, acc[g][i]);
         }
     }
 }
