@@ -1,5 +1,5 @@
 /* x86_interleaved.c — the interleaved-layout kernels for AVX2 machines and, compiled with their features, AVX-512
-   ones (see x86_interleaved_body.h; 512-bit versions are still to come). */
+   ones (see x86_interleaved_body.h; Q4_K and Q6_K have 512-bit versions on AVX-512, x86_interleaved_wide.h). */
 #if defined(__x86_64__)
 #define EK_IL_TARGET __attribute__((target("avx2,fma,f16c")))
 #define EK_IL_NAME(x) il_avx2_##x
@@ -19,10 +19,12 @@
 #undef EK_IL_Q5
 #undef EK_IL_K45
 #undef EK_IL_HAS_VNNI
+#undef EK_IL_WIDE_OR_NOT
 #define EK_IL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define EK_IL_VNNI 1 /* the AVX-512 path runs only where AVX-512 VNNI is (isa_select.c) */
 #define EK_IL_NAME(x) il_avx512_##x
 #define EK_IL_TILE 8 /* 32 registers: eight activation rows share each decoded weight register */
 #define EK_IL_TABLE ek_il_kernels_avx512
+#define EK_IL_WIDE 1 /* Q4_K and Q6_K on 512-bit registers, two groups at a time (x86_interleaved_wide.h) */
 #include "x86_interleaved_body.h"
 #endif

@@ -28,7 +28,8 @@
 
 /* With VNNI (EK_IL_VNNI, the AVX-512 variant) VPDPBUSD adds u·a of four bytes straight into each int32 lane; without
    it the kernels keep their int16 pair sums and VPMADDWD. Q5_0/Q5_1 use it (GEMM 1.8× → 2.6× sgemm); Q4_K/Q5_K do
-   not: with their per-sub-block scales applied by VPMULLD they measured 2.3× slower than the int16 sums and VPMADDWD. */
+   not here: with their per-sub-block scales applied by VPMULLD these 256-bit tiles measured 2.3× slower than the
+   int16 sums and VPMADDWD (the 512-bit Q4_K and Q6_K tiles of x86_interleaved_wide.h do, and gain by it). */
 #if defined(EK_IL_VNNI)
 #define EK_IL_HAS_VNNI 1
 #else
@@ -553,14 +554,21 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_xs_tile)(EK_IL_TILE_ARGS) {
 }
 EK_IL_DRIVER(gemm_iq4_xs)
 
+#if defined(EK_IL_WIDE)
+#include "x86_interleaved_wide.h"
+#define EK_IL_WIDE_OR_NOT(x) EK_IL_NAME(wide_##x)
+#else
+#define EK_IL_WIDE_OR_NOT(x) EK_IL_NAME(x)
+#endif
+
 const ek_il_kernels EK_IL_TABLE = {
     .gemm = {
         [EK_FORMAT_Q5_0] = EK_IL_NAME(gemm_q5_0),
         [EK_FORMAT_Q5_1] = EK_IL_NAME(gemm_q5_1),
         [EK_FORMAT_IQ4_NL] = EK_IL_NAME(gemm_iq4_nl),
-        [EK_FORMAT_Q4_K] = EK_IL_NAME(gemm_q4_k),
+        [EK_FORMAT_Q4_K] = EK_IL_WIDE_OR_NOT(gemm_q4_k),
         [EK_FORMAT_Q5_K] = EK_IL_NAME(gemm_q5_k),
-        [EK_FORMAT_Q6_K] = EK_IL_NAME(gemm_q6_k),
+        [EK_FORMAT_Q6_K] = EK_IL_WIDE_OR_NOT(gemm_q6_k),
         [EK_FORMAT_IQ4_XS] = EK_IL_NAME(gemm_iq4_xs),
     },
 };

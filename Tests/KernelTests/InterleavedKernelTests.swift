@@ -6,7 +6,9 @@ import EmberTestSupport
 /// The interleaved layout of the row formats (ek_interleaved.h): lossless, and every ISA's kernels over it equal
 /// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
 /// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders), and more rows than a
-/// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial.
+/// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial. On
+/// AVX-512 the 512-bit Q4_K and Q6_K kernels take groups in pairs: ranges whose pair ends inside its second group
+/// (3..<13) or leave a lone group to the 256-bit tile (16..<40).
 @Suite("Interleaved kernels")
 struct InterleavedKernelTests {
     static let types: [TensorType] = TensorType.table.filter { $0.blockFormat.map(ek_format_interleavable) ?? false }
@@ -46,7 +48,7 @@ struct InterleavedKernelTests {
         for isa in [KernelISA.scalar] + Quant.simdISAs {
             for (m, n, blocksPerRow, rows) in [(1, 37, 1, 2..<36), (3, 19, 3, 0..<19), (5, 17, 2, 9..<16), (4, 33, 1, 1..<33),
                                                (2, 7, 5, 0..<7), (6, 64, 2, 16..<40), (11, 21, 2, 3..<21),
-                                               (10, 19, 2304 / type.blockSize, 2..<19)] {
+                                               (10, 19, 2304 / type.blockSize, 2..<19), (9, 29, 2, 3..<13)] {
                 let k = blocksPerRow * type.blockSize
                 let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
                 let x = Quant.randomValues(m * k, &generator, scale: 3)

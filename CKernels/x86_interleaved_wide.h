@@ -1,0 +1,262 @@
+/*
+ * x86_interleaved_wide.h — 512-bit kernels over the interleaved layout for
+ * the AVX-512 variant of x86_interleaved_body.h, which includes this file
+ * (EK_IL_WIDE) and so shares its helpers and its 256-bit tiles.
+ *
+ * The layout keeps eight rows to a 256-bit register; a 512-bit register here
+ * holds the same register of two neighbouring groups (rows 8j … 8j + 15), its
+ * halves loaded from the two group-blocks. Activations are the same for both
+ * halves, so every broadcast and multiply now serves sixteen rows: on a
+ * core with two 512-bit multiply ports that is twice the work per
+ * instruction the 256-bit tiles get, for one extra insert per weight
+ * register (shared by a tile's rows, and gone where the values are decoded
+ * once per GEMM). Sub-block sums are VPDPBUSD's int32, scaled by one VPMULLD
+ * a sub-block: at this width fewer instructions than int16 sums and
+ * VPMADDWD. A lone last group of a row range runs the 256-bit driver.
+ */
+
+#define EK_IL_WIDE_TILE 8 /* activation rows per weight register: 8 sub-block sums, 8 block sums, 8 fp32 outputs */
+
+/* Register `offset` of two group-blocks `group_bytes` apart, the first group's in the low half. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_load)(const uint8_t *gb, size_t group_bytes, size_t offset) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(gb + offset))),
+                              _mm256_loadu_si256((const __m256i *)(gb + group_bytes + offset)), 1);
+}
+
+/* Sixteen bytes: eight at `offset` in each of the two group-blocks (one per row). */
+EK_IL_TARGET EK_IL_INLINE __m128i EK_IL_NAME(wide_load8)(const uint8_t *gb, size_t group_bytes, size_t offset) {
+    return _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(gb + offset)),
+                              _mm_loadl_epi64((const __m128i *)(gb + group_bytes + offset)));
+}
+
+/* Thirty-two bytes: sixteen at `offset` in each group-block. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(wide_load16)(const uint8_t *gb, size_t group_bytes, size_t offset) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(gb + offset))),
+                                   _mm_loadu_si128((const __m128i *)(gb + group_bytes + offset)), 1);
+}
+
+/* The sixteen rows' fp16 factors (eight at the start of each group-block + offset) as fp32. */
+EK_IL_TARGET EK_IL_INLINE __m512 EK_IL_NAME(wide_halves)(const uint8_t *gb, size_t group_bytes, size_t offset) {
+    return _mm512_cvtph_ps(EK_IL_NAME(wide_load16)(gb, group_bytes, offset));
+}
+
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* The wide tiles' shared arguments: two groups from `group`, `blocks` group-blocks, `tile` (1 … EK_IL_WIDE_TILE, a
+   constant after inlining) activation rows, sixteen fp32 outputs per row. With `decoded` (a constant) the tile reads
+   its weight registers from `values`, decoded once per GEMM (below), and only the headers from the group-blocks. */
+#define EK_IL_WIDE_TILE_ARGS const uint8_t *group, size_t group_bytes, int64_t blocks, const uint8_t *values, \
+                             const int decoded, const uint8_t *act, size_t act_row_bytes, const int tile, __m512 *out
+#define EK_IL_WIDE_CASE(name, n, grp, nblocks, decoded)                                                             \
+    case n:                                                                                                         \
+        EK_IL_NAME(wide_##name##_tile)(grp, group_bytes, nblocks, values, decoded, a, act_row_bytes, n, out);        \
+        break;
+/* Every activation tile over `nblocks` group-blocks of the pair at `grp`, from activation block `b0`; the outputs
+   are stored, or added to what is stored when `accumulate`. */
+#define EK_IL_WIDE_RUN_TILES(name, grp, nblocks, b0, decoded, accumulate)                                           \
+    for (int64_t i0 = 0; i0 < m; i0 += EK_IL_WIDE_TILE) {                                                           \
+        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * sizeof(ek_block_q8_k); \
+        __m512 out[EK_IL_WIDE_TILE];                                                                                \
+        const int tile = (int)(m - i0 < EK_IL_WIDE_TILE ? m - i0 : EK_IL_WIDE_TILE);                                \
+        switch (tile) { /* a constant tile per call: registers, not arrays */                                       \
+        EK_IL_WIDE_CASE(name, 8, grp, nblocks, decoded) EK_IL_WIDE_CASE(name, 7, grp, nblocks, decoded)              \
+        EK_IL_WIDE_CASE(name, 6, grp, nblocks, decoded) EK_IL_WIDE_CASE(name, 5, grp, nblocks, decoded)              \
+        EK_IL_WIDE_CASE(name, 4, grp, nblocks, decoded) EK_IL_WIDE_CASE(name, 3, grp, nblocks, decoded)              \
+        EK_IL_WIDE_CASE(name, 2, grp, nblocks, decoded) default: EK_IL_WIDE_CASE(name, 1, grp, nblocks, decoded)     \
+        }                                                                                                           \
+        for (int t = 0; t < tile; t++) {                                                                            \
+            float *row = y + (i0 + t) * ldy + first;                                                                \
+            _mm512_mask_storeu_ps(row, mask, (accumulate) ? _mm512_add_ps(out[t], _mm512_maskz_loadu_ps(mask, row)) : out[t]); \
+        }                                                                                                           \
+    }
+/* Decoding once per GEMM, as the 256-bit drivers do (EK_IL_DRIVER_DECODING), into 64-byte registers that hold both
+   groups: a tile then loads each weight register whole — no insert, shift or mask per tile. */
+#define EK_IL_WIDE_CHUNK 4 /* K-quant blocks decoded at a time: 16 KB of values, in L1 beside the activations */
+/* Pairs of groups over every activation tile, masked to [row_begin, row_end); a lone last group runs the 256-bit
+   driver `name`. */
+#define EK_IL_WIDE_DRIVER(name)                                                                                     \
+    EK_IL_TARGET static void EK_IL_NAME(wide_##name)(const uint8_t *w, int64_t blocks, const void *act,            \
+                                                    size_t act_row_bytes, int64_t m, float *y, int64_t ldy,        \
+                                                    int64_t row_begin, int64_t row_end) {                          \
+        const size_t block_bytes = EK_IL_NAME(name##_block_bytes), group_bytes = (size_t)blocks * block_bytes;      \
+        uint8_t values[EK_IL_WIDE_CHUNK * 64 * 64] __attribute__((aligned(64)));                                    \
+        int64_t first = (row_begin / 8) * 8;                                                                        \
+        for (; first + 8 < row_end; first += 16) {                                                                  \
+            const int64_t lo = row_begin > first ? row_begin - first : 0;                                          \
+            const int64_t hi = row_end - first < 16 ? row_end - first : 16;                                         \
+            const __mmask16 mask = (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));              \
+            const uint8_t *pair = w + (size_t)(first / 8) * group_bytes;                                            \
+            if (m <= EK_IL_WIDE_TILE) {                                                                             \
+                EK_IL_WIDE_RUN_TILES(name, pair, blocks, 0, 0, false)                                               \
+                continue;                                                                                           \
+            }                                                                                                       \
+            for (int64_t b0 = 0; b0 < blocks; b0 += EK_IL_WIDE_CHUNK) {                                             \
+                const int64_t n = blocks - b0 < EK_IL_WIDE_CHUNK ? blocks - b0 : EK_IL_WIDE_CHUNK;                  \
+                const uint8_t *chunk = pair + (size_t)b0 * block_bytes;                                             \
+                for (int64_t b = 0; b < n; b++)                                                                     \
+                    EK_IL_NAME(wide_##name##_decode)(chunk + (size_t)b * block_bytes, group_bytes, values + 4096 * b); \
+                EK_IL_WIDE_RUN_TILES(name, chunk, n, b0, 1, b0 > 0)                                                 \
+            }                                                                                                       \
+        }                                                                                                           \
+        if (first < row_end)                                                                                        \
+            EK_IL_NAME(name)(w, blocks, act, act_row_bytes, m, y, ldy, row_begin > first ? row_begin : first, row_end); \
+    }
+
+/* A K-quant tile's start of block b: the two packed group-blocks asked ahead (not when the values are decoded),
+   the activation blocks of the tile's rows and their quants, the integer sums at zero. */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *gb, size_t group_bytes, size_t block_bytes,
+                                                            const int decoded, const uint8_t *act, size_t act_row_bytes,
+                                                            int64_t b, const int tile, const ek_block_q8_k **ab,
+                                                            const int8_t **aq, __m512i *sums) {
+    if (!decoded) {
+        EK_IL_NAME(prefetch_ahead)(gb, block_bytes);
+        EK_IL_NAME(prefetch_ahead)(gb + group_bytes, block_bytes);
+    }
+    for (int t = 0; t < tile; t++) {
+        ab[t] = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;
+        aq[t] = ab[t]->qs;
+        sums[t] = _mm512_setzero_si512();
+    }
+}
+
+/* Q4_K, as EK_IL_K45 for four bits: per sub-block s, Σ u·a of its eight registers, × the rows' scales; the
+   minimums' Σ min·Σa per pair of sub-blocks. The unsigned values of register g of sub-block s (odd = s % 2) of a pair of Q4_K group-blocks. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q4_k_values)(const uint8_t *gb, size_t group_bytes, const int s,
+                                                               const int g) {
+    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q4_K_QUANTS + 32 * (8 * (s / 2) + g));
+    return _mm512_and_si512(s % 2 ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
+}
+
+/* Decoded: register 8s + g of a block at values + 64·(8s + g). */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q4_k_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) {
+    for (int s = 0; s < 8; s++)
+        for (int g = 0; g < 8; g++)
+            _mm512_store_si512((__m512i *)(values + 64 * (8 * s + g)), EK_IL_NAME(wide_q4_k_values)(gb, group_bytes, s, g));
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q4_k_sub_block)(const int tile, const uint8_t *gb, size_t group_bytes,
+                                                               const uint8_t *values, const int decoded, const int s,
+                                                               const int8_t *const *aq, __m512i *sums) {
+    const __m512i scale = _mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * s));
+    __m512i part[EK_IL_WIDE_TILE];
+    for (int t = 0; t < tile; t++) part[t] = _mm512_setzero_si512();
+    for (int g = 0; g < 8; g++) {
+        const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(values + 64 * (8 * s + g)))
+                                  : EK_IL_NAME(wide_q4_k_values)(gb, group_bytes, s, g);
+        for (int t = 0; t < tile; t++)
+            part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 4 * g));
+    }
+    for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q4_k_tile)(EK_IL_WIDE_TILE_ARGS) {
+    __m512 acc[EK_IL_WIDE_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *gb = group + (size_t)b * EK_IL_Q4_K_BYTES, *bv = values + 4096 * b;
+        const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
+        const int8_t *aq[EK_IL_WIDE_TILE];
+        __m512i sums[EK_IL_WIDE_TILE];
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_Q4_K_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        _Pragma("clang loop unroll(full)") /* the parity and the offsets as constants */
+        for (int s = 0; s < 8; s++) EK_IL_NAME(wide_q4_k_sub_block)(tile, gb, group_bytes, bv, decoded, s, aq, sums);
+        const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
+        const __m512 dmin = EK_IL_NAME(wide_halves)(gb, group_bytes, EK_IL_K_DMIN);
+        __m512i mins[4]; /* per pair p of sub-blocks: (row, minimum of 2p / 2p + 1) as int16 */
+        for (int p = 0; p < 4; p++)
+            mins[p] = _mm512_cvtepu8_epi16(EK_IL_NAME(wide_load16)(gb, group_bytes, EK_IL_K_MINS + 16 * p));
+        for (int t = 0; t < tile; t++) {
+            /* the activations' sums of 32 per sub-block, as int16 pairs (2p, 2p + 1) per 32-bit word */
+            int32_t pairs[4];
+            _mm_storeu_si128((__m128i *)pairs, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab[t]->bsums),
+                                                              _mm_loadu_si128((const __m128i *)(ab[t]->bsums + 8))));
+            __m512i min_sum = _mm512_setzero_si512();
+            for (int p = 0; p < 4; p++)
+                min_sum = _mm512_add_epi32(min_sum, _mm512_madd_epi16(mins[p], _mm512_set1_epi32(pairs[p])));
+            const __m512 da = _mm512_set1_ps(ab[t]->d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, da), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_mul_ps(dmin, da), acc[t]);
+        }
+    }
+    for (int t = 0; t < tile; t++) out[t] = acc[t];
+}
+EK_IL_WIDE_DRIVER(gemm_q4_k)
+
+/* Q6_K, as the 256-bit tile: unsigned 6-bit values of register g of quarter q of half h (constants after inlining),
+   Σ u·a per sub-block of sixteen (four registers), × the rows' signed scales, −32·Σ s·(sum of 16) once per block. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q6_k_values)(const uint8_t *gb, size_t group_bytes, const int h,
+                                                               const int q, const int g) {
+    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_QUANTS + 32 * (16 * h + 8 * (q & 1) + g));
+    __m512i bits = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_HIGH + 32 * (8 * h + g));
+    const __m512i low = _mm512_and_si512(q < 2 ? raw : _mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f));
+    switch (q) { /* bits 2q, 2q + 1 of each byte to bits 4, 5 */
+    case 0: bits = _mm512_slli_epi16(bits, 4); break;
+    case 1: bits = _mm512_slli_epi16(bits, 2); break;
+    case 2: break;
+    default: bits = _mm512_srli_epi16(bits, 2); break;
+    }
+    return _mm512_ternarylogic_epi32(low, bits, _mm512_set1_epi8(0x30), 0xF8); /* low | (bits & 0x30) */
+}
+
+/* Decoded: register g of quarter q of half h at values + 64·(32h + 8q + g). */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) {
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 4; q++)
+            for (int g = 0; g < 8; g++)
+                _mm512_store_si512((__m512i *)(values + 64 * (32 * h + 8 * q + g)),
+                                   EK_IL_NAME(wide_q6_k_values)(gb, group_bytes, h, q, g));
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q6_k_quarter)(const uint8_t *gb, size_t group_bytes,
+                                                             const uint8_t *values, const int decoded,
+                                                             const int8_t *const *aq, const int tile, const int h,
+                                                             const int q, __m512i *sums) {
+    /* the scales of sub-blocks 8h + 2q and 8h + 2q + 1 of each row as int32 lanes, from int16 pairs (row, i) */
+    const __m512i pair = _mm512_cvtepi8_epi16(EK_IL_NAME(wide_load16)(gb, group_bytes, EK_IL_Q6_K_SCALES + 16 * (4 * h + q)));
+    const __m512i scales[2] = {_mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16), _mm512_srai_epi32(pair, 16)};
+    for (int half = 0; half < 2; half++) {
+        __m512i part[EK_IL_WIDE_TILE];
+        for (int t = 0; t < tile; t++) part[t] = _mm512_setzero_si512();
+        for (int g = 4 * half; g < 4 * half + 4; g++) {
+            const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(values + 64 * (32 * h + 8 * q + g)))
+                                      : EK_IL_NAME(wide_q6_k_values)(gb, group_bytes, h, q, g);
+            for (int t = 0; t < tile; t++)
+                part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g));
+        }
+        for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scales[half]));
+    }
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_ARGS) {
+    __m512 acc[EK_IL_WIDE_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES, *bv = values + 4096 * b;
+        const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
+        const int8_t *aq[EK_IL_WIDE_TILE];
+        __m512i sums[EK_IL_WIDE_TILE];
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_Q6_K_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        for (int h = 0; h < 2; h++) {
+            _Pragma("clang loop unroll(full)") /* the quarter's shifts as constants */
+            for (int q = 0; q < 4; q++) EK_IL_NAME(wide_q6_k_quarter)(gb, group_bytes, bv, decoded, aq, tile, h, q, sums);
+        }
+        for (int p = 0; p < 8; p++) { /* − 32·Σ s·(sum of 16): 32·s fits int16 */
+            const __m512i scaled = _mm512_slli_epi16(
+                _mm512_cvtepi8_epi16(EK_IL_NAME(wide_load16)(gb, group_bytes, EK_IL_Q6_K_SCALES + 16 * p)), 5);
+            for (int t = 0; t < tile; t++) {
+                int32_t bsum_pair;
+                memcpy(&bsum_pair, ab[t]->bsums + 2 * p, sizeof bsum_pair);
+                sums[t] = _mm512_sub_epi32(sums[t], _mm512_madd_epi16(scaled, _mm512_set1_epi32(bsum_pair)));
+            }
+        }
+        const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
+        for (int t = 0; t < tile; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, _mm512_set1_ps(ab[t]->d)), acc[t]);
+    }
+    for (int t = 0; t < tile; t++) out[t] = acc[t];
+}
+EK_IL_WIDE_DRIVER(gemm_q6_k)
