@@ -1,5 +1,5 @@
 /* x86_interleaved.c — the interleaved-layout kernels for AVX2 machines and, compiled with their features, AVX-512
-   ones (see x86_interleaved_body.h; Q4_K and Q6_K have 512-bit versions on AVX-512, x86_interleaved_wide.h). */
+   ones (see x86_interleaved_body.h; on AVX-512 the 512-bit kernels of x86_interleaved_wide.h take pairs of groups). */
 #if defined(__x86_64__)
 #define EK_IL_TARGET __attribute__((target("avx2,fma,f16c")))
 #define EK_IL_NAME(x) il_avx2_##x
@@ -25,6 +25,6 @@
 #define EK_IL_NAME(x) il_avx512_##x
 #define EK_IL_TILE 8 /* 32 registers: eight activation rows share each decoded weight register */
 #define EK_IL_TABLE ek_il_kernels_avx512
-#define EK_IL_WIDE 1 /* Q4_K and Q6_K on 512-bit registers, two groups at a time (x86_interleaved_wide.h) */
+#define EK_IL_WIDE 1 /* 512-bit registers, two groups at a time (x86_interleaved_wide.h) */
 #include "x86_interleaved_body.h"
 #endif

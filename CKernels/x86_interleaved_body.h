@@ -29,7 +29,7 @@
 /* With VNNI (EK_IL_VNNI, the AVX-512 variant) VPDPBUSD adds u·a of four bytes straight into each int32 lane; without
    it the kernels keep their int16 pair sums and VPMADDWD. Q5_0/Q5_1 use it (GEMM 1.8× → 2.6× sgemm); Q4_K/Q5_K do
    not here: with their per-sub-block scales applied by VPMULLD these 256-bit tiles measured 2.3× slower than the
-   int16 sums and VPMADDWD (the 512-bit Q4_K and Q6_K tiles of x86_interleaved_wide.h do, and gain by it). */
+   int16 sums and VPMADDWD (the 512-bit tiles of x86_interleaved_wide.h, which the AVX-512 variant runs, do and gain). */
 #if defined(EK_IL_VNNI)
 #define EK_IL_HAS_VNNI 1
 #else
@@ -515,6 +515,7 @@ EK_IL_DRIVER_DECODING(gemm_q6_k)
    signed table values, |v| × sign-moved activations, each pair sum × the sub-block's signed scale by VPMADDWD. */
 static const size_t EK_IL_NAME(gemm_iq4_xs_block_bytes) = EK_IL_IQ4_XS_BYTES;
 static const size_t EK_IL_NAME(gemm_iq4_xs_act_block_bytes) = sizeof(ek_block_q8_k);
+static const size_t EK_IL_NAME(gemm_iq4_xs_block_elements) = 256;
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_xs_tile)(EK_IL_TILE_ARGS) {
     (void)decoded; /* the table lookup is one instruction per register: nothing to save by decoding once */
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
@@ -563,12 +564,12 @@ EK_IL_DRIVER(gemm_iq4_xs)
 
 const ek_il_kernels EK_IL_TABLE = {
     .gemm = {
-        [EK_FORMAT_Q5_0] = EK_IL_NAME(gemm_q5_0),
-        [EK_FORMAT_Q5_1] = EK_IL_NAME(gemm_q5_1),
+        [EK_FORMAT_Q5_0] = EK_IL_WIDE_OR_NOT(gemm_q5_0),
+        [EK_FORMAT_Q5_1] = EK_IL_WIDE_OR_NOT(gemm_q5_1),
         [EK_FORMAT_IQ4_NL] = EK_IL_NAME(gemm_iq4_nl),
         [EK_FORMAT_Q4_K] = EK_IL_WIDE_OR_NOT(gemm_q4_k),
-        [EK_FORMAT_Q5_K] = EK_IL_NAME(gemm_q5_k),
+        [EK_FORMAT_Q5_K] = EK_IL_WIDE_OR_NOT(gemm_q5_k),
         [EK_FORMAT_Q6_K] = EK_IL_WIDE_OR_NOT(gemm_q6_k),
-        [EK_FORMAT_IQ4_XS] = EK_IL_NAME(gemm_iq4_xs),
+        [EK_FORMAT_IQ4_XS] = EK_IL_WIDE_OR_NOT(gemm_iq4_xs),
     },
 };

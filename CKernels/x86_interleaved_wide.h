@@ -59,7 +59,7 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
    are stored, or added to what is stored when `accumulate`. */
 #define EK_IL_WIDE_RUN_TILES(name, grp, nblocks, b0, decoded, accumulate)                                           \
     for (int64_t i0 = 0; i0 < m; i0 += EK_IL_WIDE_TILE) {                                                           \
-        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * sizeof(ek_block_q8_k); \
+        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * EK_IL_NAME(name##_act_block_bytes); \
         __m512 out[EK_IL_WIDE_TILE];                                                                                \
         const int tile = (int)(m - i0 < EK_IL_WIDE_TILE ? m - i0 : EK_IL_WIDE_TILE);                                \
         switch (tile) { /* a constant tile per call: registers, not arrays */                                       \
@@ -74,8 +74,9 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
         }                                                                                                           \
     }
 /* Decoding once per GEMM, as the 256-bit drivers do (EK_IL_DRIVER_DECODING), into 64-byte registers that hold both
-   groups: a tile then loads each weight register whole — no insert, shift or mask per tile. */
-#define EK_IL_WIDE_CHUNK 4 /* K-quant blocks decoded at a time: 16 KB of values, in L1 beside the activations */
+   groups: a tile then loads each weight register whole — no insert, shift or mask per tile. A block's values take
+   sixteen bytes a column; EK_IL_DECODE_ELEMENTS columns at a time make 16 KB, in L1 beside the activations. */
+#define EK_IL_WIDE_VALUES(name) (16 * EK_IL_NAME(name##_block_elements)) /* bytes of one decoded block */
 /* Pairs of groups over every activation tile, masked to [row_begin, row_end); a lone last group runs the 256-bit
    driver `name`. */
 #define EK_IL_WIDE_DRIVER(name)                                                                                     \
@@ -83,7 +84,8 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
                                                     size_t act_row_bytes, int64_t m, float *y, int64_t ldy,        \
                                                     int64_t row_begin, int64_t row_end) {                          \
         const size_t block_bytes = EK_IL_NAME(name##_block_bytes), group_bytes = (size_t)blocks * block_bytes;      \
-        uint8_t values[EK_IL_WIDE_CHUNK * 64 * 64] __attribute__((aligned(64)));                                    \
+        const int64_t chunk_blocks = EK_IL_DECODE_ELEMENTS / EK_IL_NAME(name##_block_elements);                     \
+        uint8_t values[16 * EK_IL_DECODE_ELEMENTS] __attribute__((aligned(64)));                                    \
         int64_t first = (row_begin / 8) * 8;                                                                        \
         for (; first + 8 < row_end; first += 16) {                                                                  \
             const int64_t lo = row_begin > first ? row_begin - first : 0;                                          \
@@ -94,17 +96,77 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
                 EK_IL_WIDE_RUN_TILES(name, pair, blocks, 0, 0, false)                                               \
                 continue;                                                                                           \
             }                                                                                                       \
-            for (int64_t b0 = 0; b0 < blocks; b0 += EK_IL_WIDE_CHUNK) {                                             \
-                const int64_t n = blocks - b0 < EK_IL_WIDE_CHUNK ? blocks - b0 : EK_IL_WIDE_CHUNK;                  \
+            for (int64_t b0 = 0; b0 < blocks; b0 += chunk_blocks) {                                                 \
+                const int64_t n = blocks - b0 < chunk_blocks ? blocks - b0 : chunk_blocks;                          \
                 const uint8_t *chunk = pair + (size_t)b0 * block_bytes;                                             \
                 for (int64_t b = 0; b < n; b++)                                                                     \
-                    EK_IL_NAME(wide_##name##_decode)(chunk + (size_t)b * block_bytes, group_bytes, values + 4096 * b); \
+                    EK_IL_NAME(wide_##name##_decode)(chunk + (size_t)b * block_bytes, group_bytes, values + EK_IL_WIDE_VALUES(name) * b); \
                 EK_IL_WIDE_RUN_TILES(name, chunk, n, b0, 1, b0 > 0)                                                 \
             }                                                                                                       \
         }                                                                                                           \
         if (first < row_end)                                                                                        \
             EK_IL_NAME(name)(w, blocks, act, act_row_bytes, m, y, ldy, row_begin > first ? row_begin : first, row_end); \
     }
+
+/* ------------------------------------------------------ per-32 formats -- */
+
+/* Q5_0 / Q5_1 as EK_IL_Q5: the sixteen rows' unsigned 5-bit values from the nibbles and the high-bit register, two
+   VPDPBUSD chains a row, Q5_0's −16·Σa in integers and Q5_1's minimum·(d·Σq) in fp32. */
+#define EK_IL_WIDE_Q5(name, five_one, bytes, quants, high)                                                          \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_values)(const uint8_t *gb, size_t group_bytes, __m512i *u) { \
+        const __m512i low_mask = _mm512_set1_epi8(0x0f), bit = _mm512_set1_epi8(0x10);                              \
+        const __m512i high_bits = EK_IL_NAME(wide_load)(gb, group_bytes, high);                                     \
+        for (int c = 0; c < 4; c++) {                                                                               \
+            const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);                            \
+            u[c] = _mm512_and_si512(raw, low_mask);                                                                 \
+            u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);                                       \
+        }                                                                                                           \
+        for (int v = 0; v < 8; v++) { /* bit v of every high-bit byte to bit 4: u | (moved & 0x10) */               \
+            const __m512i moved = v < 4 ? _mm512_slli_epi16(high_bits, 4 - v) : _mm512_srli_epi16(high_bits, v - 4); \
+            u[v] = _mm512_ternarylogic_epi32(u[v], moved, bit, 0xF8);                                               \
+        }                                                                                                           \
+    }                                                                                                               \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) { \
+        __m512i u[8];                                                                                               \
+        EK_IL_NAME(wide_##name##_values)(gb, group_bytes, u);                                                       \
+        for (int v = 0; v < 8; v++) _mm512_store_si512((__m512i *)(values + 64 * v), u[v]);                         \
+    }                                                                                                               \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_tile)(EK_IL_WIDE_TILE_ARGS) {                           \
+        __m512 acc[EK_IL_WIDE_TILE];                                                                                \
+        for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();                                                \
+        for (int64_t b = 0; b < blocks; b++) {                                                                      \
+            const uint8_t *gb = group + (size_t)b * bytes;                                                          \
+            __m512i u[8];                                                                                           \
+            if (decoded) {                                                                                          \
+                for (int v = 0; v < 8; v++) u[v] = _mm512_load_si512((const __m512i *)(values + 512 * b + 64 * v)); \
+            } else {                                                                                                \
+                EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                              \
+                EK_IL_NAME(prefetch_ahead)(gb + group_bytes, bytes);                                                \
+                EK_IL_NAME(wide_##name##_values)(gb, group_bytes, u);                                               \
+            }                                                                                                       \
+            const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);                                           \
+            for (int t = 0; t < tile; t++) {                                                                        \
+                const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;         \
+                __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();                                   \
+                for (int v = 0; v < 4; v++) {                                                                       \
+                    d0 = _mm512_dpbusd_epi32(d0, u[v], EK_IL_NAME(wide_broadcast4)(ab->qs + 4 * v));                \
+                    d1 = _mm512_dpbusd_epi32(d1, u[4 + v], EK_IL_NAME(wide_broadcast4)(ab->qs + 16 + 4 * v));       \
+                }                                                                                                   \
+                __m512i dot = _mm512_add_epi32(d0, d1);                                                             \
+                if (!five_one) dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(16 * ab->sum));                        \
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(ab->d)), acc[t]); \
+                if (five_one)                                                                                       \
+                    acc[t] = _mm512_fmadd_ps(EK_IL_NAME(wide_halves)(gb, group_bytes, EK_IL_Q5_1_MINS),             \
+                                             _mm512_set1_ps(ab->s), acc[t]);                                        \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
+    }                                                                                                               \
+    EK_IL_WIDE_DRIVER(name)
+EK_IL_WIDE_Q5(gemm_q5_0, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, EK_IL_Q5_0_HIGH)
+EK_IL_WIDE_Q5(gemm_q5_1, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
+
+/* -------------------------------------------------- per-256 formats --- */
 
 /* A K-quant tile's start of block b: the two packed group-blocks asked ahead (not when the values are decoded),
    the activation blocks of the tile's rows and their quants, the integer sums at zero. */
@@ -123,47 +185,56 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *gb, s
     }
 }
 
-/* Q4_K, as EK_IL_K45 for four bits: per sub-block s, Σ u·a of its eight registers, × the rows' scales; the
-   minimums' Σ min·Σa per pair of sub-blocks. The unsigned values of register g of sub-block s (odd = s % 2) of a pair of Q4_K group-blocks. */
-EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q4_k_values)(const uint8_t *gb, size_t group_bytes, const int s,
-                                                               const int g) {
-    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q4_K_QUANTS + 32 * (8 * (s / 2) + g));
-    return _mm512_and_si512(s % 2 ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
+/* Q4_K and Q5_K, as EK_IL_K45 (`five` a constant after inlining): per sub-block s, Σ u·a of its eight registers,
+   × the rows' scales; the minimums' Σ min·Σa per pair of sub-blocks. The unsigned values of register g of sub-block
+   s (its parity picks the nibble; Q5_K's fifth bit is bit s of high-bit register g) of a pair of group-blocks: */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_values)(const int five, const uint8_t *gb, size_t group_bytes,
+                                                              const int s, const int g) {
+    const size_t quants = five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS;
+    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * (8 * (s / 2) + g));
+    const __m512i low = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
+    if (!five) return low;
+    const __m512i high = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q5_K_HIGH + 32 * g);
+    const __m512i moved = s < 4 ? _mm512_slli_epi16(high, 4 - s) : _mm512_srli_epi16(high, s - 4);
+    return _mm512_ternarylogic_epi32(low, moved, _mm512_set1_epi8(0x10), 0xF8); /* low | (moved & 0x10) */
 }
 
 /* Decoded: register 8s + g of a block at values + 64·(8s + g). */
-EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q4_k_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) {
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_decode)(const int five, const uint8_t *gb, size_t group_bytes,
+                                                           uint8_t *values) {
     for (int s = 0; s < 8; s++)
         for (int g = 0; g < 8; g++)
-            _mm512_store_si512((__m512i *)(values + 64 * (8 * s + g)), EK_IL_NAME(wide_q4_k_values)(gb, group_bytes, s, g));
+            _mm512_store_si512((__m512i *)(values + 64 * (8 * s + g)), EK_IL_NAME(wide_k45_values)(five, gb, group_bytes, s, g));
 }
 
-EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q4_k_sub_block)(const int tile, const uint8_t *gb, size_t group_bytes,
-                                                               const uint8_t *values, const int decoded, const int s,
-                                                               const int8_t *const *aq, __m512i *sums) {
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, const int tile, const uint8_t *gb,
+                                                              size_t group_bytes, const uint8_t *values,
+                                                              const int decoded, const int s, const int8_t *const *aq,
+                                                              __m512i *sums) {
     const __m512i scale = _mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * s));
     __m512i part[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) part[t] = _mm512_setzero_si512();
     for (int g = 0; g < 8; g++) {
         const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(values + 64 * (8 * s + g)))
-                                  : EK_IL_NAME(wide_q4_k_values)(gb, group_bytes, s, g);
+                                  : EK_IL_NAME(wide_k45_values)(five, gb, group_bytes, s, g);
         for (int t = 0; t < tile; t++)
             part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 4 * g));
     }
     for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
 }
 
-EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q4_k_tile)(EK_IL_WIDE_TILE_ARGS) {
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_WIDE_TILE_ARGS) {
+    const size_t bytes = five ? EK_IL_Q5_K_BYTES : EK_IL_Q4_K_BYTES;
     __m512 acc[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        const uint8_t *gb = group + (size_t)b * EK_IL_Q4_K_BYTES, *bv = values + 4096 * b;
+        const uint8_t *gb = group + (size_t)b * bytes, *bv = values + 16 * 256 * b;
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512i sums[EK_IL_WIDE_TILE];
-        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_Q4_K_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, bytes, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
         _Pragma("clang loop unroll(full)") /* the parity and the offsets as constants */
-        for (int s = 0; s < 8; s++) EK_IL_NAME(wide_q4_k_sub_block)(tile, gb, group_bytes, bv, decoded, s, aq, sums);
+        for (int s = 0; s < 8; s++) EK_IL_NAME(wide_k45_sub_block)(five, tile, gb, group_bytes, bv, decoded, s, aq, sums);
         const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
         const __m512 dmin = EK_IL_NAME(wide_halves)(gb, group_bytes, EK_IL_K_DMIN);
         __m512i mins[4]; /* per pair p of sub-blocks: (row, minimum of 2p / 2p + 1) as int16 */
@@ -184,7 +255,16 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q4_k_tile)(EK_IL_WIDE_TILE_A
     }
     for (int t = 0; t < tile; t++) out[t] = acc[t];
 }
-EK_IL_WIDE_DRIVER(gemm_q4_k)
+#define EK_IL_WIDE_K45(name, five)                                                                                  \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) { \
+        EK_IL_NAME(wide_k45_decode)(five, gb, group_bytes, values);                                                 \
+    }                                                                                                               \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_tile)(EK_IL_WIDE_TILE_ARGS) {                           \
+        EK_IL_NAME(wide_k45_tile)(five, group, group_bytes, blocks, values, decoded, act, act_row_bytes, tile, out); \
+    }                                                                                                               \
+    EK_IL_WIDE_DRIVER(name)
+EK_IL_WIDE_K45(gemm_q4_k, 0)
+EK_IL_WIDE_K45(gemm_q5_k, 1)
 
 /* Q6_K, as the 256-bit tile: unsigned 6-bit values of register g of quarter q of half h (constants after inlining),
    Σ u·a per sub-block of sixteen (four registers), × the rows' signed scales, −32·Σ s·(sum of 16) once per block. */
@@ -235,7 +315,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_A
     __m512 acc[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES, *bv = values + 4096 * b;
+        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES, *bv = values + 16 * 256 * b;
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512i sums[EK_IL_WIDE_TILE];
@@ -260,3 +340,53 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_A
     for (int t = 0; t < tile; t++) out[t] = acc[t];
 }
 EK_IL_WIDE_DRIVER(gemm_q6_k)
+
+/* IQ4_XS: the table's signed values moved to unsigned (v + 128, a byte's top bit flipped) for VPDPBUSD, whose
+   128·Σa per sub-block is where the sub-block's sum starts (−128·Σa from the activations' sums of 16); × the rows'
+   signed scales (− 32) by VPMULLD. Registers 8s + 2j (+1) of sub-block s: the low (high) nibbles of quant register
+   4s + j, elements 32s + 4j + i (+16). */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_iq4_xs_values)(const uint8_t *gb, size_t group_bytes, const int s,
+                                                                 const int r) {
+    const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ek_iq4_values)),
+                                           _mm512_set1_epi8((char)0x80));
+    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_IQ4_XS_QUANTS + 32 * (4 * s + r / 2));
+    return _mm512_shuffle_epi8(table, _mm512_and_si512(r % 2 ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f)));
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) {
+    for (int s = 0; s < 8; s++)
+        for (int r = 0; r < 8; r++)
+            _mm512_store_si512((__m512i *)(values + 64 * (8 * s + r)), EK_IL_NAME(wide_iq4_xs_values)(gb, group_bytes, s, r));
+}
+
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_tile)(EK_IL_WIDE_TILE_ARGS) {
+    __m512 acc[EK_IL_WIDE_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_XS_BYTES, *bv = values + 16 * 256 * b;
+        const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
+        const int8_t *aq[EK_IL_WIDE_TILE];
+        __m512i sums[EK_IL_WIDE_TILE];
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_IQ4_XS_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        _Pragma("clang loop unroll(full)")
+        for (int s = 0; s < 8; s++) {
+            const __m512i scale = _mm512_cvtepi8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_IQ4_XS_SCALES + 8 * s));
+            __m512i part[EK_IL_WIDE_TILE];
+            for (int t = 0; t < tile; t++)
+                part[t] = _mm512_set1_epi32(-128 * ((int32_t)ab[t]->bsums[2 * s] + ab[t]->bsums[2 * s + 1]));
+            for (int r = 0; r < 8; r++) {
+                const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(bv + 64 * (8 * s + r)))
+                                          : EK_IL_NAME(wide_iq4_xs_values)(gb, group_bytes, s, r);
+                for (int t = 0; t < tile; t++)
+                    part[t] = _mm512_dpbusd_epi32(part[t], u,
+                                                  EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 16 * (r % 2) + 4 * (r / 2)));
+            }
+            for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
+        }
+        const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
+        for (int t = 0; t < tile; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, _mm512_set1_ps(ab[t]->d)), acc[t]);
+    }
+    for (int t = 0; t < tile; t++) out[t] = acc[t];
+}
+EK_IL_WIDE_DRIVER(gemm_iq4_xs)

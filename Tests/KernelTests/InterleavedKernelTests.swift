@@ -7,7 +7,7 @@ import EmberTestSupport
 /// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
 /// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders), and more rows than a
 /// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial. On
-/// AVX-512 the 512-bit Q4_K and Q6_K kernels take groups in pairs: ranges whose pair ends inside its second group
+/// AVX-512 the 512-bit kernels take groups in pairs: ranges whose pair ends inside its second group
 /// (3..<13) or leave a lone group to the 256-bit tile (16..<40).
 @Suite("Interleaved kernels")
 struct InterleavedKernelTests {
