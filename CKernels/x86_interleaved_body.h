@@ -255,6 +255,7 @@ EK_IL_Q5(gemm_q5_1, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
 /* IQ4_NL: signed table values v, |v| × (a with v's sign); each pair sum (≤ 2·127²) widened at once. */
 static const size_t EK_IL_NAME(gemm_iq4_nl_block_bytes) = EK_IL_IQ4_NL_BYTES;
 static const size_t EK_IL_NAME(gemm_iq4_nl_act_block_bytes) = sizeof(ek_block_q8_act);
+static const size_t EK_IL_NAME(gemm_iq4_nl_block_elements) = 32;
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_nl_tile)(EK_IL_TILE_ARGS) {
     (void)decoded; /* the table lookup is one instruction per register: nothing to save by decoding once */
     const __m256i low_mask = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -566,7 +567,7 @@ const ek_il_kernels EK_IL_TABLE = {
     .gemm = {
         [EK_FORMAT_Q5_0] = EK_IL_WIDE_OR_NOT(gemm_q5_0),
         [EK_FORMAT_Q5_1] = EK_IL_WIDE_OR_NOT(gemm_q5_1),
-        [EK_FORMAT_IQ4_NL] = EK_IL_NAME(gemm_iq4_nl),
+        [EK_FORMAT_IQ4_NL] = EK_IL_WIDE_OR_NOT(gemm_iq4_nl),
         [EK_FORMAT_Q4_K] = EK_IL_WIDE_OR_NOT(gemm_q4_k),
         [EK_FORMAT_Q5_K] = EK_IL_WIDE_OR_NOT(gemm_q5_k),
         [EK_FORMAT_Q6_K] = EK_IL_WIDE_OR_NOT(gemm_q6_k),

@@ -110,26 +110,45 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
 
 /* ------------------------------------------------------ per-32 formats -- */
 
-/* Q5_0 / Q5_1 as EK_IL_Q5: the sixteen rows' unsigned 5-bit values from the nibbles and the high-bit register, two
-   VPDPBUSD chains a row, Q5_0's −16·Σa in integers and Q5_1's minimum·(d·Σq) in fp32. */
-#define EK_IL_WIDE_Q5(name, five_one, bytes, quants, high)                                                          \
-    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_values)(const uint8_t *gb, size_t group_bytes, __m512i *u) { \
-        const __m512i low_mask = _mm512_set1_epi8(0x0f), bit = _mm512_set1_epi8(0x10);                              \
-        const __m512i high_bits = EK_IL_NAME(wide_load)(gb, group_bytes, high);                                     \
-        for (int c = 0; c < 4; c++) {                                                                               \
-            const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);                            \
-            u[c] = _mm512_and_si512(raw, low_mask);                                                                 \
-            u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);                                       \
-        }                                                                                                           \
-        for (int v = 0; v < 8; v++) { /* bit v of every high-bit byte to bit 4: u | (moved & 0x10) */               \
-            const __m512i moved = v < 4 ? _mm512_slli_epi16(high_bits, 4 - v) : _mm512_srli_epi16(high_bits, v - 4); \
-            u[v] = _mm512_ternarylogic_epi32(u[v], moved, bit, 0xF8);                                               \
-        }                                                                                                           \
-    }                                                                                                               \
-    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) { \
+/* The eight registers of one block of a pair of group-blocks, as unsigned bytes: u[c] the low nibbles of quant
+   register c (elements 4c … 4c + 3), u[4 + c] its high ones (16 further on). Q5_0 / Q5_1 as EK_IL_Q5, 5-bit values
+   from the nibbles and the high-bit register: */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q5_values)(const uint8_t *gb, size_t group_bytes, size_t quants,
+                                                          size_t high, __m512i *u) {
+    const __m512i low_mask = _mm512_set1_epi8(0x0f), bit = _mm512_set1_epi8(0x10);
+    const __m512i high_bits = EK_IL_NAME(wide_load)(gb, group_bytes, high);
+    for (int c = 0; c < 4; c++) {
+        const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
+        u[c] = _mm512_and_si512(raw, low_mask);
+        u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);
+    }
+    for (int v = 0; v < 8; v++) { /* bit v of every high-bit byte to bit 4: u | (moved & 0x10) */
+        const __m512i moved = v < 4 ? _mm512_slli_epi16(high_bits, 4 - v) : _mm512_srli_epi16(high_bits, v - 4);
+        u[v] = _mm512_ternarylogic_epi32(u[v], moved, bit, 0xF8);
+    }
+}
+
+/* IQ4_NL: the table's signed values moved to unsigned, v + 128 (as IQ4_XS below). */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb, size_t group_bytes, size_t quants,
+                                                              size_t high, __m512i *u) {
+    (void)high;
+    const __m512i low_mask = _mm512_set1_epi8(0x0f);
+    const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ek_iq4_values)),
+                                           _mm512_set1_epi8((char)0x80));
+    for (int c = 0; c < 4; c++) {
+        const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
+        u[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(raw, low_mask));
+        u[4 + c] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask));
+    }
+}
+
+/* A per-32 format over unsigned values u = value + `offset`: two VPDPBUSD chains a row, −offset·Σa in integers
+   from the activation block's exact sum (Q5_0 16, IQ4_NL 128); Q5_1 (`five_one`) adds minimum·(d·Σq) in fp32. */
+#define EK_IL_WIDE_PER32(name, values_of, offset, five_one, bytes, quants, high)                                       \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *out) { \
         __m512i u[8];                                                                                               \
-        EK_IL_NAME(wide_##name##_values)(gb, group_bytes, u);                                                       \
-        for (int v = 0; v < 8; v++) _mm512_store_si512((__m512i *)(values + 64 * v), u[v]);                         \
+        EK_IL_NAME(values_of)(gb, group_bytes, quants, high, u);                                                    \
+        for (int v = 0; v < 8; v++) _mm512_store_si512((__m512i *)(out + 64 * v), u[v]);                            \
     }                                                                                                               \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_tile)(EK_IL_WIDE_TILE_ARGS) {                           \
         __m512 acc[EK_IL_WIDE_TILE];                                                                                \
@@ -142,7 +161,7 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
             } else {                                                                                                \
                 EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                              \
                 EK_IL_NAME(prefetch_ahead)(gb + group_bytes, bytes);                                                \
-                EK_IL_NAME(wide_##name##_values)(gb, group_bytes, u);                                               \
+                EK_IL_NAME(values_of)(gb, group_bytes, quants, high, u);                                            \
             }                                                                                                       \
             const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);                                           \
             for (int t = 0; t < tile; t++) {                                                                        \
@@ -153,7 +172,7 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
                     d1 = _mm512_dpbusd_epi32(d1, u[4 + v], EK_IL_NAME(wide_broadcast4)(ab->qs + 16 + 4 * v));       \
                 }                                                                                                   \
                 __m512i dot = _mm512_add_epi32(d0, d1);                                                             \
-                if (!five_one) dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(16 * ab->sum));                        \
+                if (offset) dot = _mm512_sub_epi32(dot, _mm512_set1_epi32((offset) * ab->sum));                     \
                 acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(ab->d)), acc[t]); \
                 if (five_one)                                                                                       \
                     acc[t] = _mm512_fmadd_ps(EK_IL_NAME(wide_halves)(gb, group_bytes, EK_IL_Q5_1_MINS),             \
@@ -163,8 +182,9 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
         for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
     }                                                                                                               \
     EK_IL_WIDE_DRIVER(name)
-EK_IL_WIDE_Q5(gemm_q5_0, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, EK_IL_Q5_0_HIGH)
-EK_IL_WIDE_Q5(gemm_q5_1, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
+EK_IL_WIDE_PER32(gemm_q5_0, wide_q5_values, 16, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, EK_IL_Q5_0_HIGH)
+EK_IL_WIDE_PER32(gemm_q5_1, wide_q5_values, 0, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
+EK_IL_WIDE_PER32(gemm_iq4_nl, wide_iq4_nl_values, 128, 0, EK_IL_IQ4_NL_BYTES, EK_IL_IQ4_NL_QUANTS, 0)
 
 /* -------------------------------------------------- per-256 formats --- */
 
