@@ -40,10 +40,39 @@ EK_IL_TARGET EK_IL_INLINE __m512 EK_IL_NAME(wide_halves)(const uint8_t *gb, size
     return _mm512_cvtph_ps(EK_IL_NAME(wide_load16)(gb, group_bytes, offset));
 }
 
+/* Four activation bytes in every 32-bit lane. */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return _mm512_set1_epi32(v);
+}
+
+/* The low (high = 0) or high nibble of every byte of `raw`. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_nibbles)(__m512i raw, const int high) {
+    return _mm512_and_si512(high ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
+}
+
+/* low | (bits & mask), one VPTERNLOGD: the high bits of 5- and 6-bit values put beside their nibbles. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_merge_bits)(__m512i low, __m512i bits, char mask) {
+    return _mm512_ternarylogic_epi32(low, bits, _mm512_set1_epi8(mask), 0xF8);
+}
+
+/* Bit v (a constant after inlining) of every byte of `bits` moved to bit 4; the other bits are the mask's to clear. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_bit_to_4)(__m512i bits, const int v) {
+    return v < 4 ? _mm512_slli_epi16(bits, 4 - v) : _mm512_srli_epi16(bits, v - 4);
+}
+
+/* The IQ4 table's signed values moved to unsigned, v + 128 (a byte's top bit flipped), in every 128-bit lane:
+   VPDPBUSD takes them as they are, and the 128·Σa they add comes off the sum. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_iq4_table)(void) {
+    return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ek_iq4_values)),
+                            _mm512_set1_epi8((char)0x80));
+}
+
+/* sums[t] += part[t] × each row's sub-block scale, for the tile's rows: one VPMULLD a sub-block and row. */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_scaled_add)(__m512i *sums, const __m512i *part, __m512i scale,
+                                                           const int tile) {
+    for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
 }
 
 /* The wide tiles' shared arguments: two groups from `group`, `blocks` group-blocks, `tile` (1 … EK_IL_WIDE_TILE, a
@@ -76,7 +105,7 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
 /* Decoding once per GEMM, as the 256-bit drivers do (EK_IL_DRIVER_DECODING), into 64-byte registers that hold both
    groups: a tile then loads each weight register whole — no insert, shift or mask per tile. A block's values take
    sixteen bytes a column; EK_IL_DECODE_ELEMENTS columns at a time make 16 KB, in L1 beside the activations. */
-#define EK_IL_WIDE_VALUES(name) (16 * EK_IL_NAME(name##_block_elements)) /* bytes of one decoded block */
+#define EK_IL_WIDE_VALUES(elements) (16 * (size_t)(elements)) /* bytes of one decoded block of `elements` columns */
 /* Pairs of groups over every activation tile, masked to [row_begin, row_end); a lone last group runs the 256-bit
    driver `name`. */
 #define EK_IL_WIDE_DRIVER(name)                                                                                     \
@@ -100,7 +129,7 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
                 const int64_t n = blocks - b0 < chunk_blocks ? blocks - b0 : chunk_blocks;                          \
                 const uint8_t *chunk = pair + (size_t)b0 * block_bytes;                                             \
                 for (int64_t b = 0; b < n; b++)                                                                     \
-                    EK_IL_NAME(wide_##name##_decode)(chunk + (size_t)b * block_bytes, group_bytes, values + EK_IL_WIDE_VALUES(name) * b); \
+                    EK_IL_NAME(wide_##name##_decode)(chunk + (size_t)b * block_bytes, group_bytes, values + EK_IL_WIDE_VALUES(EK_IL_NAME(name##_block_elements)) * b); \
                 EK_IL_WIDE_RUN_TILES(name, chunk, n, b0, 1, b0 > 0)                                                 \
             }                                                                                                       \
         }                                                                                                           \
@@ -115,30 +144,24 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
    from the nibbles and the high-bit register: */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q5_values)(const uint8_t *gb, size_t group_bytes, size_t quants,
                                                           size_t high, __m512i *u) {
-    const __m512i low_mask = _mm512_set1_epi8(0x0f), bit = _mm512_set1_epi8(0x10);
     const __m512i high_bits = EK_IL_NAME(wide_load)(gb, group_bytes, high);
     for (int c = 0; c < 4; c++) {
         const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
-        u[c] = _mm512_and_si512(raw, low_mask);
-        u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);
+        u[c] = EK_IL_NAME(wide_nibbles)(raw, 0);
+        u[4 + c] = EK_IL_NAME(wide_nibbles)(raw, 1);
     }
-    for (int v = 0; v < 8; v++) { /* bit v of every high-bit byte to bit 4: u | (moved & 0x10) */
-        const __m512i moved = v < 4 ? _mm512_slli_epi16(high_bits, 4 - v) : _mm512_srli_epi16(high_bits, v - 4);
-        u[v] = _mm512_ternarylogic_epi32(u[v], moved, bit, 0xF8);
-    }
+    for (int v = 0; v < 8; v++) u[v] = EK_IL_NAME(wide_merge_bits)(u[v], EK_IL_NAME(wide_bit_to_4)(high_bits, v), 0x10);
 }
 
-/* IQ4_NL: the table's signed values moved to unsigned, v + 128 (as IQ4_XS below). */
+/* IQ4_NL: the table's values as v + 128 (wide_iq4_table). */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb, size_t group_bytes, size_t quants,
                                                               size_t high, __m512i *u) {
-    (void)high;
-    const __m512i low_mask = _mm512_set1_epi8(0x0f);
-    const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ek_iq4_values)),
-                                           _mm512_set1_epi8((char)0x80));
+    (void)high; /* no high-bit register: the signature is the per-32 tile's */
+    const __m512i table = EK_IL_NAME(wide_iq4_table)();
     for (int c = 0; c < 4; c++) {
         const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
-        u[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(raw, low_mask));
-        u[4 + c] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask));
+        u[c] = _mm512_shuffle_epi8(table, EK_IL_NAME(wide_nibbles)(raw, 0));
+        u[4 + c] = _mm512_shuffle_epi8(table, EK_IL_NAME(wide_nibbles)(raw, 1));
     }
 }
 
@@ -157,7 +180,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb,
             const uint8_t *gb = group + (size_t)b * bytes;                                                          \
             __m512i u[8];                                                                                           \
             if (decoded) {                                                                                          \
-                for (int v = 0; v < 8; v++) u[v] = _mm512_load_si512((const __m512i *)(values + 512 * b + 64 * v)); \
+                for (int v = 0; v < 8; v++) u[v] = _mm512_load_si512((const __m512i *)(values + EK_IL_WIDE_VALUES(32) * b + 64 * v)); \
             } else {                                                                                                \
                 EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                              \
                 EK_IL_NAME(prefetch_ahead)(gb + group_bytes, bytes);                                                \
@@ -205,6 +228,15 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *gb, s
     }
 }
 
+/* The end of a K-quant block whose sums are all the block has: acc[t] += Σ·d·(the activation block's d). */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_end)(const uint8_t *gb, size_t group_bytes,
+                                                          const ek_block_q8_k *const *ab, const __m512i *sums,
+                                                          const int tile, __m512 *acc) {
+    const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
+    for (int t = 0; t < tile; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, _mm512_set1_ps(ab[t]->d)), acc[t]);
+}
+
 /* Q4_K and Q5_K, as EK_IL_K45 (`five` a constant after inlining): per sub-block s, Σ u·a of its eight registers,
    × the rows' scales; the minimums' Σ min·Σa per pair of sub-blocks. The unsigned values of register g of sub-block
    s (its parity picks the nibble; Q5_K's fifth bit is bit s of high-bit register g) of a pair of group-blocks: */
@@ -212,11 +244,10 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_values)(const int five, co
                                                               const int s, const int g) {
     const size_t quants = five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS;
     const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * (8 * (s / 2) + g));
-    const __m512i low = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
+    const __m512i low = EK_IL_NAME(wide_nibbles)(raw, s % 2);
     if (!five) return low;
     const __m512i high = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q5_K_HIGH + 32 * g);
-    const __m512i moved = s < 4 ? _mm512_slli_epi16(high, 4 - s) : _mm512_srli_epi16(high, s - 4);
-    return _mm512_ternarylogic_epi32(low, moved, _mm512_set1_epi8(0x10), 0xF8); /* low | (moved & 0x10) */
+    return EK_IL_NAME(wide_merge_bits)(low, EK_IL_NAME(wide_bit_to_4)(high, s), 0x10);
 }
 
 /* Decoded: register 8s + g of a block at values + 64·(8s + g). */
@@ -240,7 +271,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, co
         for (int t = 0; t < tile; t++)
             part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 4 * g));
     }
-    for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
+    EK_IL_NAME(wide_scaled_add)(sums, part, scale, tile);
 }
 
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_WIDE_TILE_ARGS) {
@@ -248,7 +279,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_W
     __m512 acc[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        const uint8_t *gb = group + (size_t)b * bytes, *bv = values + 16 * 256 * b;
+        const uint8_t *gb = group + (size_t)b * bytes, *bv = values + EK_IL_WIDE_VALUES(256) * b;
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512i sums[EK_IL_WIDE_TILE];
@@ -292,14 +323,14 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q6_k_values)(const uint8_t *gb
                                                                const int q, const int g) {
     const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_QUANTS + 32 * (16 * h + 8 * (q & 1) + g));
     __m512i bits = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_HIGH + 32 * (8 * h + g));
-    const __m512i low = _mm512_and_si512(q < 2 ? raw : _mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f));
+    const __m512i low = EK_IL_NAME(wide_nibbles)(raw, q >= 2);
     switch (q) { /* bits 2q, 2q + 1 of each byte to bits 4, 5 */
     case 0: bits = _mm512_slli_epi16(bits, 4); break;
     case 1: bits = _mm512_slli_epi16(bits, 2); break;
     case 2: break;
     default: bits = _mm512_srli_epi16(bits, 2); break;
     }
-    return _mm512_ternarylogic_epi32(low, bits, _mm512_set1_epi8(0x30), 0xF8); /* low | (bits & 0x30) */
+    return EK_IL_NAME(wide_merge_bits)(low, bits, 0x30);
 }
 
 /* Decoded: register g of quarter q of half h at values + 64·(32h + 8q + g). */
@@ -327,7 +358,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q6_k_quarter)(const uint8_t *gb, 
             for (int t = 0; t < tile; t++)
                 part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g));
         }
-        for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scales[half]));
+        EK_IL_NAME(wide_scaled_add)(sums, part, scales[half], tile);
     }
 }
 
@@ -335,7 +366,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_A
     __m512 acc[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES, *bv = values + 16 * 256 * b;
+        const uint8_t *gb = group + (size_t)b * EK_IL_Q6_K_BYTES, *bv = values + EK_IL_WIDE_VALUES(256) * b;
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512i sums[EK_IL_WIDE_TILE];
@@ -353,24 +384,19 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_A
                 sums[t] = _mm512_sub_epi32(sums[t], _mm512_madd_epi16(scaled, _mm512_set1_epi32(bsum_pair)));
             }
         }
-        const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
-        for (int t = 0; t < tile; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, _mm512_set1_ps(ab[t]->d)), acc[t]);
+        EK_IL_NAME(wide_block_end)(gb, group_bytes, ab, sums, tile, acc);
     }
     for (int t = 0; t < tile; t++) out[t] = acc[t];
 }
 EK_IL_WIDE_DRIVER(gemm_q6_k)
 
-/* IQ4_XS: the table's signed values moved to unsigned (v + 128, a byte's top bit flipped) for VPDPBUSD, whose
-   128·Σa per sub-block is where the sub-block's sum starts (−128·Σa from the activations' sums of 16); × the rows'
-   signed scales (− 32) by VPMULLD. Registers 8s + 2j (+1) of sub-block s: the low (high) nibbles of quant register
+/* IQ4_XS: the table's values as v + 128 (wide_iq4_table), each sub-block's sum starting at −128·Σa (from the
+   activations' sums of 16); × the rows' signed scales (− 32) by VPMULLD. Registers 8s + 2j (+1) of sub-block s: the low (high) nibbles of quant register
    4s + j, elements 32s + 4j + i (+16). */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_iq4_xs_values)(const uint8_t *gb, size_t group_bytes, const int s,
                                                                  const int r) {
-    const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ek_iq4_values)),
-                                           _mm512_set1_epi8((char)0x80));
     const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_IQ4_XS_QUANTS + 32 * (4 * s + r / 2));
-    return _mm512_shuffle_epi8(table, _mm512_and_si512(r % 2 ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f)));
+    return _mm512_shuffle_epi8(EK_IL_NAME(wide_iq4_table)(), EK_IL_NAME(wide_nibbles)(raw, r % 2));
 }
 
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) {
@@ -383,7 +409,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_tile)(EK_IL_WIDE_TILE
     __m512 acc[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_XS_BYTES, *bv = values + 16 * 256 * b;
+        const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_XS_BYTES, *bv = values + EK_IL_WIDE_VALUES(256) * b;
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512i sums[EK_IL_WIDE_TILE];
@@ -401,11 +427,9 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_tile)(EK_IL_WIDE_TILE
                     part[t] = _mm512_dpbusd_epi32(part[t], u,
                                                   EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 16 * (r % 2) + 4 * (r / 2)));
             }
-            for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
+            EK_IL_NAME(wide_scaled_add)(sums, part, scale, tile);
         }
-        const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
-        for (int t = 0; t < tile; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, _mm512_set1_ps(ab[t]->d)), acc[t]);
+        EK_IL_NAME(wide_block_end)(gb, group_bytes, ab, sums, tile, acc);
     }
     for (int t = 0; t < tile; t++) out[t] = acc[t];
 }
