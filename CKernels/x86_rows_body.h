@@ -257,10 +257,11 @@ EK_ROWS_K45(gemm_q4_k, ek_block_q4_k, 0)
 EK_ROWS_K45(gemm_q5_k, ek_block_q5_k, 1)
 
 /* Q6_K: unsigned u = q + 32 (0…63), a signed scale per 16: Σ s·(u − 32)·a = Σ s·u·a − 32·Σ s·bsum. */
-#ifndef EK_Q6_K_SCALE_PICKS
-#define EK_Q6_K_SCALE_PICKS
-/* Byte shuffles taking int16 scale 2s of a 128-bit lane into every element of the low lane and 2s + 1 of the high. */
-static const uint8_t ek_q6_k_scale_picks[4][32] = {
+#ifndef EK_SUB16_SCALE_PICKS
+#define EK_SUB16_SCALE_PICKS
+/* Byte shuffles taking int16 scale 2s of a 128-bit lane into every element of the low lane and 2s + 1 of the high
+   (Q6_K's chunks, and Q2_K's and Q3_K's 2-bit planes: sub-blocks of 16 in pairs). */
+static const uint8_t ek_sub16_scale_picks[4][32] = {
 #define EK_PICK(s) {4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, 4*s, 4*s+1, \
                     4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3, 4*s+2, 4*s+3}
     EK_PICK(0), EK_PICK(1), EK_PICK(2), EK_PICK(3)
@@ -334,7 +335,7 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
            in the high one by one byte shuffle (building them from scalars took five instructions a chunk). */
         __m256i half_scales = h == 0 ? low_scales : high_scales;
         for (int s = 0; s < 4; s++) {
-            __m256i scales = _mm256_shuffle_epi8(half_scales, _mm256_loadu_si256((const __m256i *)ek_q6_k_scale_picks[s]));
+            __m256i scales = _mm256_shuffle_epi8(half_scales, _mm256_loadu_si256((const __m256i *)ek_sub16_scale_picks[s]));
             for (int t = 0; t < tile; t++) {
                 __m256i a = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * s));
                 sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(u[s], a, scales));
@@ -367,6 +368,8 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_iq4_xs, ek_block_iq4_xs)
     for (int t = 0; t < tile; t++)
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_set1_ps(d * ab[t]->d), acc[t]);
 EK_ROWS_SUPER_TILE_END(gemm_iq4_xs, ek_block_iq4_xs)
+
+#include "x86_rows_k23.h"
 
 /* ------------------------------------------------------- F16 and BF16 -- */
 
@@ -753,6 +756,8 @@ const ek_row_kernels EK_ROWS_TABLE = {
         [EK_FORMAT_Q5_0] = EK_ROWS_NAME(gemm_q5_0),
         [EK_FORMAT_Q5_1] = EK_ROWS_NAME(gemm_q5_1),
         [EK_FORMAT_IQ4_NL] = EK_ROWS_NAME(gemm_iq4_nl),
+        [EK_FORMAT_Q2_K] = EK_ROWS_NAME(gemm_q2_k),
+        [EK_FORMAT_Q3_K] = EK_ROWS_NAME(gemm_q3_k),
         [EK_FORMAT_Q4_K] = EK_ROWS_NAME(gemm_q4_k),
         [EK_FORMAT_Q5_K] = EK_ROWS_NAME(gemm_q5_k),
         [EK_FORMAT_Q6_K] = EK_ROWS_NAME(gemm_q6_k),
