@@ -16,7 +16,10 @@ static const ek_row_kernels *row_kernels_for(ek_isa isa) {
     case EK_ISA_AVX2: case EK_ISA_AVX2_PLAIN: return &ek_row_kernels_avx2;
     case EK_ISA_AVX512: return &ek_row_kernels_avx512;
 #endif
-    default: return &no_row_kernels; /* scalar; NEON has no row kernels of its own yet */
+#if defined(__aarch64__)
+    case EK_ISA_NEON: return &ek_row_kernels_neon;
+#endif
+    default: return &no_row_kernels; /* scalar */
     }
 }
 

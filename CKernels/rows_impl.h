@@ -48,5 +48,8 @@ typedef struct ek_row_kernels {
 extern const ek_row_kernels ek_row_kernels_avx2;
 extern const ek_row_kernels ek_row_kernels_avx512;
 #endif
+#if defined(__aarch64__)
+extern const ek_row_kernels ek_row_kernels_neon;
+#endif
 
 #endif /* EK_ROWS_IMPL_H */

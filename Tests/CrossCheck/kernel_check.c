@@ -6,6 +6,8 @@
  *   - activation quantization equals the oracle's, byte for byte;
  *   - integer-exact inputs give bit-identical products;
  *   - random inputs agree within the fp32 accumulation bound;
+ *   - the row kernels of every other GGUF type (ek_gemm_rows) and of fp16/bf16 weights (ek_gemm_half) agree with
+ *     the scalar ones within the fp32 accumulation bound, over odd row ranges and 1–6 activation rows;
  *   - the fp32-weight GEMM (ek_gemm_f32: dot-product tiles, and the packed outer products from 40 rows) agrees
  *     with the in-order loop — under ASan, its packing reads and panel memory are checked too.
  * Prints "N passed, N failed" and exits non-zero on any failure.
@@ -106,6 +108,72 @@ static void run(ek_isa isa, ek_format format, int m, int n, int k, int integer_e
     run_rows(isa, format, m, n, k, integer_exact, 0, n);
 }
 
+/* ek_gemm_rows on `isa` for a row format against the scalar oracle (same quantized activations), rows [first, end):
+   within 1e-5 of Σ|w·x| (the dequantized weights), outputs outside the range untouched. */
+static void run_row_format(ek_isa isa, ek_format format, int m, int n, int blocks_per_row, int first, int end) {
+    const int k = blocks_per_row * (int)ek_format_block_elements(format);
+    const size_t row_bytes = (size_t)blocks_per_row * ek_format_block_bytes(format);
+    uint8_t *w = malloc(row_bytes * n);
+    ek_fill_random_blocks(format, next_random(), w, (int64_t)n * blocks_per_row);
+    float *x = malloc(sizeof(float) * (size_t)m * k), *wf = malloc(sizeof(float) * (size_t)n * k);
+    for (int i = 0; i < m * k; i++) x[i] = uniform(3.0f);
+    for (int r = 0; r < n; r++) ek_dequantize_row(EK_ISA_SCALAR, format, w + (size_t)r * row_bytes, wf + (size_t)r * k, k);
+    size_t act_bytes = ek_row_activation_size(format, m, k);
+    void *act = malloc(act_bytes), *act_ref = malloc(act_bytes);
+    int ok = ek_quantize_row_activations(isa, format, x, m, k, act, act_bytes) == EK_OK &&
+             ek_quantize_row_activations(EK_ISA_SCALAR, format, x, m, k, act_ref, act_bytes) == EK_OK &&
+             memcmp(act, act_ref, act_bytes) == 0;
+    check(ok, "row activations equal oracle", format, m, n, k);
+    float *expected = malloc(sizeof(float) * (size_t)m * n), *got = malloc(sizeof(float) * (size_t)m * n);
+    const float untouched = -12345.0f;
+    for (int i = 0; i < m * n; i++) got[i] = expected[i] = untouched;
+    ok = ek_gemm_rows(EK_ISA_SCALAR, format, w, n, k, act_ref, m, expected, n, first, end) == EK_OK &&
+         ek_gemm_rows(isa, format, w, n, k, act_ref, m, got, n, first, end) == EK_OK;
+    for (int i = 0; ok && i < m * n; i++) {
+        int row = i % n;
+        if (row < first || row >= end) {
+            ok = got[i] == untouched;
+            continue;
+        }
+        double magnitude = 0;
+        for (int j = 0; j < k; j++) magnitude += fabs((double)wf[(size_t)row * k + j] * x[(size_t)(i / n) * k + j]);
+        ok = fabs((double)got[i] - expected[i]) <= 1e-5 * magnitude + 1e-6;
+    }
+    check(ok, ek_row_kernel_is_simd(isa, format) ? "row kernel within bound" : "row oracle (no SIMD kernel)", format, m, n, k);
+    free(w); free(x); free(wf); free(act); free(act_ref); free(expected); free(got);
+}
+
+/* A float-weight product against the scalar loop's: within 10⁻⁵·√k (relative above 1); counts and reports. */
+static void check_float_product(int ok, const char *label, const float *got, const float *want, int m, int n, int k,
+                                int first, int end) {
+    for (int i = 0; ok && i < m * n; i++)
+        ok = fabsf(got[i] - want[i]) <= 1e-5f * sqrtf((float)k) * fmaxf(1.0f, fabsf(want[i]));
+    if (ok) {
+        passed++;
+    } else {
+        failed++;
+        printf("FAIL %s gemm m=%d n=%d k=%d rows %d..<%d\n", label, m, n, k, first, end);
+    }
+}
+
+/* ek_gemm_half on `isa` against the scalar loop, fp16 or bf16 weights, rows [first, end). */
+static void run_half(ek_isa isa, bool bf16, int m, int n, int k, int first, int end) {
+    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)n * k);
+    float *x = malloc(sizeof(float) * (size_t)m * k);
+    float *got = calloc((size_t)m * n, sizeof(float)), *want = calloc((size_t)m * n, sizeof(float));
+    for (int i = 0; i < n * k; i++) {
+        float value = uniform(1.0f);
+        uint32_t bits;
+        memcpy(&bits, &value, sizeof bits);
+        w[i] = bf16 ? (uint16_t)(bits >> 16) : ek_fp32_to_fp16(value);
+    }
+    for (int i = 0; i < m * k; i++) x[i] = uniform(1.0f);
+    int ok = ek_gemm_half(isa, bf16, w, n, k, x, m, got, n, first, end) == EK_OK &&
+             ek_gemm_half(EK_ISA_SCALAR, bf16, w, n, k, x, m, want, n, first, end) == EK_OK;
+    check_float_product(ok, bf16 ? "bf16" : "f16", got, want, m, n, k, first, end);
+    free(w); free(x); free(got); free(want);
+}
+
 /* ek_gemm_f32 on `isa` against the scalar loop, weight rows [first, end). */
 static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
     float *w = malloc((size_t)n * k * sizeof(float)), *x = malloc((size_t)m * k * sizeof(float));
@@ -114,14 +182,7 @@ static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
     for (int i = 0; i < m * k; i++) x[i] = uniform(1);
     int ok = ek_gemm_f32(isa, w, n, k, x, m, got, n, first, end) == EK_OK &&
              ek_gemm_f32(EK_ISA_SCALAR, w, n, k, x, m, want, n, first, end) == EK_OK;
-    for (int i = 0; ok && i < m * n; i++)
-        ok = fabsf(got[i] - want[i]) <= 1e-5f * sqrtf((float)k) * fmaxf(1.0f, fabsf(want[i]));
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        printf("FAIL f32 gemm m=%d n=%d k=%d rows %d..<%d\n", m, n, k, first, end);
-    }
+    check_float_product(ok, "f32", got, want, m, n, k, first, end);
     free(w); free(x); free(got); free(want);
 }
 
@@ -150,6 +211,21 @@ int main(int argc, char **argv) {
         run_rows(isa, (ek_format)f, 13, 100, 64, 0, 16, 96);
         run_rows(isa, (ek_format)f, 4, 40, 128, 0, 17, 30);
     }
+    for (int f = 0; f < EK_FORMAT_COUNT; f++) {
+        if (ek_format_packable((ek_format)f)) continue;
+        static const int row_shapes[][5] = {{1, 37, 1, 0, 37}, {3, 19, 3, 2, 18}, {5, 17, 2, 1, 17}, {4, 33, 1, 0, 33},
+                                            {6, 7, 5, 3, 7}};
+        for (size_t s = 0; s < sizeof row_shapes / sizeof row_shapes[0]; s++) {
+            const int *r = row_shapes[s];
+            run_row_format(isa, (ek_format)f, r[0], r[1], r[2], r[3], r[4]);
+        }
+    }
+    static const int half_shapes[][5] = {{1, 9, 77, 0, 9}, {2, 13, 64, 3, 13}, {5, 11, 40, 0, 11}, {7, 6, 257, 1, 5}};
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (size_t s = 0; s < sizeof half_shapes / sizeof half_shapes[0]; s++) {
+            const int *h = half_shapes[s];
+            run_half(isa, bf16, h[0], h[1], h[2], h[3], h[4]);
+        }
     static const int f32_shapes[][5] = {{7, 13, 384, 3, 13}, {45, 77, 300, 2, 77}, {40, 70, 8, 0, 70},
                                         {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66},
                                         {1, 9, 77, 0, 9}, {1, 7, 40, 2, 7}, {1, 6, 1539, 0, 6}};
