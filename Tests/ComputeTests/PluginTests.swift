@@ -28,6 +28,7 @@ struct PluginTests {
     @Test func thePluginRunsInAForwardPassAndAgrees() throws {
         let path = try PluginBuilder.build(name: "example_backend_pass")
         let gguf = try SyntheticGGUF.tinyLlama().write()
+        defer { try? FileManager.default.removeItem(atPath: gguf) }
         let plain = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: ComputeContext())
         let context = ComputeContext()
         try context.loadPlugin(at: path)
@@ -98,6 +99,7 @@ struct PluginTests {
     @Test func failureDuringAPassFallsBackWithinThePass() throws {
         let path = try PluginBuilder.build(defines: ["BROKEN_RUNTIME_ERROR"], name: "failing_later")
         let gguf = try SyntheticGGUF.tinyLlama().write()
+        defer { try? FileManager.default.removeItem(atPath: gguf) }
         let context = ComputeContext()
         #expect(try context.loadPlugin(at: path).backends == ["example-c"])
         let model = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
@@ -139,6 +141,7 @@ struct PluginMatmulTests {
         let context = ComputeContext()
         #expect(try context.loadPlugin(at: path).backends == ["fake-matmul"])
         let gguf = try SyntheticGGUF.tinyLlama().write()
+        defer { try? FileManager.default.removeItem(atPath: gguf) }
         let options = ExecutionOptions(units: .cpuOnly, precision: .fp32, threads: 2)
         let tokens = [5, 17, 3, 40, 22]
         let binds = PluginBuilder.counter(path, "fake_matmul_binds"), products = PluginBuilder.counter(path, "fake_matmul_products")
@@ -185,6 +188,7 @@ struct PluginMatmulTests {
         let context = ComputeContext()
         #expect(try context.loadPlugin(at: path).backends == ["fake-matmul"])
         let gguf = try SyntheticGGUF.tinyLlama().write()
+        defer { try? FileManager.default.removeItem(atPath: gguf) }
         let model = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: context)
         let plain = try ArchitectureRegistry.standard.loadTextGenerator(path: gguf, context: ComputeContext())
         let options = ExecutionOptions(units: .cpuOnly, precision: .fp32, threads: 1)

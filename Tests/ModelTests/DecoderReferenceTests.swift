@@ -151,7 +151,7 @@ struct DecoderReferenceTests {
         let gguf = Self.file(variant)
         var registry = ArchitectureRegistry()
         registry.register(textGenerator: variant.decoder)
-        let model = try registry.loadTextGenerator(path: try gguf.write(), context: TestCompute.context)
+        let model = try gguf.withFile { try registry.loadTextGenerator(path: $0, context: TestCompute.context) }
         let tokens = [3, 41, 7, 19, 0, 33, 12]
         let expected = Self.reference(gguf, variant, tokens: tokens).flatMap { $0 }
         let scale = expected.map(abs).max()!
@@ -169,6 +169,7 @@ struct DecoderReferenceTests {
         var registry = ArchitectureRegistry()
         registry.register(textGenerator: Variant(name: "biases", attentionBiases: true).decoder)
         let path = try Self.file(Variant(name: "none")).write()
+        defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(throws: ModelFileError.self) { try registry.loadTextGenerator(path: path, context: TestCompute.context) }
         do {
             _ = try registry.loadTextGenerator(path: path, context: TestCompute.context)
@@ -180,6 +181,7 @@ struct DecoderReferenceTests {
     /// An architecture no description is registered for is refused naming the field and what Ember runs.
     @Test func unknownArchitectureIsRefused() throws {
         let path = try Self.file(Variant(name: "llama")).write()
+        defer { try? FileManager.default.removeItem(atPath: path) }
         do {
             _ = try ArchitectureRegistry.standard.loadTextGenerator(path: path, context: TestCompute.context)
             Issue.record("testarch was loaded by the standard registry")

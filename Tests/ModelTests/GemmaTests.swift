@@ -101,11 +101,11 @@ struct GemmaTests {
     /// same but for the window), positions that see at most 4 others give the same logits as without a window, and
     /// later ones do not.
     @Test func slidingLayersSeeTheirWindowOnly() throws {
-        let windowed = try TestCompute.textGenerator(path: SyntheticGGUF.tinyDecoder("gemma3", layers: 7, slidingWindow: 4).write())
+        let windowed = try SyntheticGGUF.tinyDecoder("gemma3", layers: 7, slidingWindow: 4).withFile(TestCompute.textGenerator(path:))
         var plain = SyntheticGGUF.tinyDecoder("gemma3", layers: 7)
         plain.metadata.append(("gemma3.rope.freq_base_swa", .float32(10000))) // read only with a window: the same angles either way
         plain.metadata = plain.metadata.map { $0.0 == "gemma3.rope.freq_base" ? ($0.0, .float32(10000)) : $0 }
-        let whole = try TestCompute.textGenerator(path: plain.write())
+        let whole = try plain.withFile(TestCompute.textGenerator(path:))
         let tokens = [5, 17, 3, 40, 22, 9, 30, 12]
         func logits(_ model: any TextGenerator) throws -> [Float] {
             try model.forward(tokens, session: model.makeSession(contextLength: 16), allLogits: true).scalars()

@@ -9,7 +9,7 @@ import EmberTestSupport
 @Suite("Llama forward pass (synthetic model)")
 struct LlamaForwardTests {
     static func tinyModel(_ gguf: SyntheticGGUF = .tinyLlama()) throws -> DecoderModel {
-        try #require(try TestCompute.textGenerator(path: gguf.write()) as? DecoderModel)
+        try #require(try gguf.withFile(TestCompute.textGenerator(path:)) as? DecoderModel)
     }
 
     /// Loading `gguf` must fail with a ModelFileError whose message contains every one of `mentions`.

@@ -41,7 +41,7 @@ struct PerplexityTests {
     /// The protocol: chunks of the context (the rest dropped), the second half scored, two chunks at least; the same
     /// options as reference give a divergence of zero and the same top token everywhere.
     @Test func protocolOnASyntheticModel() throws {
-        let model = try TestCompute.textGenerator(path: SyntheticGGUF.tinyLlama().write())
+        let model = try SyntheticGGUF.tinyLlama().withFile(TestCompute.textGenerator(path:))
         let text = String(repeating: "ABCDEFGHIJ", count: 9)   // one token per letter: 90 tokens
         let options = ExecutionOptions(units: .cpuAndNeuralEngine, precision: .fp32, threads: 2)
         let result = try Perplexity.evaluate(model, text: text, contextLength: 40, options: options, reference: options)

@@ -67,7 +67,7 @@ struct QuantizedModelTests {
             gguf.tensors += zip(shapes, types).map { shape, type in blocks(prefix + shape.0 + ".weight", type, rows: shape.1, columns: shape.2) }
         }
         gguf.tensors += [norm("output_norm.weight", gain: 1), blocks("output.weight", .q5_K, rows: vocabulary, columns: hidden)]
-        return try #require(try TestCompute.textGenerator(path: gguf.write()) as? DecoderModel)
+        return try #require(try gguf.withFile(TestCompute.textGenerator(path:)) as? DecoderModel)
     }
 
     @Test func storedTypesRunAsTheReferenceAndAsDequantizedWeights() throws {

@@ -6,11 +6,15 @@ import EmberTestSupport
 
 @Suite("safetensors reader")
 struct SafetensorsTests {
+    /// A safetensors file's bytes: the header's length (or `declaredLength`), the header, the data.
+    static func bytes(header: String, data: [UInt8], declaredLength: UInt64? = nil) -> [UInt8] {
+        withUnsafeBytes(of: (declaredLength ?? UInt64(header.utf8.count)).littleEndian) { Array($0) } + Array(header.utf8) + data
+    }
+
+    /// Those bytes in a new temporary file; the caller removes it.
     static func file(header: String, data: [UInt8], declaredLength: UInt64? = nil) throws -> String {
-        var bytes = withUnsafeBytes(of: (declaredLength ?? UInt64(header.utf8.count)).littleEndian) { Array($0) }
-        bytes += Array(header.utf8) + data
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("ember-test-\(UUID().uuidString).safetensors")
-        try Data(bytes).write(to: url)
+        try Data(bytes(header: header, data: data, declaredLength: declaredLength)).write(to: url)
         return url.path
     }
 
@@ -19,7 +23,9 @@ struct SafetensorsTests {
         + [0x00, 0x3c, 0x00, 0xc0] + [0x40, 0x40] // fp16 1, -2; bf16 3
 
     @Test func readsTensorsOfEveryFloatType() throws {
-        let file = try SafetensorsFile(path: Self.file(header: Self.valid, data: Self.data))
+        let path = try Self.file(header: Self.valid, data: Self.data)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try SafetensorsFile(path: path)
         #expect(file.metadata["format"] == "pt")
         #expect(try file.floats("w", shape: [2, 2]) == [1, 2, -3, 0.5])
         #expect(try file.floats("h", shape: [2]) == [1, -2])
@@ -29,10 +35,11 @@ struct SafetensorsTests {
     }
 
     @Test func truncatedAtEveryLengthIsAnError() throws {
-        let whole = try Data(contentsOf: URL(fileURLWithPath: Self.file(header: Self.valid, data: Self.data)))
+        let whole = Data(Self.bytes(header: Self.valid, data: Self.data))
         for length in 0..<(whole.count - 1) {
             let url = FileManager.default.temporaryDirectory.appendingPathComponent("ember-cut-\(UUID().uuidString).safetensors")
             try whole.prefix(length).write(to: url)
+            defer { try? FileManager.default.removeItem(at: url) }
             #expect(throws: ModelFileError.self, "cut at \(length)") { try SafetensorsFile(path: url.path) }
         }
     }
@@ -51,6 +58,7 @@ struct SafetensorsTests {
     ])
     func hostileHeadersAreRefusedNamingTheField(header: String, field: String) throws {
         let path = try Self.file(header: header, data: Self.data)
+        defer { try? FileManager.default.removeItem(atPath: path) }
         do {
             _ = try SafetensorsFile(path: path)
             Issue.record("accepted: \(header)")
@@ -62,6 +70,7 @@ struct SafetensorsTests {
     @Test func absurdHeaderLengthIsRefusedWithoutAllocating() throws {
         for length: UInt64 in [0, 1, UInt64(Int64.max), UInt64.max, 1 << 40] {
             let path = try Self.file(header: Self.valid, data: Self.data, declaredLength: length)
+            defer { try? FileManager.default.removeItem(atPath: path) }
             #expect(throws: ModelFileError.self) { try SafetensorsFile(path: path) }
         }
     }

@@ -98,11 +98,19 @@ public struct SyntheticGGUF {
         return (out, headerLength)
     }
 
-    /// Writes the file to a new temporary path and returns it.
+    /// Writes the file to a new temporary path and returns it; the caller removes it (or use ``withFile(_:)``).
     public func write(_ bytes: [UInt8]? = nil) throws -> String {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("ember-synthetic-\(UUID().uuidString).gguf")
         try Data(bytes ?? encode().bytes).write(to: url)
         return url.path
+    }
+
+    /// Writes the file to a temporary path, runs `body` with it and removes the file — a model loaded in `body`
+    /// keeps working, its mapping outlives the name. (Files left by `write()` piled up in /tmp run after run.)
+    public func withFile<Result>(_ body: (String) throws -> Result) throws -> Result {
+        let path = try write()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try body(path)
     }
 }
 
