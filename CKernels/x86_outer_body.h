@@ -92,36 +92,56 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(transpose8)(const float *in, int
 }
 
 /* Weight rows [r, r + cols) × columns [k0, k0 + kn) into panel[kk][j], the columns past `cols` zero: 8 × 8 blocks by
-   register transposes (scalar copies made the packing 40 % of a 40-row product), the edges one by one. */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_pack)(const float *w, int64_t k, int64_t r, int64_t cols,
-                                                           int64_t k0, int64_t kn, float *panel) {
+   register transposes (scalar copies made the packing 40 % of a 40-row product), the edges one by one. fp16/bf16
+   weights (`kind` as load_weights, a constant after inlining) are widened first, eight rows at a time, into
+   `widened` (8 × EK_OUTER_KC floats): the panel is fp32 either way, so the products below are fp32's. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_pack)(const int kind, const void *w, int64_t k, int64_t r,
+                                                           int64_t cols, int64_t k0, int64_t kn, float *widened,
+                                                           float *panel) {
+    const size_t row_bytes = (size_t)k * (kind == 0 ? 4 : 2);
     const int64_t full_rows = cols / 8 * 8, full_k = kn / 8 * 8;
     for (int64_t j = 0; j < full_rows; j += 8) {
-        const float *rows = w + (size_t)(r + j) * (size_t)k + k0;
+        const float *rows;
+        int64_t ld = k;
+        if (kind == 0) {
+            rows = (const float *)w + (size_t)(r + j) * (size_t)k + k0;
+        } else {
+            for (int64_t q = 0; q < 8; q++) {
+                const uint8_t *row = (const uint8_t *)w + (size_t)(r + j + q) * row_bytes;
+                int64_t kk = 0;
+                for (; kk + EK_F32_WIDTH <= kn; kk += EK_F32_WIDTH)
+                    EK_F32_STORE(widened + q * kn + kk, EK_ROWS_NAME(load_weights)(row, k0 + kk, kind));
+                for (; kk < kn; kk++) widened[q * kn + kk] = EK_ROWS_NAME(weight_at)(row, k0 + kk, kind);
+            }
+            rows = widened;
+            ld = kn;
+        }
         for (int64_t kk = 0; kk < full_k; kk += 8)
-            EK_ROWS_NAME(transpose8)(rows + kk, k, panel + kk * EK_OUTER_NR + j, EK_OUTER_NR);
+            EK_ROWS_NAME(transpose8)(rows + kk, ld, panel + kk * EK_OUTER_NR + j, EK_OUTER_NR);
         for (int64_t q = 0; q < 8; q++)
-            for (int64_t kk = full_k; kk < kn; kk++) panel[kk * EK_OUTER_NR + j + q] = rows[(size_t)q * (size_t)k + kk];
+            for (int64_t kk = full_k; kk < kn; kk++) panel[kk * EK_OUTER_NR + j + q] = rows[(size_t)q * (size_t)ld + kk];
     }
     for (int64_t j = full_rows; j < EK_OUTER_NR; j++) {
         if (j >= cols) {
             for (int64_t kk = 0; kk < kn; kk++) panel[kk * EK_OUTER_NR + j] = 0;
             continue;
         }
-        const float *row = w + (size_t)(r + j) * (size_t)k + k0;
-        for (int64_t kk = 0; kk < kn; kk++) panel[kk * EK_OUTER_NR + j] = row[kk];
+        const uint8_t *row = (const uint8_t *)w + (size_t)(r + j) * row_bytes;
+        for (int64_t kk = 0; kk < kn; kk++) panel[kk * EK_OUTER_NR + j] = EK_ROWS_NAME(weight_at)(row, k0 + kk, kind);
     }
 }
 
 #define EK_OUTER_CASE(n) \
     case n: EK_ROWS_NAME(outer_tile)(n, panel, kn, xi, k, yi, ldy, cols, accumulate); break;
 
-/* Y[m×n] = X·Wᵀ for weight rows [row_begin, row_end) by packed outer products; false (nothing written) when the
-   panel's memory could not be had. */
-EK_ROWS_TARGET static bool EK_ROWS_NAME(gemm_f32_outer)(const float *w, int64_t k, const float *x, int64_t m, float *y,
-                                                       int64_t ldy, int64_t row_begin, int64_t row_end) {
-    float *panel = aligned_alloc(64, EK_OUTER_KC * EK_OUTER_NR * sizeof(float));
+/* Y[m×n] = X·Wᵀ for weight rows [row_begin, row_end) of fp32, fp16 or bf16 weights (`kind` as load_weights) by
+   packed outer products; false (nothing written) when the panel's memory could not be had. */
+EK_ROWS_TARGET EK_ROWS_INLINE bool EK_ROWS_NAME(gemm_float_outer)(const int kind, const void *w, int64_t k, const float *x,
+                                                                  int64_t m, float *y, int64_t ldy, int64_t row_begin,
+                                                                  int64_t row_end) {
+    float *panel = aligned_alloc(64, (EK_OUTER_KC * EK_OUTER_NR + (kind == 0 ? 0 : 8 * EK_OUTER_KC)) * sizeof(float));
     if (panel == NULL) return false;
+    float *widened = panel + EK_OUTER_KC * EK_OUTER_NR;
     for (int64_t k0 = 0; k0 < k; k0 += EK_OUTER_KC) {
         const int64_t kn = k - k0 < EK_OUTER_KC ? k - k0 : EK_OUTER_KC;
         const bool accumulate = k0 > 0;
@@ -129,7 +149,7 @@ EK_ROWS_TARGET static bool EK_ROWS_NAME(gemm_f32_outer)(const float *w, int64_t 
             const int64_t mc = m - i0 < EK_OUTER_MC ? m - i0 : EK_OUTER_MC;
             for (int64_t r = row_begin; r < row_end; r += EK_OUTER_NR) {
                 const int64_t cols = row_end - r < EK_OUTER_NR ? row_end - r : EK_OUTER_NR;
-                EK_ROWS_NAME(outer_pack)(w, k, r, cols, k0, kn, panel);
+                EK_ROWS_NAME(outer_pack)(kind, w, k, r, cols, k0, kn, widened, panel);
                 for (int64_t i = i0; i < i0 + mc; i += EK_OUTER_MR) {
                     const float *xi = x + i * k + k0;
                     float *yi = y + i * ldy + r;

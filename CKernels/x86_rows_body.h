@@ -663,7 +663,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
         return;
     }
     if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
-        EK_ROWS_NAME(gemm_f32_outer)(w, k, x, m, y, ldy, row_begin, row_end))
+        EK_ROWS_NAME(gemm_float_outer)(0, w, k, x, m, y, ldy, row_begin, row_end))
         return;
     EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
 }
@@ -697,11 +697,15 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
     }
 }
 
-/* fp16/bf16: decode by half_rows; more rows than one activation tile on AVX2: every four weight rows widened once
-   into an fp32 buffer and run by the fp32 blocks, so the conversions (on the FMA ports) are paid once per GEMM
-   rather than once per tile of three rows — GEMM 128×16384×8192 0.55 → 0.86-0.89× sgemm, SmolLM2's shapes 0.53 →
-   1.0-1.15×. AVX-512's tiles of six keep widening as they go (widened once it measured 1.32 → 1.10×). Without the
-   buffer (allocation failed) the blocks widen as they go too. */
+/* fp16/bf16: decode by half_rows; from EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's
+   packed outer products, each panel widened as it is packed — once per call, then fp32 arithmetic at fp32's rate:
+   GEMM 128×16384×8192 on an Emerald Rapids, two alternating runs, AVX-512 0.33-0.45 → 0.87-1.00× SkylakeX sgemm
+   (equal to the fp32 kernel's ratio in the same runs), avx2-novnni 0.62-0.70 → 0.81-0.83× Haswell sgemm. Fewer rows
+   than that but more than one activation tile on AVX2: every four weight rows widened once into an fp32 buffer and
+   run by the fp32 blocks, so the conversions (on the FMA ports) are paid once per GEMM rather than once per tile of
+   three rows — GEMM 0.55 → 0.86-0.89× sgemm, SmolLM2's shapes 0.53 → 1.0-1.15×. AVX-512's tiles of six keep
+   widening as they go (widened once it measured 1.32 → 1.10×). Without the buffer (allocation failed) the blocks
+   widen as they go too. */
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
                                                    float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
 #if defined(EK_ROWS_512)
@@ -716,6 +720,10 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
         else EK_ROWS_NAME(half_decode)(false, w, k, x, m, y, ldy, row_begin, row_end);
         return;
     }
+    if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
+        (bf16 ? EK_ROWS_NAME(gemm_float_outer)(2, w, k, x, m, y, ldy, row_begin, row_end)
+              : EK_ROWS_NAME(gemm_float_outer)(1, w, k, x, m, y, ldy, row_begin, row_end)))
+        return;
 #if defined(EK_ROWS_512)
     float *wide = NULL;
 #else

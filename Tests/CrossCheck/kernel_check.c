@@ -220,7 +220,9 @@ int main(int argc, char **argv) {
             run_row_format(isa, (ek_format)f, r[0], r[1], r[2], r[3], r[4]);
         }
     }
-    static const int half_shapes[][5] = {{1, 9, 77, 0, 9}, {2, 13, 64, 3, 13}, {5, 11, 40, 0, 11}, {7, 6, 257, 1, 5}};
+    /* decode (m ≤ 2), tiles, and from 40 rows the packed outer products (k over one 256-column block, edges) */
+    static const int half_shapes[][5] = {{1, 9, 77, 0, 9}, {2, 13, 64, 3, 13}, {5, 11, 40, 0, 11}, {7, 6, 257, 1, 5},
+                                         {45, 77, 300, 2, 77}, {41, 70, 517, 0, 70}};
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (size_t s = 0; s < sizeof half_shapes / sizeof half_shapes[0]; s++) {
             const int *h = half_shapes[s];
