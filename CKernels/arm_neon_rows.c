@@ -157,8 +157,9 @@ EK_NEON EK_INLINE void decode_super(ek_format format, const void *block, neon_su
 /* ---------------------------------------------------------- per-256 tile -- */
 
 /* One weight row of super-blocks against `tile` (1…4, a constant after inlining) rows of Q8_K activations. */
-EK_NEON EK_INLINE void super_tile(ek_format format, const bool has_min, const uint8_t *row, size_t block_bytes,
-                                  int64_t blocks, const uint8_t *act, size_t act_row_bytes, const int tile, float *out) {
+EK_NEON EK_INLINE void super_tile(ek_format format, const uint8_t *row, size_t block_bytes, int64_t blocks,
+                                  const uint8_t *act, size_t act_row_bytes, const int tile, float *out) {
+    const bool has_min = format == EK_FORMAT_Q2_K || format == EK_FORMAT_Q4_K || format == EK_FORMAT_Q5_K;
     float acc[EK_NEON_ROWS_TILE] = {0};
     neon_super_block w;
     for (int64_t b = 0; b < blocks; b++) {
@@ -248,16 +249,15 @@ EK_NEON EK_INLINE void small_tile(const int kind, const uint8_t *row, size_t blo
             }                                                                                                         \
         }                                                                                                             \
     }
-#define EK_NEON_SUPER(name, format, has_min) \
-    EK_NEON_ROWS_DRIVER(name, super_tile, format, has_min, row, block_bytes, blocks, a, act_row_bytes)
+#define EK_NEON_SUPER(name, format) EK_NEON_ROWS_DRIVER(name, super_tile, format, row, block_bytes, blocks, a, act_row_bytes)
 #define EK_NEON_SMALL(name, kind) EK_NEON_ROWS_DRIVER(name, small_tile, kind, row, block_bytes, blocks, a, act_row_bytes)
 
-EK_NEON_SUPER(gemm_q2_k, EK_FORMAT_Q2_K, true)
-EK_NEON_SUPER(gemm_q3_k, EK_FORMAT_Q3_K, false)
-EK_NEON_SUPER(gemm_q4_k, EK_FORMAT_Q4_K, true)
-EK_NEON_SUPER(gemm_q5_k, EK_FORMAT_Q5_K, true)
-EK_NEON_SUPER(gemm_q6_k, EK_FORMAT_Q6_K, false)
-EK_NEON_SUPER(gemm_iq4_xs, EK_FORMAT_IQ4_XS, false)
+EK_NEON_SUPER(gemm_q2_k, EK_FORMAT_Q2_K)
+EK_NEON_SUPER(gemm_q3_k, EK_FORMAT_Q3_K)
+EK_NEON_SUPER(gemm_q4_k, EK_FORMAT_Q4_K)
+EK_NEON_SUPER(gemm_q5_k, EK_FORMAT_Q5_K)
+EK_NEON_SUPER(gemm_q6_k, EK_FORMAT_Q6_K)
+EK_NEON_SUPER(gemm_iq4_xs, EK_FORMAT_IQ4_XS)
 EK_NEON_SMALL(gemm_q5_0, 0)
 EK_NEON_SMALL(gemm_q5_1, 1)
 EK_NEON_SMALL(gemm_iq4_nl, 2)

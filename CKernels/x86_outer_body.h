@@ -98,7 +98,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(transpose8)(const float *in, int
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_pack)(const int kind, const void *w, int64_t k, int64_t r,
                                                            int64_t cols, int64_t k0, int64_t kn, float *widened,
                                                            float *panel) {
-    const size_t row_bytes = (size_t)k * (kind == 0 ? 4 : 2);
+    const size_t row_bytes = (size_t)k * EK_ROWS_NAME(weight_bytes)(kind);
     const int64_t full_rows = cols / 8 * 8, full_k = kn / 8 * 8;
     for (int64_t j = 0; j < full_rows; j += 8) {
         const float *rows;

@@ -213,9 +213,11 @@ EK_ROWS_DRIVER(gemm_iq4_nl, ek_block_iq4_nl)
     }                                                                                                            \
     EK_ROWS_DRIVER(name, block_type)
 
-/* Σ min[s]·(bsums[2s] + bsums[2s+1]) as eight int32 lanes: `mins` holds each minimum twice (int16). */
-EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(min_sums)(const ek_block_q8_k *a, __m256i mins) {
-    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), mins);
+/* Σ weight[j]·bsums[j] over the sixteen sums of 16 of an activation block, as eight int32 lanes (pairs summed):
+   the minimums of Q2_K (one per 16), of Q4_K/Q5_K (each twice: one per 32), or the scales that take Q6_K's and
+   Q3_K's value offsets off. `weights` holds sixteen int16. */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(bsum_dot)(const ek_block_q8_k *a, __m256i weights) {
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), weights);
 }
 
 /* Q4_K and Q5_K: unsigned 4/5-bit values, a scale and a minimum per 32. */
@@ -249,7 +251,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(min_sums)(const ek_block_q8_k
     }                                                                                                            \
     for (int t = 0; t < tile; t++) {                                                                             \
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_set1_ps(d * ab[t]->d), acc[t]);             \
-        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(EK_ROWS_NAME(min_sums)(ab[t], mins)),                       \
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(EK_ROWS_NAME(bsum_dot)(ab[t], mins)),                       \
                                   _mm256_set1_ps(dmin * ab[t]->d), acc[t]);                                      \
     }                                                                                                            \
     EK_ROWS_SUPER_TILE_END(name, block_type)
@@ -268,6 +270,12 @@ static const uint8_t ek_sub16_scale_picks[4][32] = {
 #undef EK_PICK
 };
 #endif
+/* The int16 scales of 32-byte register s (0…3) of half h of a block with sixteen sub-blocks of 16 (`all` = the
+   sixteen scales): sub-block 8h + 2s in the low 128-bit lane, 8h + 2s + 1 in the high one. */
+EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(sub16_scales)(__m256i all, const int h, const int s) {
+    const __m256i half = h == 0 ? _mm256_permute4x64_epi64(all, 0x44) : _mm256_permute4x64_epi64(all, 0xee);
+    return _mm256_shuffle_epi8(half, _mm256_loadu_si256((const __m256i *)ek_sub16_scale_picks[s]));
+}
 #if defined(EK_ROWS_512)
 /* On AVX-512, a half super-block (128 weights) is two 512-bit vectors: [u0 | u1] from the low nibbles of its 64
    ql bytes with qh's bits 0–1 and 2–3, [u2 | u3] from the high nibbles with bits 4–5 and 6–7 — half the unpacking,
@@ -306,8 +314,7 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
     }
     for (int t = 0; t < tile; t++) {
         __m256i folded = _mm256_add_epi32(_mm512_castsi512_si256(sums[t]), _mm512_extracti64x4_epi64(sums[t], 1));
-        __m256i offsets = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), all_scales);
-        __m256i total = _mm256_sub_epi32(folded, _mm256_slli_epi32(offsets, 5));
+        __m256i total = _mm256_sub_epi32(folded, _mm256_slli_epi32(EK_ROWS_NAME(bsum_dot)(ab[t], all_scales), 5));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * ab[t]->d), acc[t]);
     }
 EK_ROWS_SUPER_TILE_END(gemm_q6_k, ek_block_q6_k)
@@ -315,7 +322,6 @@ EK_ROWS_SUPER_TILE_END(gemm_q6_k, ek_block_q6_k)
 EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
     const __m256i low_mask = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(0x03);
     __m256i all_scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
-    __m256i low_scales = _mm256_permute4x64_epi64(all_scales, 0x44), high_scales = _mm256_permute4x64_epi64(all_scales, 0xee);
     float d = EK_ROWS_NAME(load_f16)(&wb->d);
     __m256i sums[EK_ROWS_TILE];
     for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();
@@ -331,11 +337,10 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
         u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
-        /* This half's eight scales (int16) in both 128-bit lanes; chunk s takes scale 2s in the low lane and 2s + 1
-           in the high one by one byte shuffle (building them from scalars took five instructions a chunk). */
-        __m256i half_scales = h == 0 ? low_scales : high_scales;
+        /* chunk s takes its two sub-blocks' scales by one byte shuffle (building them from scalars took five
+           instructions a chunk) */
         for (int s = 0; s < 4; s++) {
-            __m256i scales = _mm256_shuffle_epi8(half_scales, _mm256_loadu_si256((const __m256i *)ek_sub16_scale_picks[s]));
+            __m256i scales = EK_ROWS_NAME(sub16_scales)(all_scales, h, s);
             for (int t = 0; t < tile; t++) {
                 __m256i a = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * s));
                 sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(u[s], a, scales));
@@ -343,8 +348,7 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q6_k, ek_block_q6_k)
         }
     }
     for (int t = 0; t < tile; t++) {
-        __m256i offsets = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), all_scales);
-        __m256i total = _mm256_sub_epi32(sums[t], _mm256_slli_epi32(offsets, 5));
+        __m256i total = _mm256_sub_epi32(sums[t], _mm256_slli_epi32(EK_ROWS_NAME(bsum_dot)(ab[t], all_scales), 5));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * ab[t]->d), acc[t]);
     }
 EK_ROWS_SUPER_TILE_END(gemm_q6_k, ek_block_q6_k)
@@ -477,6 +481,9 @@ EK_ROWS_TARGET EK_ROWS_INLINE __m128 EK_ROWS_NAME(hsum4)(__m256 a0, __m256 a1, _
 #endif
 
 /* Weight kinds: 0 fp32, 1 fp16, 2 bf16 (a constant after inlining). */
+/* Bytes of one weight of `kind` (as load_weights: 0 fp32, 1 fp16, 2 bf16). */
+EK_ROWS_TARGET EK_ROWS_INLINE size_t EK_ROWS_NAME(weight_bytes)(const int kind) { return kind == 0 ? 4 : 2; }
+
 EK_ROWS_TARGET EK_ROWS_INLINE EK_F32_VEC EK_ROWS_NAME(load_weights)(const uint8_t *row, int64_t j, const int kind) {
     if (kind == 0) return EK_F32_LOAD((const float *)row + j);
 #if defined(EK_ROWS_512)
@@ -505,7 +512,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
                                                              const uint8_t *w, size_t row_bytes, int64_t k,
                                                              const float *x, int64_t ldx, float *y, int64_t ldy,
                                                              const bool accumulate, const bool fetch, const uint8_t *next) {
-    const int64_t elem = kind == 0 ? 4 : 2;
+    const int64_t elem = (int64_t)EK_ROWS_NAME(weight_bytes)(kind);
     EK_F32_VEC acc[4][EK_F32_ACTS];
     for (int q = 0; q < rows; q++)
         for (int t = 0; t < acts; t++) acc[q][t] = EK_F32_ZERO();
@@ -556,7 +563,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_panel)(const int kind, const void *w, int64_t k, const float *x,
                                                                   int64_t m, float *y, int64_t ldy, int64_t row_begin,
                                                                   int64_t row_end) {
-    const size_t elem = kind == 0 ? 4 : 2, row_bytes = (size_t)k * elem;
+    const size_t elem = EK_ROWS_NAME(weight_bytes)(kind), row_bytes = (size_t)k * elem;
     const bool streaming = m <= 2;
     const int64_t chunks = !streaming && k > EK_F32_CHUNK + EK_F32_CHUNK / 2 ? (k + EK_F32_CHUNK - 1) / EK_F32_CHUNK : 1;
     const int64_t chunk = chunks == 1 ? k : ((k + chunks - 1) / chunks + EK_F32_WIDTH - 1) / EK_F32_WIDTH * EK_F32_WIDTH;
@@ -649,11 +656,16 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
 /* One activation row over rows [row_begin, row_end) of weights of `kind`, four rows at a time. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const void *w, int64_t k, const float *x,
                                                              float *y, int64_t row_begin, int64_t row_end) {
-    const size_t row_bytes = (size_t)k * (kind == 0 ? 4 : 2);
+    const size_t row_bytes = (size_t)k * EK_ROWS_NAME(weight_bytes)(kind);
     const uint8_t *base = (const uint8_t *)w;
     int64_t r = row_begin;
     for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(kind, 4, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
     for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(kind, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
+}
+
+/* Whether a product takes the packed outer products (x86_outer_body.h): enough activation rows and weight rows. */
+EK_ROWS_TARGET EK_ROWS_INLINE bool EK_ROWS_NAME(outer_pays)(int64_t m, int64_t k, int64_t row_begin, int64_t row_end) {
+    return m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0;
 }
 
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
@@ -662,7 +674,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
         EK_ROWS_NAME(stream_rows)(0, w, k, x, y, row_begin, row_end);
         return;
     }
-    if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
+    if (EK_ROWS_NAME(outer_pays)(m, k, row_begin, row_end) &&
         EK_ROWS_NAME(gemm_float_outer)(0, w, k, x, m, y, ldy, row_begin, row_end))
         return;
     EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
@@ -720,7 +732,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
         else EK_ROWS_NAME(half_decode)(false, w, k, x, m, y, ldy, row_begin, row_end);
         return;
     }
-    if (m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0 &&
+    if (EK_ROWS_NAME(outer_pays)(m, k, row_begin, row_end) &&
         (bf16 ? EK_ROWS_NAME(gemm_float_outer)(2, w, k, x, m, y, ldy, row_begin, row_end)
               : EK_ROWS_NAME(gemm_float_outer)(1, w, k, x, m, y, ldy, row_begin, row_end)))
         return;

@@ -5,10 +5,10 @@
  * Both keep 256 values as four 2-bit planes of 32 bytes per half (element 128h + 32s + l is bits 2s…2s+1 of
  * qs[32h + l]) and a scale per 16: the 32-byte register of (h, s) is one shift and mask of its half's bytes, and
  * its low and high 128-bit lanes take sub-blocks 8h + 2s and 8h + 2s + 1 — the same pairing as Q6_K's chunks, so
- * the scales come by the same byte shuffle (ek_sub16_scale_picks). VPMADDUBSW multiplies the unsigned values with
+ * the scales come by the same byte shuffle (sub16_scales). VPMADDUBSW multiplies the unsigned values with
  * the signed activations (pairs at most 2·7·127), VPMADDWD applies the int16 scale and sums pairs to int32.
  *   Q2_K: value d·scale·q − dmin·min, q 0…3: the minimums come off once per block as Σ min·bsum (the
- *         activations' sums of 16, VPMADDWD against the sixteen minimums).
+ *         activations' sums of 16 against the sixteen minimums, bsum_dot).
  *   Q3_K: q = u − 4 with u = low two bits + 4·(bit 4h + s of hmask[l]) (0…7), signed 6-bit scales − 32:
  *         Σ scale·(u − 4)·a = Σ scale·u·a − 4·Σ scale·bsum.
  */
@@ -46,17 +46,14 @@ EK_ROWS_TARGET EK_ROWS_INLINE __m256i EK_ROWS_NAME(bit_to_4)(__m256i bytes, cons
 /* One K-quant block of 2-bit planes against the tile's activation rows: sums[t] = Σ scale·u·a (int32 lanes); with
    `three` (a constant) each value gains its third bit from `hmask`, the block's 32 bytes of them. */
 #define EK_ROWS_K23_BODY(wb, three, hmask)                                                                          \
-    __m256i low_scales = _mm256_permute4x64_epi64(scales, 0x44), high_scales = _mm256_permute4x64_epi64(scales, 0xee); \
     __m256i sums[EK_ROWS_TILE];                                                                                    \
     for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();                                               \
     for (int h = 0; h < 2; h++) {                                                                                  \
         __m256i q = _mm256_loadu_si256((const __m256i *)((wb)->qs + 32 * h));                                      \
-        __m256i half_scales = h == 0 ? low_scales : high_scales;                                                   \
         for (int s = 0; s < 4; s++) {                                                                              \
             __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), _mm256_set1_epi8(0x03));                     \
             if (three) u = _mm256_or_si256(u, EK_ROWS_NAME(bit_to_4)(hmask, 4 * h + s));                            \
-            __m256i sub_scales =                                                                                   \
-                _mm256_shuffle_epi8(half_scales, _mm256_loadu_si256((const __m256i *)ek_sub16_scale_picks[s]));    \
+            __m256i sub_scales = EK_ROWS_NAME(sub16_scales)(scales, h, s);                                          \
             for (int t = 0; t < tile; t++) {                                                                       \
                 __m256i a = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * s));                   \
                 sums[t] = _mm256_add_epi32(sums[t], EK_ROWS_NAME(dot_scaled)(u, a, sub_scales));                   \
@@ -70,8 +67,8 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q2_k, ek_block_q2_k)
     EK_ROWS_K23_BODY(wb, 0, _mm256_setzero_si256())
     for (int t = 0; t < tile; t++) {
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_set1_ps(d * ab[t]->d), acc[t]);
-        __m256i min_sums = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mins);
-        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sums), _mm256_set1_ps(dmin * ab[t]->d), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(EK_ROWS_NAME(bsum_dot)(ab[t], mins)), _mm256_set1_ps(dmin * ab[t]->d),
+                                  acc[t]);
     }
 EK_ROWS_SUPER_TILE_END(gemm_q2_k, ek_block_q2_k)
 
@@ -81,8 +78,7 @@ EK_ROWS_SUPER_TILE_BEGIN(gemm_q3_k, ek_block_q3_k)
     const float d = EK_ROWS_NAME(load_f16)(&wb->d);
     EK_ROWS_K23_BODY(wb, 1, hmask)
     for (int t = 0; t < tile; t++) {
-        __m256i offsets = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), scales);
-        __m256i total = _mm256_sub_epi32(sums[t], _mm256_slli_epi32(offsets, 2));
+        __m256i total = _mm256_sub_epi32(sums[t], _mm256_slli_epi32(EK_ROWS_NAME(bsum_dot)(ab[t], scales), 2));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_set1_ps(d * ab[t]->d), acc[t]);
     }
 EK_ROWS_SUPER_TILE_END(gemm_q3_k, ek_block_q3_k)
