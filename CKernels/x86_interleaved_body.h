@@ -355,8 +355,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
     }                                                                                                               \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
         const size_t stride = decoded ? EK_IL_NAME(name##_decoded_bytes) : bytes;                                   \
-        __m256 acc[EK_IL_TILE];                                                                                     \
-        for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
+        __m256 acc[EK_IL_TILE], acc_min[EK_IL_TILE];                                                                \
+        for (int t = 0; t < tile; t++) acc[t] = acc_min[t] = _mm256_setzero_ps();                                   \
         for (int64_t b = 0; b < blocks; b++) {                                                                      \
             const uint8_t *gb = group + (size_t)b * stride;                                                         \
             if (!decoded) EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                    \
@@ -395,10 +395,10 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
                 }                                                                                                   \
                 const __m256 da = _mm256_set1_ps(ab->d);                                                            \
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t]), _mm256_mul_ps(d, da), acc[t]);                \
-                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(dmin, da), acc[t]);            \
+                acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(dmin, da), acc_min[t]);      \
             }                                                                                                       \
         }                                                                                                           \
-        for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
+        for (int t = 0; t < tile; t++) out[t] = _mm256_sub_ps(acc[t], acc_min[t]);                                  \
     }                                                                                                               \
     EK_IL_DRIVER_DECODING(name)
 EK_IL_K45(gemm_q4_k, 0, EK_IL_Q4_K_BYTES, EK_IL_Q4_K_QUANTS)

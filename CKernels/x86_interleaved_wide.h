@@ -10,8 +10,9 @@
  * core with two 512-bit multiply ports that is twice the work per
  * instruction the 256-bit tiles get, for one extra insert per weight
  * register (shared by a tile's rows, and gone where the values are decoded
- * once per GEMM). Sub-block sums are VPDPBUSD's int32, converted to fp32
- * and scaled by one FMA a sub-block (wide_scaled_add): at this width fewer
+ * once per GEMM). Sub-block sums are VPDPBUSD's int32, scaled by one
+ * VPMULLD a sub-block (Q4_K/Q5_K: exact integer block sums) or one
+ * conversion and FMA (Q6_K, IQ4_XS: wide_scaled_add): at this width fewer
  * instructions than int16 sums and VPMADDWD. A lone last group of a row
  * range runs the 256-bit driver.
  */
@@ -73,7 +74,8 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_iq4_table)(void) {
 /* sums[t] += part[t] × each row's sub-block scale (as fp32), for the tile's rows: a conversion and an FMA a sub-block
    and row. The products are integers below 2²⁴ and a block's sum is rounded as fp32 once per sub-block; VPMULLD into
    int32 sums (exact) is two uops on the port that also runs VPDPBUSD on Intel cores, and the fp32 form measured
-   ~10 % faster there on Q6_K's GEMM (single thread, 4096×8192×128, best of 7: 227–236 → 249–259 GOPS). */
+   ~10 % faster there on Q6_K's GEMM (single thread, 4096×8192×128, best of 7: 224–253 → 267–284 GOPS). Q4_K/Q5_K
+   keep VPMULLD (wide_k45_sub_block): their exact sums are what llama.cpp's arithmetic gives. */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_scaled_add)(__m512 *sums, const __m512i *part, __m512 scale,
                                                            const int tile) {
     for (int t = 0; t < tile; t++) sums[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(part[t]), scale, sums[t]);
@@ -216,11 +218,11 @@ EK_IL_WIDE_PER32(gemm_iq4_nl, wide_iq4_nl_values, 128, 0, EK_IL_IQ4_NL_BYTES, EK
 /* -------------------------------------------------- per-256 formats --- */
 
 /* A K-quant tile's start of block b: the two packed group-blocks asked ahead (not when the values are decoded),
-   the activation blocks of the tile's rows and their quants, the scaled sums at zero. */
+   the activation blocks of the tile's rows and their quants. */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *gb, size_t group_bytes, size_t block_bytes,
                                                             const int decoded, const uint8_t *act, size_t act_row_bytes,
                                                             int64_t b, const int tile, const ek_block_q8_k **ab,
-                                                            const int8_t **aq, __m512 *sums) {
+                                                            const int8_t **aq) {
     if (!decoded) {
         EK_IL_NAME(prefetch_ahead)(gb, block_bytes);
         EK_IL_NAME(prefetch_ahead)(gb + group_bytes, block_bytes);
@@ -228,7 +230,6 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *gb, s
     for (int t = 0; t < tile; t++) {
         ab[t] = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;
         aq[t] = ab[t]->qs;
-        sums[t] = _mm512_setzero_ps();
     }
 }
 
@@ -241,7 +242,12 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_end)(const uint8_t *gb, siz
 }
 
 /* Q4_K and Q5_K, as EK_IL_K45 (`five` a constant after inlining): per sub-block s, Σ u·a of its eight registers,
-   × the rows' scales; the minimums' Σ min·Σa per pair of sub-blocks. The unsigned values of register g of sub-block
+   × the rows' scales (VPMULLD: the block's sum stays an exact integer, unlike wide_scaled_add's fp32); the minimums'
+   Σ min·Σa per pair of sub-blocks, into an accumulator of their own taken off at the end — so a row's result is
+   llama.cpp's repacked Q4_K's to the bit for the same activations (its Q5_K keeps the minimums apart too), where
+   one accumulator for both parts and fp32 sub-block sums measured 0.35 % off its perplexity on a file whose
+   ffn_down is Q4_K (16.0946 vs 16.1504; now 16.1599). The greedy tokens of a quantized model follow such roundings:
+   see docs/KERNELS.md. The unsigned values of register g of sub-block
    s (its parity picks the nibble; Q5_K's fifth bit is bit s of high-bit register g) of a pair of group-blocks: */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_values)(const int five, const uint8_t *gb, size_t group_bytes,
                                                               const int s, const int g) {
@@ -264,8 +270,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_decode)(const int five, const
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, const int tile, const uint8_t *gb,
                                                               size_t group_bytes, const uint8_t *values,
                                                               const int decoded, const int s, const int8_t *const *aq,
-                                                              __m512 *sums) {
-    const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * s)));
+                                                              __m512i *sums) {
+    const __m512i scale = _mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * s));
     __m512i part[EK_IL_WIDE_TILE];
     for (int t = 0; t < tile; t++) part[t] = _mm512_setzero_si512();
     for (int g = 0; g < 8; g++) {
@@ -274,19 +280,20 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, co
         for (int t = 0; t < tile; t++)
             part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 4 * g));
     }
-    EK_IL_NAME(wide_scaled_add)(sums, part, scale, tile);
+    for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
 }
 
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_WIDE_TILE_ARGS) {
     const size_t bytes = five ? EK_IL_Q5_K_BYTES : EK_IL_Q4_K_BYTES;
-    __m512 acc[EK_IL_WIDE_TILE];
-    for (int t = 0; t < tile; t++) acc[t] = _mm512_setzero_ps();
+    __m512 acc[EK_IL_WIDE_TILE], acc_min[EK_IL_WIDE_TILE];
+    for (int t = 0; t < tile; t++) acc[t] = acc_min[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *gb = group + (size_t)b * bytes, *bv = values + EK_IL_WIDE_VALUES(256) * b;
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
-        __m512 sums[EK_IL_WIDE_TILE];
-        EK_IL_NAME(wide_block_start)(gb, group_bytes, bytes, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        __m512i sums[EK_IL_WIDE_TILE];
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, bytes, decoded, act, act_row_bytes, b, tile, ab, aq);
+        for (int t = 0; t < tile; t++) sums[t] = _mm512_setzero_si512();
         _Pragma("clang loop unroll(full)") /* the parity and the offsets as constants */
         for (int s = 0; s < 8; s++) EK_IL_NAME(wide_k45_sub_block)(five, tile, gb, group_bytes, bv, decoded, s, aq, sums);
         const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);
@@ -303,11 +310,11 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_W
             for (int p = 0; p < 4; p++)
                 min_sum = _mm512_add_epi32(min_sum, _mm512_madd_epi16(mins[p], _mm512_set1_epi32(pairs[p])));
             const __m512 da = _mm512_set1_ps(ab[t]->d);
-            acc[t] = _mm512_fmadd_ps(sums[t], _mm512_mul_ps(d, da), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_mul_ps(dmin, da), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[t]), _mm512_mul_ps(d, da), acc[t]);
+            acc_min[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_mul_ps(dmin, da), acc_min[t]);
         }
     }
-    for (int t = 0; t < tile; t++) out[t] = acc[t];
+    for (int t = 0; t < tile; t++) out[t] = _mm512_sub_ps(acc[t], acc_min[t]);
 }
 #define EK_IL_WIDE_K45(name, five)                                                                                  \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *values) { \
@@ -374,7 +381,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_A
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512 sums[EK_IL_WIDE_TILE];
-        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_Q6_K_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_Q6_K_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq);
+        for (int t = 0; t < tile; t++) sums[t] = _mm512_setzero_ps();
         for (int h = 0; h < 2; h++) {
             _Pragma("clang loop unroll(full)") /* the quarter's shifts as constants */
             for (int q = 0; q < 4; q++) EK_IL_NAME(wide_q6_k_quarter)(gb, group_bytes, bv, decoded, aq, tile, h, q, sums);
@@ -420,7 +428,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_tile)(EK_IL_WIDE_TILE
         const ek_block_q8_k *ab[EK_IL_WIDE_TILE];
         const int8_t *aq[EK_IL_WIDE_TILE];
         __m512 sums[EK_IL_WIDE_TILE];
-        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_IQ4_XS_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq, sums);
+        EK_IL_NAME(wide_block_start)(gb, group_bytes, EK_IL_IQ4_XS_BYTES, decoded, act, act_row_bytes, b, tile, ab, aq);
+        for (int t = 0; t < tile; t++) sums[t] = _mm512_setzero_ps();
         _Pragma("clang loop unroll(full)")
         for (int s = 0; s < 8; s++) {
             const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_IQ4_XS_SCALES + 8 * s)));
