@@ -243,8 +243,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_end)(const uint8_t *gb, siz
 
 /* Q4_K and Q5_K, as EK_IL_K45 (`five` a constant after inlining): per sub-block s, Σ u·a of its eight registers,
    × the rows' scales (VPMULLD: the block's sum stays an exact integer, unlike wide_scaled_add's fp32); the minimums'
-   Σ min·Σa per pair of sub-blocks, into an accumulator of their own taken off at the end — so a row's result is
-   llama.cpp's repacked Q4_K's to the bit for the same activations (its Q5_K keeps the minimums apart too), where
+   Σ min·Σa per pair of sub-blocks, into an accumulator of their own taken off at the end — the order of llama.cpp's
+   repacked Q4_K kernel as read in its source (not compared bit for bit; its Q5_K keeps the minimums apart too), where
    one accumulator for both parts and fp32 sub-block sums measured 0.35 % off its perplexity on a file whose
    ffn_down is Q4_K (16.0946 vs 16.1504; now 16.1599). The greedy tokens of a quantized model follow such roundings:
    see docs/KERNELS.md. The unsigned values of register g of sub-block
