@@ -5,32 +5,23 @@ import Foundation
 /// `ESC [200~ … ESC [201~` (xterm's mode 2004), and libedit's character source is replaced by one that recognises
 /// the markers: the pasted text (newlines and all) is taken whole, shown, and sent with what was typed before it as
 /// one message — a multi-line paste is one turn, not one turn per line. Everything else reaches libedit byte by byte,
-/// as its own source would hand it, except Ctrl-C: while a line is read the terminal sends it as a byte (its signal
-/// key is off until libedit restores the terminal), and the line is abandoned, as a shell's prompt does.
+/// as its own source would hand it.
 enum BracketedPaste {
     private static let start = Array("[200~".utf8), end = Array("\u{1B}[201~".utf8)
     /// Bytes read ahead and not yet handed to libedit. Only libedit's reading thread touches it.
     nonisolated(unsafe) private static var pending: [UInt8] = []
     /// The text of the paste that ended the line being read, if one did.
     nonisolated(unsafe) private static var pasted: String?
-    /// Whether the terminal's signal key is off for the line being read (done at its first byte: libedit sets its own
-    /// terminal mode when reading starts and restores the chat's, signal key on, when the line ends).
-    nonisolated(unsafe) private static var signalKeyOff = false
-    /// Whether Ctrl-C abandoned the last line read.
-    nonisolated(unsafe) private(set) static var cancelled = false
 
     /// Reads one line with libedit at `prompt`, pastes taken whole; nil at end of input.
     static func readline(_ prompt: String) -> String? {
         ember_editline_set_getc { file in BracketedPaste.nextByte(file) }
         pasted = nil
-        cancelled = false
-        signalKeyOff = false
         FileHandle.standardOutput.write(Data("\u{1B}[?2004h".utf8))
         defer { FileHandle.standardOutput.write(Data("\u{1B}[?2004l".utf8)) }
         guard let raw = CEditLine.readline(prompt) else { return nil }
         defer { free(raw) }
         let typed = String(cString: raw)
-        if cancelled { return "" }
         guard let paste = pasted else {
             if !typed.trimmingCharacters(in: .whitespaces).isEmpty { add_history(raw) }
             return typed
@@ -45,22 +36,8 @@ enum BracketedPaste {
     /// The next byte for libedit (-1 at end of input): read ahead, else from `file`. A paste's start marker makes it
     /// read the paste to its end marker, keep the text, and hand libedit a carriage return so the line ends there.
     static func nextByte(_ file: UnsafeMutablePointer<FILE>?) -> Int32 {
-        if !signalKeyOff {
-            signalKeyOff = true
-            var mode = termios()
-            if tcgetattr(STDIN_FILENO, &mode) == 0, mode.c_lflag & tcflag_t(ISIG) != 0 {
-                mode.c_lflag &= ~tcflag_t(ISIG)
-                tcsetattr(STDIN_FILENO, TCSANOW, &mode)
-            }
-        }
         if !pending.isEmpty { return Int32(pending.removeFirst()) }
         let first = getc(file)
-        if first == 0x03 { // Ctrl-C: drop the line and end it; the chat shows a fresh prompt
-            cancelled = true
-            pending.removeAll()
-            FileHandle.standardOutput.write(Data("^C".utf8))
-            return 0x0D
-        }
         guard first == 0x1B else { return first == EOF ? -1 : first }
         // ESC: a paste only if "[200~" follows; any other sequence (an arrow key) is handed on as it came.
         var seen: [UInt8] = []

@@ -11,8 +11,7 @@ struct ChatCommand: ParsableCommand {
         discussion: """
             Each line on stdin is one user message (end a line with \\ to continue the message on the next); at a \
             terminal, lines are edited with libedit (arrows, history). \
-            Ctrl-C stops the reply being written and keeps the conversation (at the prompt it abandons the \
-            message being typed); /reset starts over; /system TEXT sets \
+            Ctrl-C stops the reply being written and keeps the conversation; /reset starts over; /system TEXT sets \
             the system message; /save FILE and /load FILE keep and restore a conversation (JSON); /exit or Ctrl-D \
             leaves. When the context fills, the oldest turns are dropped. The KV cache is kept between turns, so \
             each turn only processes its new tokens.
@@ -81,20 +80,18 @@ struct ChatCommand: ParsableCommand {
     }
 
     /// One user message: a line, or several joined when each but the last ends with a backslash; nil at end of input.
-    /// At a terminal, lines are read with libedit (editing, and history with the arrow keys), a multi-line
-    /// paste is one message (``BracketedPaste``), and Ctrl-C abandons the message being typed (empty: nothing is sent).
+    /// At a terminal, lines are read with libedit (editing, and history with the arrow keys), and a multi-line
+    /// paste is one message (``BracketedPaste``).
     static func readMessage(interactive: Bool) -> String? {
         func line(_ prompt: String) -> String? {
             guard interactive else { return readLine() }
             return BracketedPaste.readline(prompt)
         }
         guard var current = line("> ") else { return nil }
-        if interactive && BracketedPaste.cancelled { return "" }
         var lines: [String] = []
         while current.hasSuffix("\\") {
             lines.append(String(current.dropLast()))
             guard let next = line(". ") else { break }
-            if interactive && BracketedPaste.cancelled { return "" }
             current = next
         }
         if !current.hasSuffix("\\") { lines.append(current) }
@@ -145,7 +142,7 @@ struct ChatCommand: ParsableCommand {
 }
 
 /// Set by Ctrl-C while a reply is written: the reply stops at its next token and the conversation goes on.
-/// (SIGINT is caught for the life of the chat; at the prompt Ctrl-C is a byte that abandons the line, ``BracketedPaste``.)
+/// (SIGINT is caught for the life of the chat; at the prompt it only reminds how to leave.)
 final class InterruptFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var value = false

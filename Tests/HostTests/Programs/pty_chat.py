@@ -5,8 +5,7 @@ Usage: pty_chat.py EMBER_BINARY MODELS_DIR
 Types "Hx", Left arrow, "i", Enter (the message must be "Hix"); Up arrow, Enter (history recalls "Hix"); pastes three
 lines in one bracketed paste (one turn, newlines kept); asks for a
 long reply and presses Ctrl-C once text streams (the reply stops, the chat goes on, the partial reply is kept);
-types a line and presses Ctrl-C at the prompt (the line is dropped, a fresh prompt shows); /save, then Ctrl-D (the
-chat ends). Prints what it checked; exits 1 on the first failure.
+/save, then Ctrl-D (the chat ends). Prints what it checked; exits 1 on the first failure.
 """
 import json, os, pty, re, select, sys, tempfile, time
 
@@ -61,15 +60,16 @@ def main():
     read_until(re.compile(rb"lighthouse keeper\.\r\n\x1b\[\?2004l[^\x1b]{12}"), 60)
     os.write(fd, b"\x03")          # Ctrl-C: stop the reply, keep the chat
     after = read_until(turn_done, 30)
-    # Ctrl-C at the prompt abandons the line being typed (nothing is sent) and shows a fresh prompt, as a shell does.
-    os.write(fd, b"never sent")
-    read_until(b"never sent", 10)
-    os.write(fd, b"\x03")
-    abandoned = read_until(re.compile(rb"\^C\r\n(?:\x1b\[\?2004[hl])*> $"), 10)
     os.write(fd, ("/save %s\r" % saved).encode())
     read_until(b"> ")
     os.write(fd, b"\x04")          # Ctrl-D leaves
-    _, status = os.waitpid(pid, 0)
+    ending = read_until(b"\0", 30)  # what the chat prints until it exits (the pty closes) or 30 s pass
+    ended, status = os.waitpid(pid, os.WNOHANG)
+    if ended == 0:                   # still running: the test fails instead of waiting for ever
+        print(f"the chat did not end after Ctrl-D; the screen ended with {ending[-200:]!r}")
+        os.kill(pid, 9)
+        _, status = os.waitpid(pid, 0)
+        status = 1 << 8
     messages = json.load(open(saved)) if os.path.exists(saved) else []  # no file: /save never ran, every check below fails
     users = [m["content"] for m in messages if m["role"] == "user"]
     checks = [
@@ -78,8 +78,6 @@ def main():
         ("a multi-line paste is one turn", users[2:3] == ["Line one\nligne deux \u00e9t\u00e9\nline three"]),
         ("Ctrl-C stops the reply and the chat goes on", b"interrupted" in after and len(users) == 4),
         ("the interrupted reply is kept", messages[-1:] != [] and messages[-1]["role"] == "assistant" and messages[-1]["content"] != ""),
-        ("Ctrl-C at the prompt abandons the line and shows a fresh prompt",
-         re.search(rb"\^C\r\n(?:\x1b\[\?2004[hl])*> $", abandoned) is not None and "never sent" not in users),
         ("Ctrl-D ends the chat cleanly", os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0),
         ("every turn ends with its statistics and the prompt", not unended),
     ]
