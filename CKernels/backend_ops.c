@@ -122,6 +122,14 @@ int32_t ek_op_attention(void *context, uint32_t cache_type, const float *q, cons
                                     scale, out) ? 0 : 1;
 }
 
+int32_t ek_op_sequence_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
+                                 int64_t stride, int64_t rows, int64_t head_dim, float scale, float *out) {
+    if (q == NULL || keys == NULL || values == NULL || out == NULL) return 1;
+    if (cache_type != EMBER_TYPE_F32 && cache_type != EMBER_TYPE_F16) return 1;
+    return ek_sequence_attention_with(simd_of(context), cache_type == EMBER_TYPE_F16, q, keys, values, stride, rows, head_dim,
+                                      scale, out) ? 0 : 1;
+}
+
 int32_t ek_op_add(void *context, float *x, const float *y, int64_t n) {
     if (x == NULL || y == NULL || n < 0) return 1;
     ek_add_with(simd_of(context), x, y, n);

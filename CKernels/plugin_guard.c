@@ -203,6 +203,13 @@ int32_t ek_guarded_attention(ember_attention_fn function, void *context, uint32_
                result = function(context, cache_type, q, keys, values, stride, visible, head_dim, scale, out))
 }
 
+int32_t ek_guarded_sequence_attention(ember_sequence_attention_fn function, void *context, uint32_t cache_type,
+                                      const float *q, const void *keys, const void *values, int64_t stride, int64_t rows,
+                                      int64_t head_dim, float scale, float *out) {
+    EK_GUARDED(int32_t, EK_GUARD_CRASHED,
+               result = function(context, cache_type, q, keys, values, stride, rows, head_dim, scale, out))
+}
+
 int32_t ek_guarded_unary(ember_unary_fn function, void *context, float *x, int64_t n) {
     EK_GUARDED(int32_t, EK_GUARD_CRASHED, result = function(context, x, n))
 }

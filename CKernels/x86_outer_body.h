@@ -71,26 +71,6 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_tile)(const int rows, cons
     for (int i = 0; i < rows; i++) EK_ROWS_NAME(outer_store)(y + i * ldy, acc0[i], acc1[i], cols, accumulate);
 }
 
-/* Eight rows of eight floats (row stride `ld`) transposed into out[c * ldo + q], q the row, c the column. */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(transpose8)(const float *in, int64_t ld, float *out, int64_t ldo) {
-    __m256 r[8], t[8];
-    for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(in + q * ld);
-    for (int q = 0; q < 8; q += 2) {
-        t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
-        t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
-    }
-    for (int q = 0; q < 8; q += 4) {
-        r[q] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int q = 0; q < 4; q++) {
-        _mm256_storeu_ps(out + q * ldo, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
-        _mm256_storeu_ps(out + (q + 4) * ldo, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
-    }
-}
-
 /* Weight rows [r, r + cols) × columns [k0, k0 + kn) into panel[kk][j], the columns past `cols` zero: 8 × 8 blocks by
    register transposes (scalar copies made the packing 40 % of a 40-row product), the edges one by one. fp16/bf16
    weights (`kind` as load_weights, a constant after inlining) are widened first, eight rows at a time, into
@@ -117,7 +97,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_pack)(const int kind, cons
             ld = kn;
         }
         for (int64_t kk = 0; kk < full_k; kk += 8)
-            EK_ROWS_NAME(transpose8)(rows + kk, ld, panel + kk * EK_OUTER_NR + j, EK_OUTER_NR);
+            ek_transpose8_ps(rows + kk, ld, panel + kk * EK_OUTER_NR + j, EK_OUTER_NR);
         for (int64_t q = 0; q < 8; q++)
             for (int64_t kk = full_k; kk < kn; kk++) panel[kk * EK_OUTER_NR + j + q] = rows[(size_t)q * (size_t)ld + kk];
     }

@@ -1,5 +1,7 @@
 /* x86_rows.c — the row kernels for AVX2 machines and, compiled with their features, AVX-512 ones (see x86_rows_body.h). */
 #if defined(__x86_64__)
+#include <immintrin.h>
+#include "transpose_avx2.h"
 #define EK_ROWS_TARGET __attribute__((target("avx2,fma,f16c")))
 #define EK_ROWS_NAME(x) rows_avx2_##x
 #define EK_ROWS_TABLE ek_row_kernels_avx2

@@ -35,6 +35,8 @@ int32_t ek_op_swiglu(void *context, const float *gate, const float *up, float *o
 int32_t ek_op_geglu(void *context, const float *gate, const float *up, float *out, int64_t n);
 int32_t ek_op_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
                         int64_t stride, int64_t visible, int64_t head_dim, float scale, float *out);
+int32_t ek_op_sequence_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
+                                 int64_t stride, int64_t rows, int64_t head_dim, float scale, float *out);
 int32_t ek_op_add(void *context, float *x, const float *y, int64_t n);
 int32_t ek_op_mul(void *context, float *x, const float *y, int64_t n);
 
@@ -99,6 +101,9 @@ int32_t ek_guarded_attention_values(ember_attention_values_fn function, void *co
 int32_t ek_guarded_attention(ember_attention_fn function, void *context, uint32_t cache_type, const float *q,
                              const void *keys, const void *values, int64_t stride, int64_t visible, int64_t head_dim,
                              float scale, float *out);
+int32_t ek_guarded_sequence_attention(ember_sequence_attention_fn function, void *context, uint32_t cache_type,
+                                      const float *q, const void *keys, const void *values, int64_t stride, int64_t rows,
+                                      int64_t head_dim, float scale, float *out);
 int32_t ek_guarded_unary(ember_unary_fn function, void *context, float *x, int64_t n);
 int32_t ek_guarded_swiglu(ember_swiglu_fn function, void *context, const float *gate, const float *up, float *out,
                           int64_t n);

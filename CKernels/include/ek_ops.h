@@ -90,6 +90,17 @@ void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t 
 bool ek_attention_online_with(bool simd, bool half_cache, const float *q, const void *keys, const void *values, int64_t stride,
                               int64_t visible, int64_t head_dim, float scale, float *out);
 
+/*
+ * Bidirectional attention of one head over one whole sequence (an encoder's self-attention): for each of the `rows`
+ * query rows i, out[i] = softmax(scale · q[i]·Kᵀ)·V over all `rows` key and value rows. q, keys, values and out rows
+ * are `stride` elements apart; keys and values fp16 when `half` (widened), else fp32; out must not overlap the
+ * inputs. The portable form (every sum in double) is the oracle; `simd` takes the AVX2 form for fp32 and a head
+ * width that is a multiple of 8. false on a head_dim outside 1…512, negative rows, stride < head_dim, or a scratch
+ * buffer that cannot be allocated (sequence_attention.c).
+ */
+bool ek_sequence_attention_with(bool simd, bool half, const float *q, const void *keys, const void *values, int64_t stride,
+                                int64_t rows, int64_t head_dim, float scale, float *out);
+
 /* Whether this CPU and build run the AVX2 + FMA + F16C forms. */
 bool ek_ops_simd_available(void);
 void ek_layer_norm_with(bool simd, const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,

@@ -15,7 +15,8 @@
  * Every struct that crosses the ABI starts with its `size` and `abi_version`,
  * so Ember refuses a table built against another version of this header
  * instead of reading past its end (a backend table of ABI 2's first size,
- * before `attention` and `geglu` were appended, is read with those NULL); Ember reads the tables through a fault
+ * before `attention` and `geglu` were appended, is read with those NULL, and
+ * one of its second size, before `sequence_attention`, with that NULL); Ember reads the tables through a fault
  * guard. It checks every field, runs each declared op on test data against
  * its scalar reference (with guard values around every output, the matmul's
  * and the prepared activations' included, and the inputs compared after the
@@ -56,7 +57,8 @@ typedef enum ember_op {
     EMBER_OP_MUL = 13,
     EMBER_OP_QUANTIZE_ACTIVATIONS = 14, /* fp32 rows into the blocks the backend's matmul reads */
     EMBER_OP_ATTENTION = 15,           /* one head over its cached keys and values in one pass (online softmax) */
-    EMBER_OP_GEGLU = 16                /* gelu(gate)·up, GELU's tanh form (Gemma's feed-forward) */
+    EMBER_OP_GEGLU = 16,               /* gelu(gate)·up, GELU's tanh form (Gemma's feed-forward) */
+    EMBER_OP_SEQUENCE_ATTENTION = 17   /* every query of one sequence and head against all its keys (an encoder's) */
 } ember_op;
 
 /* Tensor types, numbered as GGUF's: the ones Ember computes with may be declared (F32, F16, BF16 and the block types below);
@@ -162,6 +164,15 @@ typedef int32_t (*ember_attention_values_fn)(void *context, uint32_t cache_type,
 typedef int32_t (*ember_attention_fn)(void *context, uint32_t cache_type, const float *q, const void *keys,
                                       const void *values, int64_t stride, int64_t visible, int64_t head_dim, float scale,
                                       float *out);
+/*
+ * Bidirectional attention of one head over one whole sequence (an encoder's self-attention): for each of the `rows`
+ * query rows i, out[i] = softmax(scale · q[i]·Kᵀ)·V over all `rows` key and value rows of the sequence. q, keys,
+ * values and out rows are `stride` elements apart (keys and values in `cache_type`, q and out fp32); out does not
+ * overlap the inputs.
+ */
+typedef int32_t (*ember_sequence_attention_fn)(void *context, uint32_t cache_type, const float *q, const void *keys,
+                                               const void *values, int64_t stride, int64_t rows, int64_t head_dim,
+                                               float scale, float *out);
 /* In place over n values: SiLU x·σ(x), or GELU 0.5·x·(1 + erf(x/√2)). */
 typedef int32_t (*ember_unary_fn)(void *context, float *x, int64_t n);
 /* out = silu(gate) · up over n values (SWIGLU); out = gelu(gate) · up, GELU's tanh form, over n values (GEGLU). */
@@ -216,10 +227,14 @@ typedef struct ember_backend {
        with these NULL, so it cannot declare their ops. */
     ember_attention_fn attention;
     ember_swiglu_fn geglu;
+    /* Appended after those: a table of the size before it (EMBER_BACKEND_SIZE_2_1) is read with it NULL. */
+    ember_sequence_attention_fn sequence_attention;
 } ember_backend;
 
-/* sizeof(ember_backend) in the first ABI 2 header, which ended at `mul`: Ember reads such tables too. */
+/* sizeof(ember_backend) in the first ABI 2 header, which ended at `mul`, and in the second, which ended at `geglu`:
+   Ember reads such tables too. */
 #define EMBER_BACKEND_SIZE_2_0 (offsetof(ember_backend, attention))
+#define EMBER_BACKEND_SIZE_2_1 (offsetof(ember_backend, sequence_attention))
 
 /* What ember_plugin_entry returns. */
 typedef struct ember_plugin {

@@ -78,6 +78,43 @@ struct VectorOpsTests {
         #expect(!ek_attention_online_with(true, false, q, keys, values, Int64(stride), -1, Int64(headDim), scale, &out))
     }
 
+    /// An encoder's attention over a whole sequence in one call, portable (the oracle) and SIMD, fp32 and fp16
+    /// keys and values: every query row against the Swift reference in double; sequences of 1 to 130 positions (the
+    /// last beyond the stack scratch: allocated), head widths on and off the SIMD path, outputs written only in the
+    /// head's columns, bad arguments refused.
+    @Test(arguments: [(32, 1), (32, 19), (64, 7), (64, 130), (8, 3), (24, 17), (40, 33), (2, 5)])
+    func sequenceAttentionMatchesTheExactSoftmaxForEveryRow(headDim: Int, rows: Int) {
+        let stride = headDim * 3 + 4 // other heads' columns between rows
+        let q = Self.random(rows * stride, seed: 21, scale: 6)
+        let keys = Self.random(rows * stride, seed: 22), values = Self.random(rows * stride, seed: 23)
+        let scale = 1 / Float(headDim).squareRoot()
+        let keys16 = keys.map { ek_fp32_to_fp16($0) }, values16 = values.map { ek_fp32_to_fp16($0) }
+        for simd in [false, true] {
+            for half in [false, true] {
+                let sentinel: Float = -7
+                var out = [Float](repeating: sentinel, count: rows * stride)
+                let ok = half ? ek_sequence_attention_with(simd, true, q, keys16, values16, Int64(stride), Int64(rows), Int64(headDim), scale, &out)
+                    : ek_sequence_attention_with(simd, false, q, keys, values, Int64(stride), Int64(rows), Int64(headDim), scale, &out)
+                #expect(ok)
+                for i in 0..<rows {
+                    let expected = Self.attention(q: Array(q[(i * stride)..<(i * stride + headDim)]),
+                                                  keys: half ? keys.map(Self.half) : keys, values: half ? values.map(Self.half) : values,
+                                                  visible: rows, headDim: headDim, stride: stride, scale: scale, fp16: false)
+                    for c in 0..<headDim {
+                        #expect(abs(Double(out[i * stride + c]) - expected[c]) < 2e-6,
+                                "simd \(simd) half \(half) \(headDim)×\(rows) row \(i) [\(c)]: \(out[i * stride + c]) vs \(expected[c])")
+                    }
+                    #expect(out[(i * stride + headDim)..<(i * stride + stride)].allSatisfy { $0 == sentinel }, "only the head's columns")
+                }
+            }
+        }
+        var out = [Float](repeating: 0, count: rows * stride)
+        #expect(!ek_sequence_attention_with(true, false, q, keys, values, Int64(headDim - 1), Int64(rows), Int64(headDim), scale, &out),
+                "a stride below the head width is refused")
+        #expect(!ek_sequence_attention_with(true, false, q, keys, values, Int64(stride), -1, Int64(headDim), scale, &out))
+        #expect(!ek_sequence_attention_with(true, false, q, keys, values, Int64(stride), Int64(rows), 0, scale, &out))
+    }
+
     @Test func onlineAttentionSurvivesScoresFarApartAndAMaximumThatGrows() {
         // Scores rising then one huge one: the running maximum grows several times; all weight ends on position 15.
         let headDim = 64, visible = 20

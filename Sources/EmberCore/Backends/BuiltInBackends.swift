@@ -9,7 +9,7 @@ private let convertibleTypes: [TensorType] = TensorType.table.filter(\.canDequan
 /// The element-wise and attention ops the CPU backends run, each on its type.
 private let vectorOps: [OpSupport] =
     [Op.rmsNorm, .layerNorm, .rope, .softmax, .silu, .gelu, .swiglu, .geglu, .add, .mul].map { OpSupport($0, .f32) }
-    + [Op.attentionScores, .attentionValues, .attention].flatMap { op in [TensorType.f32, .f16].map { OpSupport(op, $0) } }
+    + [Op.attentionScores, .attentionValues, .attention, .sequenceAttention].flatMap { op in [TensorType.f32, .f16].map { OpSupport(op, $0) } }
     + convertibleTypes.map { OpSupport(.embedding, $0) }
 
 /// The neural-engine route's backend: Ember's hand-tuned SIMD kernels

@@ -36,6 +36,9 @@ public enum Op: String, Sendable, CaseIterable, Codable, CustomStringConvertible
     case attention
     /// gelu(gate)·up, GELU's tanh form (Gemma's feed-forward).
     case geglu
+    /// Every query row of one sequence and head against all of its keys and values (an encoder's bidirectional
+    /// self-attention), in one call.
+    case sequenceAttention = "sequence_attention"
 
     /// The plugin ABI's `ember_op` value.
     public var abiValue: UInt32 {
@@ -56,6 +59,7 @@ public enum Op: String, Sendable, CaseIterable, Codable, CustomStringConvertible
         case .quantizeActivations: EMBER_OP_QUANTIZE_ACTIVATIONS.rawValue
         case .attention: EMBER_OP_ATTENTION.rawValue
         case .geglu: EMBER_OP_GEGLU.rawValue
+        case .sequenceAttention: EMBER_OP_SEQUENCE_ATTENTION.rawValue
         }
     }
 

@@ -35,6 +35,7 @@ struct OpProbe {
         case .rope: Double(rows * Self.heads * Self.headDim)
         case .attentionScores, .attentionValues: Double(rows * Self.visible * Self.headDim)
         case .attention: 2 * Double(rows * Self.visible * Self.headDim)
+        case .sequenceAttention: 2 * Double(rows * Self.visible * Self.visible * Self.headDim)
         case .embedding: 192
         default: Double(rows * Self.width)
         }
@@ -123,6 +124,27 @@ struct OpProbe {
                         ? ek_guarded_attention(f, table.context, support.type.id, i[0], i[1], i[2], stride, Int64(v), Int64(d), 0.125, out)
                         : f(table.context, support.type.id, i[0], i[1], i[2], stride, Int64(v), Int64(d), 0.125, out)
                 }
+            }
+        case .sequenceAttention:
+            // `rows` heads of a sequence of `visible` positions, side by side in each row as an encoder's are.
+            let half = support.type == .f16
+            let stride = d * rows, element = half ? 2 : 4
+            let keys = values(v * stride), cached = values(v * stride)
+            let (keyBytes, valueBytes) = half ? (Self.packHalves(keys), Self.packHalves(cached)) : (keys, cached)
+            return call(table, outputs: v * stride, inputs: [values(v * stride, scale: 6), keyBytes, valueBytes],
+                        repeating: repetitions) { out, i in
+                var status: Int32? = 0
+                for head in 0..<rows where status == 0 {
+                    let (k, x) = (UnsafeRawPointer(i[1]) + head * d * element, UnsafeRawPointer(i[2]) + head * d * element)
+                    status = table.sequenceAttention.map { f in
+                        table.guarded
+                            ? ek_guarded_sequence_attention(f, table.context, support.type.id, i[0] + head * d, k, x, Int64(stride),
+                                                            Int64(v), Int64(d), 0.125, out + head * d)
+                            : f(table.context, support.type.id, i[0] + head * d, k, x, Int64(stride), Int64(v), Int64(d), 0.125,
+                                out + head * d)
+                    }
+                }
+                return status
             }
         case .softmax:
             return call(table, outputs: rows * w, initial: values(rows * w, scale: 20), inputs: [], repeating: repetitions) { out, _ in
@@ -270,7 +292,7 @@ struct OpProbe {
         let scale = Double(expected.map { abs($0) }.max() ?? 0)
         let (relative, absolute): (Double, Double) = switch support.op {
         case .matmul: (0.02, 0.02 * scale + 1e-3)           // activations may be quantized differently
-        case .attentionScores, .attentionValues, .attention: (2e-3, 1e-3)
+        case .attentionScores, .attentionValues, .attention, .sequenceAttention: (2e-3, 1e-3)
         default: (1e-3, 1e-5)
         }
         return zip(got, expected).allSatisfy { a, b in

@@ -33,6 +33,8 @@ public struct OpTable: @unchecked Sendable {
     public var swiglu: ember_swiglu_fn?
     /// gelu(gate)·up (GELU's tanh form).
     public var geglu: ember_swiglu_fn?
+    /// One head's bidirectional attention over a whole sequence.
+    public var sequenceAttention: ember_sequence_attention_fn?
     /// x += y.
     public var add: ember_binary_fn?
     /// x *= y.
@@ -60,6 +62,7 @@ public struct OpTable: @unchecked Sendable {
         table.gelu = ek_op_gelu
         table.swiglu = ek_op_swiglu
         table.geglu = ek_op_geglu
+        table.sequenceAttention = ek_op_sequence_attention
         table.add = ek_op_add
         table.mul = ek_op_mul
         return table
@@ -81,6 +84,7 @@ public struct OpTable: @unchecked Sendable {
         case .gelu: gelu != nil
         case .swiglu: swiglu != nil
         case .geglu: geglu != nil
+        case .sequenceAttention: sequenceAttention != nil
         case .add: add != nil
         case .mul: mul != nil
         }
@@ -255,6 +259,21 @@ public final class BoundOp: @unchecked Sendable {
                     ? ek_guarded_attention(f, t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim),
                                            scale, out)
                     : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, out)
+            }
+        }
+    }
+
+    /// One head's bidirectional attention over a sequence of `rows` positions: every query row against every key and
+    /// value row, all `stride` elements apart (keys and values of `cacheType`), into `out` (rows as the queries').
+    public func sequenceAttention(cacheType: TensorType, queries: UnsafePointer<Float>, keys: UnsafeRawPointer,
+                                  values: UnsafeRawPointer, stride: Int, rows: Int, headDim: Int, scale: Float,
+                                  into out: UnsafeMutablePointer<Float>) -> Int32 {
+        run { t in
+            t.sequenceAttention.map { f in
+                t.guarded
+                    ? ek_guarded_sequence_attention(f, t.context, cacheType.id, queries, keys, values, Int64(stride), Int64(rows),
+                                                    Int64(headDim), scale, out)
+                    : f(t.context, cacheType.id, queries, keys, values, Int64(stride), Int64(rows), Int64(headDim), scale, out)
             }
         }
     }

@@ -48,6 +48,7 @@ final class PluginBackend: Backend, @unchecked Sendable {
         ops.gelu = table.gelu
         ops.swiglu = table.swiglu
         ops.geglu = table.geglu
+        ops.sequenceAttention = table.sequence_attention
         ops.add = table.add
         ops.mul = table.mul
         opTable = ops

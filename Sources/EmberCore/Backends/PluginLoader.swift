@@ -41,6 +41,8 @@ struct PluginLoader {
 
     /// `sizeof(ember_backend)` in ABI 2's first header, which ended at `mul`.
     static let firstBackendSize = MemoryLayout<ember_backend>.offset(of: \ember_backend.attention)!
+    /// `sizeof(ember_backend)` in ABI 2's second header, which ended at `geglu`.
+    static let secondBackendSize = MemoryLayout<ember_backend>.offset(of: \ember_backend.sequence_attention)!
 
     private func invalid(_ path: String, _ field: String, _ found: String, _ expected: String) -> PluginError {
         .invalidField(path: path, field: field, found: found, expected: expected)
@@ -75,9 +77,10 @@ struct PluginLoader {
         guard (1...16).contains(count) else { throw invalid(path, "backend_count", "\(count)", "1…16") }
         guard let backendsPointer = table.backends else { throw invalid(path, "backends", "NULL", "an array of \(count) backends") }
         var result: [(BackendDescriptor, ember_backend)] = []
-        // The array's stride is the size the plugin was compiled with: this header's, or ABI 2's first (before
-        // `attention` and `geglu` were appended), read with the later fields NULL.
-        let sizes = [MemoryLayout<ember_backend>.size, Self.firstBackendSize]
+        // The array's stride is the size the plugin was compiled with: this header's, ABI 2's first (before
+        // `attention` and `geglu` were appended) or its second (before `sequence_attention`), read with the later
+        // fields NULL.
+        let sizes = [MemoryLayout<ember_backend>.size, Self.firstBackendSize, Self.secondBackendSize]
         let firstHeader = try read(UnsafeRawPointer(backendsPointer), as: UInt32.self, count: 2, path: path, field: "backends[0]")
         let stride = Int(firstHeader[0])
         for index in 0..<count {
@@ -86,7 +89,7 @@ struct PluginLoader {
             let backendHeader = try read(raw, as: UInt32.self, count: 2, path: path, field: field)
             guard sizes.contains(Int(backendHeader[0])), Int(backendHeader[0]) == stride else {
                 throw invalid(path, "\(field).size", "\(backendHeader[0])",
-                              "\(MemoryLayout<ember_backend>.size) (sizeof ember_backend) or \(Self.firstBackendSize) (ABI 2's first size), the same for every backend")
+                              "\(MemoryLayout<ember_backend>.size) (sizeof ember_backend), \(Self.secondBackendSize) or \(Self.firstBackendSize) (ABI 2's earlier sizes), the same for every backend")
             }
             guard backendHeader[1] == EMBER_PLUGIN_ABI_VERSION else {
                 throw invalid(path, "\(field).abi_version", "\(backendHeader[1])", "\(EMBER_PLUGIN_ABI_VERSION)")
@@ -167,6 +170,7 @@ struct PluginLoader {
         case .swiglu: b.swiglu != nil
         case .geglu: b.geglu != nil
         case .attention: b.attention != nil
+        case .sequenceAttention: b.sequence_attention != nil
         case .add: b.add != nil
         case .mul: b.mul != nil
         }

@@ -11,14 +11,12 @@ struct EncoderPlanKey: Hashable {
 
 /// The encoder's non-matmul ops, each bound to its backend (the scalar reference as fallback).
 struct EncoderOps {
-    let embedding, layerNorm, scores, softmax, values, gelu, add: BoundOp
+    let embedding, layerNorm, attention, gelu, add: BoundOp
 
     init(registry: BackendRegistry, units: ComputeUnits) throws {
         embedding = try registry.bind(.embedding, type: .f32, units: units)
         layerNorm = try registry.bind(.layerNorm, type: .f32, units: units)
-        scores = try registry.bind(.attentionScores, type: .f32, units: units)
-        softmax = try registry.bind(.softmax, type: .f32, units: units)
-        values = try registry.bind(.attentionValues, type: .f32, units: units)
+        attention = try registry.bind(.sequenceAttention, type: .f32, units: units)
         gelu = try registry.bind(.gelu, type: .f32, units: units)
         add = try registry.bind(.add, type: .f32, units: units)
     }
@@ -115,9 +113,7 @@ final class EncoderPlan: @unchecked Sendable {
             linear(layer.query, "attn_q")
             linear(layer.key, "attn_k")
             linear(layer.value, "attn_v")
-            steps += [ExecutionPlan.Step(ops.scores.placement, layer: index, role: "attn_scores"),
-                      ExecutionPlan.Step(ops.softmax.placement, layer: index, role: "attn_softmax"),
-                      ExecutionPlan.Step(ops.values.placement, layer: index, role: "attn_values")]
+            steps.append(ExecutionPlan.Step(ops.attention.placement, layer: index, role: "attn"))
             linear(layer.attentionOutput, "attn_output", residual: true)
             steps.append(ExecutionPlan.Step(ops.layerNorm.placement, layer: index, role: "attn_output_norm"))
             linear(layer.intermediate, "ffn_up")
@@ -136,7 +132,6 @@ final class EncoderWorkspace {
     let threads: Int
     let preparedBytes: Int
     let x, q, k, v, attention, projected, hidden: UnsafeMutablePointer<Float>
-    let scores: [UnsafeMutablePointer<Float>]
     let stages: StageBuffers
     private let arena: BufferArena
 
@@ -148,7 +143,6 @@ final class EncoderWorkspace {
         let (d, ff) = (config.hidden, config.intermediate)
         x = floats(rows * d); q = floats(rows * d); k = floats(rows * d); v = floats(rows * d)
         attention = floats(rows * d); projected = floats(rows * d); hidden = floats(rows * ff)
-        scores = (0..<threads).map { _ in floats(config.maxSequenceLength) }
         stages = StageBuffers(rows: rows, width: max(d, ff), threads: threads, preparedBytes: preparedBytes)
         self.preparedBytes = stages.preparedBytes
         self.arena = arena
@@ -315,17 +309,14 @@ final class EncoderPass: @unchecked Sendable {
             linear(thread, layer.key, weights.key, input, 1, into: ws.k, width: d)
             linear(thread, layer.value, weights.value, input, 2, into: ws.v, width: d)
             thread.barrier()
-            let scores = ws.scores[thread.index]
-            for item in stride(from: thread.index, to: r * heads, by: thread.count) {
-                let (row, head) = item.quotientAndRemainder(dividingBy: heads)
-                let sentence = sentenceOfRow[row]
+            // Each sentence's heads, one call each: every token of the sentence against all of its tokens (the
+            // threads take the sentence × head items in turn, so each sentence's heads are shared among them).
+            for item in stride(from: thread.index, to: sentences.count * heads, by: thread.count) {
+                let (sentence, head) = item.quotientAndRemainder(dividingBy: heads)
                 let first = starts[sentence] * d + head * headDim
-                let visible = sentences[sentence].count
-                stages.check(ops.scores.attentionScores(cacheType: f32, query: ws.q + row * d + head * headDim, keys: ws.k + first,
-                                                        stride: d, visible: visible, headDim: headDim, scale: scale, into: scores), ops.scores)
-                stages.check(ops.softmax.softmax(scores, rows: 1, n: visible), ops.softmax)
-                stages.check(ops.values.attentionValues(cacheType: f32, weights: scores, values: ws.v + first, stride: d, visible: visible,
-                                                        headDim: headDim, into: ws.attention + row * d + head * headDim), ops.values)
+                stages.check(ops.attention.sequenceAttention(cacheType: f32, queries: ws.q + first, keys: ws.k + first, values: ws.v + first,
+                                                             stride: d, rows: sentences[sentence].count, headDim: headDim, scale: scale,
+                                                             into: ws.attention + first), ops.attention)
             }
             thread.barrier()
             // Output projection (+ bias) + residual, LayerNorm.
