@@ -45,6 +45,20 @@ struct PluginTests {
         #expect(zip(a, b).allSatisfy { abs($0 - $1) <= 1e-4 * scale })
     }
 
+    /// A backend table of ABI 2's earlier sizes (before `attention` and `geglu`, before `sequence_attention`) is
+    /// still read: its ops are placed on it, the ops appended after its size stay built-in.
+    @Test(arguments: ["EARLIER_SIZE_2_0", "EARLIER_SIZE_2_1"])
+    func tablesOfEarlierSizesAreRead(define: String) throws {
+        let path = try PluginBuilder.build(defines: [define], name: "example_\(define.lowercased())")
+        let context = ComputeContext()
+        let plugin = try context.loadPlugin(at: path)
+        #expect(plugin.backends == ["example-c"] && plugin.skipped.isEmpty)
+        for (op, type) in [(Op.rmsNorm, TensorType.f32), (.swiglu, .f32), (.add, .f32)] {
+            #expect(context.backends.place(op, type: type, units: .cpuOnly)?.1.plugin == true, "\(define): \(op)")
+        }
+        #expect(context.backends.place(.sequenceAttention, type: .f32, units: .cpuOnly)?.1.plugin == false)
+    }
+
     static let refused: [(define: String, field: String)] = [
         ("BROKEN_VERSION_1", "abi_version"),
         ("BROKEN_VERSION", "abi_version"),

@@ -80,6 +80,10 @@ static const ember_op_support supports[] = {
 static const ember_backend backends[] = {{
 #if defined(BROKEN_SHORT_BACKEND)
     .size = sizeof(ember_backend) - 4, /* no size the ABI ever had */
+#elif defined(EARLIER_SIZE_2_0)
+    .size = EMBER_BACKEND_SIZE_2_0, /* as a plugin built against ABI 2's first header (ending at `mul`) says */
+#elif defined(EARLIER_SIZE_2_1)
+    .size = EMBER_BACKEND_SIZE_2_1, /* … and its second (ending at `geglu`) */
 #else
     .size = sizeof(ember_backend),
 #endif
