@@ -111,7 +111,8 @@ ek_status ek_gemm_packed(ek_isa isa, const ek_packed_matrix *w, const ek_block_q
             for (int64_t r = row_begin; r < row_end; r++) y[i * ldy + r] = 0.0f;
         return EK_OK;
     }
-    kernels->gemm[w->format](w->data, blocks, act, m, y, ldy, row_begin, row_end);
+    const bool seven = w->format == EK_FORMAT_Q8_0 && (w->flags & EK_PACKED_Q8_SEVEN_BITS) && kernels->gemm_q8_0_seven != NULL;
+    (seven ? kernels->gemm_q8_0_seven : kernels->gemm[w->format])(w->data, blocks, act, m, y, ldy, row_begin, row_end);
     return EK_OK;
 }
 

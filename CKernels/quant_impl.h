@@ -37,6 +37,7 @@ typedef void (*ek_dequantize_row_kernel)(const void *blocks, float *y, int64_t n
 /* Everything one ISA provides. Entries may be NULL where the ISA falls back to the reference. */
 typedef struct ek_isa_kernels {
     ek_gemm_kernel gemm[3];                 /* indexed by ek_format */
+    ek_gemm_kernel gemm_q8_0_seven;         /* Q8_0 whose values all lie in [−64, 63], where that is faster; or NULL */
     ek_quantize_act_kernel quantize_act;
     ek_quantize_row_kernel quantize_row[3]; /* indexed by ek_format */
     ek_quantize_row_kernel quantize_row_q8_1;

@@ -48,6 +48,32 @@ ek_status ek_quantize_row_q8_0_ref(const float *x, ek_block_q8_0 *y, int64_t k) 
     return EK_OK;
 }
 
+ek_status ek_quantize_row_q8_0_limited(const float *x, ek_block_q8_0 *y, int64_t k, int limit) {
+    EK_CHECK_ROW(x, y, k);
+    if (limit < 1 || limit > 127) return EK_ERR_SHAPE;
+    for (int64_t b = 0; b < k / EK_BLOCK; b++) {
+        const float *v = x + b * EK_BLOCK;
+        float amax = 0.0f;
+        for (int j = 0; j < EK_BLOCK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+        const float d = amax / (float)limit, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = ek_fp32_to_fp16(d);
+        for (int j = 0; j < EK_BLOCK; j++) {
+            float q = roundf(v[j] * inverse);
+            q = q > (float)limit ? (float)limit : (q < -(float)limit ? -(float)limit : q);
+            y[b].qs[j] = (int8_t)q;
+        }
+    }
+    return EK_OK;
+}
+
+bool ek_q8_0_within_seven_bits(const ek_block_q8_0 *blocks, int64_t count) {
+    if (blocks == NULL || count < 0) return false;
+    for (int64_t b = 0; b < count; b++)
+        for (int j = 0; j < EK_BLOCK; j++)
+            if (blocks[b].qs[j] < -64 || blocks[b].qs[j] > 63) return false;
+    return true;
+}
+
 ek_status ek_quantize_row_q8_1_ref(const float *x, ek_block_q8_1 *y, int64_t k) {
     EK_CHECK_ROW(x, y, k);
     for (int64_t b = 0; b < k / EK_BLOCK; b++) {

@@ -156,14 +156,15 @@ EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4_1)(const void *in, flo
 #define EK_AVX2_PREFETCH 4096 /* bytes ahead a group's first pass fetches its packed weights */
 #endif
 
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int tile, int halves, bool first_pass, const uint8_t *gb,
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, bool seven, int tile, int halves, bool first_pass, const uint8_t *gb,
                                                           int half, int64_t blocks, const ek_block_q8_act *act, __m256 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
 #if EK_AVX2_VNNI
     const int32_t q8_offset = 128;
 #else
-    const int32_t q8_offset = 0; /* the sign trick below multiplies the signed weights directly */
+    /* the sign trick below multiplies the signed weights directly; seven-bit weights go in as w + 64 */
+    const int32_t q8_offset = seven ? 64 : 0;
 #endif
     const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? q8_offset : 0);
     for (int i = 0; i < tile * halves; i++) acc[i] = _mm256_setzero_ps();
@@ -197,6 +198,15 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
                     w = _mm256_and_si256(c < 4 ? w : _mm256_srli_epi16(w, 4), low_mask);
                 }
 #if !EK_AVX2_VNNI
+                if (format == EK_FORMAT_Q8_0 && seven) {
+                    /* Weights within [−64, 63] (EK_PACKED_Q8_SEVEN_BITS): w + 64 is at most 127, so VPMADDUBSW takes it
+                       as the unsigned operand against the signed activations without the sign trick — no saturation
+                       (2·127·127 < 2¹⁵), two instructions a register fewer; 64·Σa comes off at the block's end. */
+                    const __m256i u = _mm256_sub_epi8(w, _mm256_set1_epi8(64));
+                    for (int i = 0; i < tile; i++)
+                        s[i] = EK_AVX2_NAME(dot_u8s8)(s[i], u, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c));
+                    continue;
+                }
                 if (format == EK_FORMAT_Q8_0) { /* signed again; |w| × (x with w's sign): no saturation */
                     w = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
                     const __m256i magnitude = _mm256_abs_epi8(w);
@@ -237,15 +247,15 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, int
 #define EK_AVX2_ONE_PASS_BYTES 65536
 
 /* `tile` activation rows against half `half` of one group: their eight outputs each, stored through `mask`. */
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(tile_rows)(ek_format format, int tile, bool first_pass, const uint8_t *gb, int half,
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(tile_rows)(ek_format format, bool seven, int tile, bool first_pass, const uint8_t *gb, int half,
                                                          int64_t blocks, const ek_block_q8_act *act, float *y, int64_t ldy,
                                                          __m256i mask) {
     __m256 acc[EK_AVX2_TILE];
-    EK_AVX2_NAME(half_tile)(format, tile, 1, first_pass, gb, half, blocks, act, acc);
+    EK_AVX2_NAME(half_tile)(format, seven, tile, 1, first_pass, gb, half, blocks, act, acc);
     for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
 }
 
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, const uint8_t *packed, int64_t blocks,
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool seven, const uint8_t *packed, int64_t blocks,
                                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                                      int64_t row_begin, int64_t row_end) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format);
@@ -268,7 +278,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, const ui
             const __m256i second = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(row_end - first - 8)), lane);
             for (int64_t i = 0; i < m; i++) {
                 __m256 acc[2];
-                EK_AVX2_NAME(half_tile)(format, 1, 2, prefetch && i == 0, gb, 0, blocks, act + i * blocks, acc);
+                EK_AVX2_NAME(half_tile)(format, seven, 1, 2, prefetch && i == 0, gb, 0, blocks, act + i * blocks, acc);
                 _mm256_maskstore_ps(y + i * ldy + first, mask, acc[0]);
                 _mm256_maskstore_ps(y + i * ldy + first + 8, second, acc[1]);
             }
@@ -277,29 +287,32 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, const ui
         }
         int64_t i = 0;
         for (; i + EK_AVX2_TILE <= m; i += EK_AVX2_TILE)
-            EK_AVX2_NAME(tile_rows)(format, EK_AVX2_TILE, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks,
+            EK_AVX2_NAME(tile_rows)(format, seven, EK_AVX2_TILE, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks,
                                     y + i * ldy + first, ldy, mask);
         /* The last one to three rows as one tile too (each case inlined with its constant size), not one at a time:
            every row alone read the half-group's weights again. */
         const bool ahead = prefetch && i == 0 && half == 0;
         switch (m - i) {
-        case 3: EK_AVX2_NAME(tile_rows)(format, 3, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
-        case 2: EK_AVX2_NAME(tile_rows)(format, 2, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
-        case 1: EK_AVX2_NAME(tile_rows)(format, 1, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 3: EK_AVX2_NAME(tile_rows)(format, seven, 3, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 2: EK_AVX2_NAME(tile_rows)(format, seven, 2, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 1: EK_AVX2_NAME(tile_rows)(format, seven, 1, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
         default: break;
         }
     }
 }
 
-#define EK_AVX2_GEMM(suffix, format)                                                                            \
+#define EK_AVX2_GEMM(suffix, format, seven)                                                                     \
     EK_AVX2_TARGET static void EK_AVX2_NAME(gemm_##suffix)(const uint8_t *packed, int64_t blocks,               \
                                                           const ek_block_q8_act *act, int64_t m, float *y,      \
                                                           int64_t ldy, int64_t row_begin, int64_t row_end) {    \
-        EK_AVX2_NAME(gemm)(format, packed, blocks, act, m, y, ldy, row_begin, row_end);                         \
+        EK_AVX2_NAME(gemm)(format, seven, packed, blocks, act, m, y, ldy, row_begin, row_end);                  \
     }
-EK_AVX2_GEMM(q8_0, EK_FORMAT_Q8_0)
-EK_AVX2_GEMM(q4_0, EK_FORMAT_Q4_0)
-EK_AVX2_GEMM(q4_1, EK_FORMAT_Q4_1)
+EK_AVX2_GEMM(q8_0, EK_FORMAT_Q8_0, false)
+EK_AVX2_GEMM(q4_0, EK_FORMAT_Q4_0, false)
+EK_AVX2_GEMM(q4_1, EK_FORMAT_Q4_1, false)
+#if !EK_AVX2_VNNI
+EK_AVX2_GEMM(q8_0_seven, EK_FORMAT_Q8_0, true)
+#endif
 
 EK_AVX2_TARGET static uint64_t EK_AVX2_NAME(read_stream)(const void *data, size_t bytes) {
     const uint8_t *p = data;
@@ -325,6 +338,9 @@ EK_AVX2_TARGET static uint64_t EK_AVX2_NAME(read_stream)(const void *data, size_
 
 const ek_isa_kernels EK_AVX2_TABLE = {
     .gemm = {EK_AVX2_NAME(gemm_q8_0), EK_AVX2_NAME(gemm_q4_0), EK_AVX2_NAME(gemm_q4_1)},
+#if !EK_AVX2_VNNI
+    .gemm_q8_0_seven = EK_AVX2_NAME(gemm_q8_0_seven),
+#endif
     .quantize_act = EK_AVX2_NAME(quantize_act),
     .quantize_row = {EK_AVX2_NAME(quantize_row_q8_0), NULL, NULL},
     .quantize_row_q8_1 = EK_AVX2_NAME(quantize_row_q8_1),

@@ -134,7 +134,19 @@ typedef struct ek_packed_matrix {
     int64_t n;              /* rows (outputs)                  */
     int64_t k;              /* columns (inputs), multiple of 32 */
     const void *data;       /* ek_packed_size(format, n, k) bytes */
+    uint32_t flags;         /* EK_PACKED_*: what the values are known to satisfy (0: nothing) */
 } ek_packed_matrix;
+
+/* Every Q8_0 value lies in [−64, 63] (ek_q8_0_within_seven_bits): AVX2 without VNNI multiplies such weights in two
+   instructions a register fewer. Kernels without a faster path ignore the flag; the results are the same. */
+#define EK_PACKED_Q8_SEVEN_BITS 1u
+
+/* Whether every value of `count` Q8_0 blocks lies in [−64, 63]. */
+bool ek_q8_0_within_seven_bits(const ek_block_q8_0 *blocks, int64_t count);
+
+/* As ek_quantize_row_q8_0_ref with the values limited to [−limit, limit] (1 ≤ limit ≤ 127): d = max|x| / limit,
+   rounded to fp16, q = round(x / d) clamped. limit 63 makes blocks that ek_q8_0_within_seven_bits accepts. */
+ek_status ek_quantize_row_q8_0_limited(const float *x, ek_block_q8_0 *y, int64_t k, int limit);
 
 /* Activations quantized for the packed kernels: one of these per 32 inputs. */
 typedef struct ek_block_q8_act {

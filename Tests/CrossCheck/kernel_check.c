@@ -51,7 +51,11 @@ static void quantize_rows_ref(ek_format format, const float *x, uint8_t *blocks,
 }
 
 /* The packed GEMM on `isa` for weight rows [first, end) against the oracle; outputs outside the range stay untouched. */
+/* Q8_0 weights made within [−64, 63] and packed with EK_PACKED_Q8_SEVEN_BITS (the faster no-VNNI path). */
+static int seven_bits = 0;
+
 static void run_rows(ek_isa isa, ek_format format, int m, int n, int k, int integer_exact, int first, int end) {
+    const int seven = seven_bits && format == EK_FORMAT_Q8_0;
     size_t block_bytes = ek_format_block_bytes(format), blocks = (size_t)n * (k / EK_BLOCK);
     uint8_t *gguf = malloc(blocks * block_bytes);
     float *x = malloc(sizeof(float) * (size_t)m * k), *w = malloc(sizeof(float) * (size_t)n * k);
@@ -64,15 +68,24 @@ static void run_rows(ek_isa isa, ek_format format, int m, int n, int k, int inte
             memcpy(block, &one, 2);
             if (format == EK_FORMAT_Q4_1) memcpy(block + 2, &minus3, 2);
             if (format == EK_FORMAT_Q8_0)
-                for (size_t j = 2; j < block_bytes; j++) if (block[j] == 0x80) block[j] = 0x81;
+                for (size_t j = 2; j < block_bytes; j++) {
+                    if (block[j] == 0x80) block[j] = 0x81;
+                    if (seven) block[j] = (uint8_t)(int8_t)((int)(block[j] & 0x7f) - 64); /* −64 … 63 */
+                }
         }
         for (int i = 0; i < m * k; i++) x[i] = (float)((int)(next_random() % 255) - 127);
         for (int i = 0; i < m * k; i += EK_BLOCK) x[i + 7] = 127.0f;
     } else {
         for (int i = 0; i < n * k; i++) w[i] = uniform(1.0f);
         for (int i = 0; i < m * k; i++) x[i] = uniform(4.0f);
-        quantize_rows_ref(format, w, gguf, n, k);
+        if (seven) {
+            for (int r = 0; r < n; r++)
+                ek_quantize_row_q8_0_limited(w + (size_t)r * k, (ek_block_q8_0 *)gguf + (size_t)r * (k / EK_BLOCK), k, 63);
+        } else {
+            quantize_rows_ref(format, w, gguf, n, k);
+        }
     }
+    if (seven) check(ek_q8_0_within_seven_bits((const ek_block_q8_0 *)gguf, (int64_t)blocks), "seven-bit values", format, m, n, k);
     size_t packed_bytes = ek_packed_size(format, n, k);
     void *packed = malloc(packed_bytes);
     ek_pack_weights(format, gguf, n, k, packed, packed_bytes);
@@ -82,7 +95,7 @@ static void run_rows(ek_isa isa, ek_format format, int m, int n, int k, int inte
     check(memcmp(act, act_ref, ek_activation_size(m, k)) == 0, "activations equal oracle", format, m, n, k);
 
     ek_gemm_ref(format, gguf, x, expected, m, n, k, 0, n);
-    ek_packed_matrix matrix = {format, n, k, packed};
+    ek_packed_matrix matrix = {format, n, k, packed, seven ? EK_PACKED_Q8_SEVEN_BITS : 0u};
     const float untouched = -12345.0f;
     for (int i = 0; i < m * n; i++) got[i] = untouched;
     check(ek_gemm_packed(isa, &matrix, act, m, got, n, first, end) == EK_OK, "gemm status", format, m, n, k);
@@ -211,6 +224,12 @@ int main(int argc, char **argv) {
         run_rows(isa, (ek_format)f, 13, 100, 64, 0, 16, 96);
         run_rows(isa, (ek_format)f, 4, 40, 128, 0, 17, 30);
     }
+    seven_bits = 1; /* Q8_0 again, its values within seven bits */
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run(isa, EK_FORMAT_Q8_0, shapes[s][0], shapes[s][1], shapes[s][2], 0);
+    run(isa, EK_FORMAT_Q8_0, 6, 35, 512, 1);
+    run_rows(isa, EK_FORMAT_Q8_0, 9, 70, 256, 0, 5, 61);
+    run_rows(isa, EK_FORMAT_Q8_0, 6, 70, 96, 1, 21, 70);
+    seven_bits = 0;
     for (int f = 0; f < EK_FORMAT_COUNT; f++) {
         if (ek_format_packable((ek_format)f)) continue;
         static const int row_shapes[][5] = {{1, 37, 1, 0, 37}, {3, 19, 3, 2, 18}, {5, 17, 2, 1, 17}, {4, 33, 1, 0, 33},

@@ -38,7 +38,7 @@ struct KernelInputTests {
 
         var y = [Float](repeating: 0, count: 2)
         packed.withUnsafeBytes { data in
-            var w = ek_packed_matrix(format: EK_FORMAT_Q4_0, n: 2, k: 64, data: data.baseAddress)
+            var w = ek_packed_matrix(format: EK_FORMAT_Q4_0, n: 2, k: 64, data: data.baseAddress, flags: 0)
             #expect(ek_gemm_packed(EK_ISA_SCALAR, &w, act, 1, &y, 2, 0, 3) == EK_ERR_RANGE)
             #expect(ek_gemm_packed(EK_ISA_SCALAR, &w, act, 1, &y, 2, -1, 1) == EK_ERR_RANGE)
             #expect(ek_gemm_packed(EK_ISA_SCALAR, &w, act, 1, &y, 2, 2, 1) == EK_ERR_RANGE)

@@ -173,6 +173,46 @@ struct QuantizedKernelTests {
         #expect(expected.allSatisfy { $0 == $0.rounded() }, "the oracle's results are integers")
     }
 
+    /// Q8_0 whose values lie in [−64, 63] is flagged at packing and runs the no-VNNI kernel's faster path (weights + 64
+    /// as VPMADDUBSW's unsigned operand): at its extremes (−64 and 63 against activations of ±127, every int16 pair
+    /// sum at its largest) and on random values, every ISA equals the oracle to the bit. Full-range Q8_0 is not
+    /// flagged, and `q8ValueLimit: 63` makes flagged weights within half a step of a 7-bit rounding.
+    @Test(arguments: Quant.allISAs)
+    func sevenBitQ8WeightsAreFlaggedAndExact(isa: KernelISA) throws {
+        var generator = SplitMix64(seed: 7)
+        let (m, n, k) = (5, 37, 320)
+        var blocks = [UInt8]()
+        for b in 0..<(n * k / 32) {
+            var block = [UInt8](repeating: 0, count: 34)
+            withUnsafeBytes(of: ek_fp32_to_fp16(1)) { block[0] = $0[0]; block[1] = $0[1] }
+            for j in 2..<34 {
+                let value = b % 3 == 0 ? (j % 2 == 0 ? -64 : 63) : Int(generator.next() % 128) - 64
+                block[j] = UInt8(bitPattern: Int8(value))
+            }
+            blocks += block
+        }
+        var x = (0..<(m * k)).map { i in i % 3 == 0 ? Float(i % 2 == 0 ? 127 : -127) : Float(Int(generator.next() % 255) - 127) }
+        for block in 0..<(m * k / 32) { x[block * 32 + 1] = 127 } // block maximum 127: scale exactly 1
+        let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: .q8_0, rows: n, columns: k, blocks: $0) }
+        #expect(w.flags == EK_PACKED_Q8_SEVEN_BITS)
+        let expected = Quant.referenceGEMM(.q8_0, blocks, x, m: m, n: n, k: k)
+        let got = try matmul(try Tensor(shape: [m, k], values: x), w, isa: isa, threads: 2).scalars()
+        #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa)")
+
+        var values = Quant.randomValues(n * k, &generator)
+        values[3] = 2 // a block whose largest value is alone: 127 in full range
+        let full = try WeightMatrix(try Tensor(shape: [n, k], values: values), as: .q8_0).packed()
+        #expect(full.flags == 0, "full-range Q8_0 reaches ±127")
+        let limited = try WeightMatrix(try Tensor(shape: [n, k], values: values), as: .q8_0, q8ValueLimit: 63)
+        #expect(try limited.packed().flags == EK_PACKED_Q8_SEVEN_BITS)
+        let restored = try limited.fp32().scalars()
+        for b in 0..<(n * k / 32) {
+            let block = values[(b * 32)..<(b * 32 + 32)]
+            let step = Double(block.map(abs).max()!) / 63
+            for i in block.indices { #expect(abs(Double(restored[i]) - Double(values[i])) <= step * 0.54 + 1e-6) } // half a step, plus the fp16 scale's rounding over 63 steps
+        }
+    }
+
     /// The largest quants (nibbles of 15, Q8_0's 127) against activations of 127: the int16 partial sums of the
     /// kernels without VNNI at their bound (eight 4-bit pair sums of 2·15·127 add to 30 480 < 2¹⁵), still exact.
     @Test(arguments: Quant.simdISAs, Quant.blockTypes)

@@ -55,8 +55,10 @@ public final class WeightMatrix: @unchecked Sendable {
     /// fp32 weights [rows, columns] as a matrix of `type` (quantized here when not f32).
     ///
     /// With `refinedScales`, 4-bit blocks get least-squares scales (lower
-    /// error than min/max; see `ScaleRefinement`).
-    public convenience init(_ weights: Tensor, as type: TensorType, refinedScales: Bool = false) throws {
+    /// error than min/max; see `ScaleRefinement`). With `q8ValueLimit` (Q8_0
+    /// only, 1…127), the values span [−limit, limit] instead of [−127, 127]:
+    /// 63 makes weights that AVX2 without VNNI multiplies faster.
+    public convenience init(_ weights: Tensor, as type: TensorType, refinedScales: Bool = false, q8ValueLimit: Int? = nil) throws {
         guard weights.rank == 2, weights.dtype == .float32 else {
             throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
         }
@@ -72,6 +74,14 @@ public final class WeightMatrix: @unchecked Sendable {
             try data.withUnsafeMutableBytes { out in
                 let rowBytes = byteCount / max(rows, 1)
                 for row in 0..<rows {
+                    if let limit = q8ValueLimit, type == .q8_0 {
+                        try KernelError.check(
+                            ek_quantize_row_q8_0_limited(values.baseAddress! + row * columns,
+                                                         (out.baseAddress! + row * rowBytes).assumingMemoryBound(to: ek_block_q8_0.self),
+                                                         Int64(columns), Int32(limit)),
+                            kernel: "ek_quantize_row_q8_0_limited", argument: { _ in "q8ValueLimit" })
+                        continue
+                    }
                     try type.quantizeRow(values.baseAddress! + row * columns, columns: columns, into: out.baseAddress! + row * rowBytes)
                 }
                 if refinedScales, let format = type.packedFormat {

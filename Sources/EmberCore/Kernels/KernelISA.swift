@@ -36,6 +36,12 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         }
     }
 
+    /// Whether this path multiplies int8 without VNNI (AVX2 on a CPU without AVX-VNNI, or `avx2-novnni`): Q8_0
+    /// weights whose values fit in seven bits are faster there (`EK_PACKED_Q8_SEVEN_BITS`).
+    public func multipliesInt8WithoutVNNI(features: CPUFeatures = .current) -> Bool {
+        self == .avx2NoVNNI || (self == .avx2 && !features.avxvnni)
+    }
+
     /// The name `EMBER_ISA` uses, e.g. "avx2-novnni".
     public var description: String { rawValue }
 

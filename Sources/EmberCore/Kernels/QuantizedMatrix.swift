@@ -17,6 +17,9 @@ public final class QuantizedMatrix: @unchecked Sendable {
     public let columns: Int
     /// The packed blocks (`ek_packed_size` bytes, 64-byte aligned).
     let packed: TensorStorage
+    /// What the values are known to satisfy (`EK_PACKED_*`): Q8_0 whose values all lie in [−64, 63] runs a faster
+    /// kernel on AVX2 without VNNI.
+    let flags: UInt32
 
     /// Bytes of the matrix in GGUF blocks: what one pass over the weights reads.
     public var byteCount: Int { type.byteCount(rows: rows, columns: columns) ?? 0 }
@@ -24,6 +27,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
     /// Packs `blocks`: `rows` rows of `columns / 32` GGUF blocks each, row after row.
     public init(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws {
         packed = try Self.pack(type: type, rows: rows, columns: columns, blocks: blocks)
+        flags = Self.flags(type: type, blocks: blocks)
         self.type = type
         self.rows = rows
         self.columns = columns
@@ -54,15 +58,25 @@ public final class QuantizedMatrix: @unchecked Sendable {
     }
 
     private convenience init(type: TensorType, rows: Int, columns: Int, blockBytes: [UInt8]) throws {
-        let storage = try blockBytes.withUnsafeBytes { try Self.pack(type: type, rows: rows, columns: columns, blocks: $0) }
-        self.init(type: type, rows: rows, columns: columns, packed: storage)
+        let (storage, flags) = try blockBytes.withUnsafeBytes {
+            (try Self.pack(type: type, rows: rows, columns: columns, blocks: $0), Self.flags(type: type, blocks: $0))
+        }
+        self.init(type: type, rows: rows, columns: columns, packed: storage, flags: flags)
     }
 
-    fileprivate init(type: TensorType, rows: Int, columns: Int, packed: TensorStorage) {
+    fileprivate init(type: TensorType, rows: Int, columns: Int, packed: TensorStorage, flags: UInt32) {
         self.type = type
         self.rows = rows
         self.columns = columns
         self.packed = packed
+        self.flags = flags
+    }
+
+    /// `EK_PACKED_Q8_SEVEN_BITS` for Q8_0 blocks whose values all lie in [−64, 63] (one pass over them at load).
+    private static func flags(type: TensorType, blocks: UnsafeRawBufferPointer) -> UInt32 {
+        guard type == .q8_0, let base = blocks.baseAddress, blocks.count > 0 else { return 0 }
+        let count = blocks.count / MemoryLayout<ek_block_q8_0>.stride
+        return ek_q8_0_within_seven_bits(base.assumingMemoryBound(to: ek_block_q8_0.self), Int64(count)) ? EK_PACKED_Q8_SEVEN_BITS : 0
     }
 
     private static func pack(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws -> TensorStorage {
@@ -100,13 +114,14 @@ public final class QuantizedMatrix: @unchecked Sendable {
     }
 
     var cMatrix: ek_packed_matrix {
-        ek_packed_matrix(format: type.packedFormat ?? EK_FORMAT_Q8_0, n: Int64(rows), k: Int64(columns), data: packed.baseAddress)
+        ek_packed_matrix(format: type.packedFormat ?? EK_FORMAT_Q8_0, n: Int64(rows), k: Int64(columns), data: packed.baseAddress,
+                         flags: flags)
     }
 }
 
 extension QuantizedMatrix {
     /// An independent copy of the packed weights (benchmarks rotate copies so no call finds its weights in cache).
     package func copy() -> QuantizedMatrix {
-        QuantizedMatrix(type: type, rows: rows, columns: columns, packed: packed.copy())
+        QuantizedMatrix(type: type, rows: rows, columns: columns, packed: packed.copy(), flags: flags)
     }
 }

@@ -66,9 +66,20 @@ final class EncoderPlan: @unchecked Sendable {
     }
     static let roles = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_up", "ffn_down"]
 
-    /// The weights a linear layer of `role` in layer `layer` (of `layers`) runs on at `precision`.
-    static func weights(_ weights: WeightMatrix, role: Int, layer: Int, of layers: Int, precision: Precision?) throws -> WeightMatrix {
+    /// Q8_0 values of the int8 encoder where int8 is multiplied without VNNI: within [−63, 63], so that VPMADDUBSW
+    /// takes the weights (+64) as its unsigned operand with no saturation and no sign trick — as ONNX Runtime's
+    /// `reduce_range` does for the same machines. MiniLM's int8 GEMMs on AVX2 without VNNI: 84-90 → 110-120 GOPS
+    /// a core (64×1536×384); the embeddings' min cosine to fp32 on the public sentences: see the closing note.
+    static let int8ValueLimitWithoutVNNI = 63
+
+    /// The weights a linear layer of `role` in layer `layer` (of `layers`) runs on at `precision`; `sevenBitInt8`
+    /// makes int8 weights with ``int8ValueLimitWithoutVNNI``.
+    static func weights(_ weights: WeightMatrix, role: Int, layer: Int, of layers: Int, precision: Precision?,
+                        sevenBitInt8: Bool = false) throws -> WeightMatrix {
         guard let precision else { return weights }
+        if precision == .int8 && sevenBitInt8 {
+            return try WeightMatrix(try weights.fp32(), as: .q8_0, q8ValueLimit: int8ValueLimitWithoutVNNI)
+        }
         guard precision == .int4 else { return try weights.variant(for: precision) }
         if int4KeptAtInt8.contains(role) || role == 4 && int4KeepsFeedForwardUpAtInt8(layer: layer, of: layers) {
             return try weights.variant(for: .int8)
@@ -81,7 +92,9 @@ final class EncoderPlan: @unchecked Sendable {
         let linears = model.layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.intermediate, $0.output] }
         let bound = try BoundMatmuls(linears.map(\.weights), pool: context.pool) { index, weights in
             try context.backends.bindMatmul(try Self.weights(weights, role: index % 6, layer: index / 6, of: model.layers.count,
-                                                             precision: key.precision), units: key.units,
+                                                             precision: key.precision,
+                                                             sevenBitInt8: context.isa.multipliesInt8WithoutVNNI()),
+                                            units: key.units,
                                             pool: context.pool)
         }
         layers = stride(from: 0, to: bound.all.count, by: 6).map { i in
