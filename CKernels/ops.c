@@ -466,22 +466,6 @@ EK_OPS_AVX2 static void gelu_avx2(float *x, int64_t n) {
 
 /* The same GELU on 16 lanes (an encoder's 1,536-wide FFN rows: 6 % of an int8 MiniLM batch in 8 lanes). */
 #define EK_OPS_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
-EK_OPS_AVX512 static inline __m512 exp_negative_ps512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-}
-
 EK_OPS_AVX512 static void gelu_avx512(float *x, int64_t n) {
     int64_t i = 0;
     const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);

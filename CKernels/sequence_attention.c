@@ -16,7 +16,6 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 #include "ek_ops.h"
 #include "ek_quant.h"
 
@@ -66,7 +65,7 @@ static void sequence_attention_portable(bool half, const float *q, const void *k
 
 #define EK_SEQUENCE_INLINE static inline __attribute__((always_inline))
 
-/* Scores of `tile` (a constant after inlining) query rows from row i0 against every key, scaled, −∞ past the
+/* Scores of the `tile` (a constant after inlining) query rows at q against every key, scaled, −∞ past the
    sequence: sixteen keys at a time (two registers per row: eight FMA chains with four rows), eight for the last. */
 EK_SEQUENCE_AVX2 EK_SEQUENCE_INLINE void scores_tile(const int tile, const float *q, int64_t stride, int64_t rows,
                                                     int64_t head_dim, float scale, const float *kt, int64_t padded,

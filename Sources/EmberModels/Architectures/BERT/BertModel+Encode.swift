@@ -90,10 +90,10 @@ final class EncoderPlan: @unchecked Sendable {
     init(model: BertModel, key: EncoderPlanKey) throws {
         let context = model.context
         let linears = model.layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.intermediate, $0.output] }
+        let sevenBitInt8 = context.isa.multipliesInt8WithoutVNNI()
         let bound = try BoundMatmuls(linears.map(\.weights), pool: context.pool) { index, weights in
             try context.backends.bindMatmul(try Self.weights(weights, role: index % 6, layer: index / 6, of: model.layers.count,
-                                                             precision: key.precision,
-                                                             sevenBitInt8: context.isa.multipliesInt8WithoutVNNI()),
+                                                             precision: key.precision, sevenBitInt8: sevenBitInt8),
                                             units: key.units,
                                             pool: context.pool)
         }
