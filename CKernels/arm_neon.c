@@ -39,7 +39,7 @@ EK_NEON static void quantize_act_neon(const float *x, int64_t blocks, ek_block_q
         act[b].d = ek_fp16_to_fp32(ek_fp32_to_fp16(d));
         act[b].s = q8_1 ? ek_fp16_to_fp32(ek_fp32_to_fp16(d * (float)total)) : 0.0f;
         act[b].sum = total;
-        act[b].reserved = 0;
+        act[b].row_sum = 0;
     }
 }
 

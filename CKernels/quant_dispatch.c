@@ -96,6 +96,47 @@ ek_status ek_quantize_activations(ek_isa isa, ek_format format, const float *x, 
     return EK_OK;
 }
 
+ek_status ek_quantize_activations_row_scaled(ek_isa isa, const float *x, int64_t m, int64_t k, const float *column_scales,
+                                             ek_block_q8_act *act, size_t act_bytes) {
+    if (x == NULL || act == NULL) return EK_ERR_NULL_POINTER;
+    if (m < 0 || k < 0 || k % EK_BLOCK != 0) return EK_ERR_SHAPE;
+    if (act_bytes < ek_activation_size(m, k)) return EK_ERR_BUFFER_TOO_SMALL;
+    const ek_isa_kernels *kernels = kernels_for(isa);
+    if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
+    ek_quantize_act_row_scaled_kernel quantize =
+        kernels->quantize_act_row_scaled ? kernels->quantize_act_row_scaled : ek_quantize_act_row_scaled_scalar;
+    int64_t blocks = k / EK_BLOCK;
+    for (int64_t i = 0; i < m; i++) quantize(x + i * k, blocks, column_scales, act + i * blocks);
+    return EK_OK;
+}
+
+/* Whether each of the m activation rows has one scale in all its blocks and its Σq in its first block's row_sum —
+   what the row-scaled kernels assume (m·blocks compares and adds: nothing beside a product). */
+static bool activation_rows_share_scales(const ek_block_q8_act *act, int64_t m, int64_t blocks) {
+    for (int64_t i = 0; i < m; i++) {
+        const ek_block_q8_act *row = act + i * blocks;
+        int64_t total = 0;
+        for (int64_t b = 0; b < blocks; b++) {
+            if (row[b].d != row[0].d) return false;
+            total += row[b].sum;
+        }
+        if (total != row[0].row_sum) return false;
+    }
+    return true;
+}
+
+/* The kernel for w and these activations: the row-scaled one where both sides have one scale a row. */
+static ek_gemm_kernel packed_kernel(const ek_isa_kernels *kernels, const ek_packed_matrix *w, const ek_block_q8_act *act,
+                                    int64_t m, int64_t blocks) {
+    if (w->format != EK_FORMAT_Q8_0) return kernels->gemm[w->format];
+    const bool seven = (w->flags & EK_PACKED_Q8_SEVEN_BITS) != 0;
+    if ((w->flags & EK_PACKED_Q8_ROW_SCALES) && kernels->gemm_q8_0_row_scaled[0] != NULL && blocks <= EK_ROW_SCALED_MAX_BLOCKS &&
+        activation_rows_share_scales(act, m, blocks)) {
+        return seven && kernels->gemm_q8_0_row_scaled[1] != NULL ? kernels->gemm_q8_0_row_scaled[1] : kernels->gemm_q8_0_row_scaled[0];
+    }
+    return seven && kernels->gemm_q8_0_seven != NULL ? kernels->gemm_q8_0_seven : kernels->gemm[w->format];
+}
+
 ek_status ek_gemm_packed(ek_isa isa, const ek_packed_matrix *w, const ek_block_q8_act *act, int64_t m,
                          float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
     if (w == NULL || w->data == NULL || act == NULL || y == NULL) return EK_ERR_NULL_POINTER;
@@ -111,8 +152,7 @@ ek_status ek_gemm_packed(ek_isa isa, const ek_packed_matrix *w, const ek_block_q
             for (int64_t r = row_begin; r < row_end; r++) y[i * ldy + r] = 0.0f;
         return EK_OK;
     }
-    const bool seven = w->format == EK_FORMAT_Q8_0 && (w->flags & EK_PACKED_Q8_SEVEN_BITS) && kernels->gemm_q8_0_seven != NULL;
-    (seven ? kernels->gemm_q8_0_seven : kernels->gemm[w->format])(w->data, blocks, act, m, y, ldy, row_begin, row_end);
+    packed_kernel(kernels, w, act, m, blocks)(w->data, blocks, act, m, y, ldy, row_begin, row_end);
     return EK_OK;
 }
 

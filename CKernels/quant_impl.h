@@ -30,6 +30,9 @@ typedef void (*ek_gemm_kernel)(const uint8_t *packed, int64_t blocks, const ek_b
                                float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
 /* One ISA's activation quantizer for one row (`q8_1`: fill s for Q4_1 weights). */
 typedef void (*ek_quantize_act_kernel)(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
+/* One ISA's activation quantizer for one row with one scale (ek_quantize_activations_row_scaled). */
+typedef void (*ek_quantize_act_row_scaled_kernel)(const float *x, int64_t blocks, const float *column_scales,
+                                                  ek_block_q8_act *act);
 /* One ISA's row quantizer / dequantizer for a GGUF format. */
 typedef void (*ek_quantize_row_kernel)(const float *x, void *blocks, int64_t nblocks);
 typedef void (*ek_dequantize_row_kernel)(const void *blocks, float *y, int64_t nblocks);
@@ -38,7 +41,11 @@ typedef void (*ek_dequantize_row_kernel)(const void *blocks, float *y, int64_t n
 typedef struct ek_isa_kernels {
     ek_gemm_kernel gemm[3];                 /* indexed by ek_format */
     ek_gemm_kernel gemm_q8_0_seven;         /* Q8_0 whose values all lie in [−64, 63], where that is faster; or NULL */
+    /* Q8_0 with one scale per weight row and per activation row (EK_PACKED_Q8_ROW_SCALES): integer sums over all of K,
+       one scaling per output; [0] any values, [1] seven-bit ones (NULL: [0] takes them). NULL: the per-block kernels. */
+    ek_gemm_kernel gemm_q8_0_row_scaled[2];
     ek_quantize_act_kernel quantize_act;
+    ek_quantize_act_row_scaled_kernel quantize_act_row_scaled; /* NULL: the portable one */
     ek_quantize_row_kernel quantize_row[3]; /* indexed by ek_format */
     ek_quantize_row_kernel quantize_row_q8_1;
     ek_dequantize_row_kernel dequantize_row[3];
@@ -57,6 +64,11 @@ extern const ek_isa_kernels ek_kernels_neon;
 
 /* Scalar kernels over the packed layout and the reference quantizers per block count. */
 void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
+void ek_quantize_act_row_scaled_scalar(const float *x, int64_t blocks, const float *column_scales, ek_block_q8_act *act);
+
+/* Most blocks a row-scaled product sums in int32: starting from −128·Σa and adding (w + 128)·a, a sum moves at most
+   (128 + 255)·127·32 a block, below 2³¹ up to 1,380 blocks; K up to 32,768 takes the row-scaled kernels. */
+#define EK_ROW_SCALED_MAX_BLOCKS 1024
 
 /* The reference dequantizer of the formats without a packed layout (dequant_ref.c); arguments validated. */
 ek_status ek_dequantize_row_other_ref(ek_format format, const void *blocks, float *y, int64_t k);

@@ -74,6 +74,32 @@ bool ek_q8_0_within_seven_bits(const ek_block_q8_0 *blocks, int64_t count) {
     return true;
 }
 
+ek_status ek_quantize_row_q8_0_row_scaled(const float *x, ek_block_q8_0 *y, int64_t k, int limit) {
+    EK_CHECK_ROW(x, y, k);
+    if (limit < 1 || limit > 127) return EK_ERR_SHAPE;
+    float amax = 0.0f;
+    for (int64_t j = 0; j < k; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    const ek_fp16 stored = ek_fp32_to_fp16(amax / (float)limit);
+    const float d = ek_fp16_to_fp32(stored), inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t b = 0; b < k / EK_BLOCK; b++) {
+        y[b].d = stored;
+        for (int j = 0; j < EK_BLOCK; j++) {
+            float q = nearbyintf(x[b * EK_BLOCK + j] * inverse);
+            q = q > (float)limit ? (float)limit : (q < -(float)limit ? -(float)limit : q);
+            y[b].qs[j] = (int8_t)q;
+        }
+    }
+    return EK_OK;
+}
+
+bool ek_q8_0_rows_share_scales(const ek_block_q8_0 *blocks, int64_t rows, int64_t blocks_per_row) {
+    if (blocks == NULL || rows < 0 || blocks_per_row < 0) return false;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 1; b < blocks_per_row; b++)
+            if (blocks[r * blocks_per_row + b].d != blocks[r * blocks_per_row].d) return false;
+    return true;
+}
+
 ek_status ek_quantize_row_q8_1_ref(const float *x, ek_block_q8_1 *y, int64_t k) {
     EK_CHECK_ROW(x, y, k);
     for (int64_t b = 0; b < k / EK_BLOCK; b++) {
@@ -182,6 +208,26 @@ ek_status ek_dequantize_row_q4_1_ref(const ek_block_q4_1 *x, float *y, int64_t k
 }
 
 /* The activation quantizer of the scalar packed kernels: the oracle's numbers, kept in fp32. */
+void ek_quantize_act_row_scaled_scalar(const float *x, int64_t blocks, const float *column_scales, ek_block_q8_act *act) {
+    float amax = 0.0f;
+    for (int64_t j = 0; j < blocks * EK_BLOCK; j++) {
+        const float v = fabsf(column_scales ? x[j] * column_scales[j] : x[j]);
+        amax = v > amax ? v : amax;
+    }
+    const float d = amax / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t total = 0;
+    for (int64_t b = 0; b < blocks; b++) {
+        float scaled[EK_BLOCK];
+        for (int j = 0; j < EK_BLOCK; j++)
+            scaled[j] = column_scales ? x[b * EK_BLOCK + j] * column_scales[b * EK_BLOCK + j] : x[b * EK_BLOCK + j];
+        act[b].sum = q8_quantize(scaled, inverse, act[b].qs);
+        act[b].d = d;
+        act[b].s = 0.0f;
+        total += act[b].sum;
+    }
+    for (int64_t b = 0; b < blocks; b++) act[b].row_sum = total;
+}
+
 void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1) {
     for (int64_t b = 0; b < blocks; b++) {
         float inverse;
@@ -191,6 +237,6 @@ void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act
         act[b].d = ek_fp16_to_fp32(ek_fp32_to_fp16(d));
         act[b].s = q8_1 ? ek_fp16_to_fp32(ek_fp32_to_fp16(s)) : 0.0f;
         act[b].sum = sum;
-        act[b].reserved = 0;
+        act[b].row_sum = 0;
     }
 }

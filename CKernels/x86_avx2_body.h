@@ -46,29 +46,57 @@ EK_AVX2_TARGET EK_AVX2_INLINE int32_t EK_AVX2_NAME(hsum)(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-/* One 32-block to Q8: nearest, ties to even, whatever MXCSR says. Returns d before fp16 rounding. */
-EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(quantize_q8_block)(const float *x, int8_t *qs, int32_t *sum) {
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_loadu_ps(x + 8 * j);
-        amax = _mm256_max_ps(amax, _mm256_and_ps(v[j], abs_mask));
-    }
-    float max_value = EK_AVX2_NAME(hmax)(amax);
-    float d = max_value / 127.0f;
-    float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    __m256 scale = _mm256_set1_ps(inverse);
+/* Eight values at p, times the column scales at c when there are any. */
+EK_AVX2_TARGET EK_AVX2_INLINE __m256 EK_AVX2_NAME(load_scaled)(const float *p, const float *c) {
+    return c ? _mm256_mul_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(c)) : _mm256_loadu_ps(p);
+}
+
+/* One 32-block's quants (times `columns`, its column scales, when not NULL) at a given 1/d: nearest, ties to even,
+   whatever MXCSR says; returns Σq. */
+EK_AVX2_TARGET EK_AVX2_INLINE int32_t EK_AVX2_NAME(quantize_q8_scaled)(const float *x, const float *columns, float inverse, int8_t *qs) {
+    const __m256 scale = _mm256_set1_ps(inverse);
     __m256i q[4];
     for (int j = 0; j < 4; j++) {
-        q[j] = _mm256_cvtps_epi32(
-            _mm256_round_ps(_mm256_mul_ps(v[j], scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256 v = EK_AVX2_NAME(load_scaled)(x + 8 * j, columns ? columns + 8 * j : NULL);
+        q[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
-    *sum = EK_AVX2_NAME(hsum)(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)qs, packed);
+    return EK_AVX2_NAME(hsum)(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+}
+
+/* max|x| (times the column scales when not NULL) over `count` values (a multiple of 8). */
+EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(abs_max)(const float *x, const float *column_scales, int64_t count) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 amax = _mm256_setzero_ps();
+    for (int64_t j = 0; j < count; j += 8) {
+        const __m256 v = EK_AVX2_NAME(load_scaled)(x + j, column_scales ? column_scales + j : NULL);
+        amax = _mm256_max_ps(amax, _mm256_and_ps(v, abs_mask));
+    }
+    return EK_AVX2_NAME(hmax)(amax);
+}
+
+/* One 32-block to Q8. Returns d before fp16 rounding. */
+EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(quantize_q8_block)(const float *x, int8_t *qs, int32_t *sum) {
+    const float d = EK_AVX2_NAME(abs_max)(x, NULL, EK_BLOCK) / 127.0f;
+    *sum = EK_AVX2_NAME(quantize_q8_scaled)(x, NULL, d != 0.0f ? 1.0f / d : 0.0f, qs);
     return d;
+}
+
+/* One row at one scale (ek_quantize_activations_row_scaled): max|x| over the row, then each block at 127 / max. */
+EK_AVX2_TARGET static void EK_AVX2_NAME(quantize_act_row_scaled)(const float *x, int64_t blocks, const float *column_scales,
+                                                                 ek_block_q8_act *act) {
+    const float d = EK_AVX2_NAME(abs_max)(x, column_scales, blocks * EK_BLOCK) / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t total = 0;
+    for (int64_t b = 0; b < blocks; b++) {
+        act[b].sum = EK_AVX2_NAME(quantize_q8_scaled)(x + b * EK_BLOCK, column_scales ? column_scales + b * EK_BLOCK : NULL,
+                                                      inverse, act[b].qs);
+        act[b].d = d;
+        act[b].s = 0.0f;
+        total += act[b].sum;
+    }
+    for (int64_t b = 0; b < blocks; b++) act[b].row_sum = total;
 }
 
 EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(fp16_round)(float value) {
@@ -82,7 +110,7 @@ EK_AVX2_TARGET static void EK_AVX2_NAME(quantize_act)(const float *x, int64_t bl
         act[b].d = EK_AVX2_NAME(fp16_round)(d);
         act[b].s = q8_1 ? EK_AVX2_NAME(fp16_round)(d * (float)sum) : 0.0f;
         act[b].sum = sum;
-        act[b].reserved = 0;
+        act[b].row_sum = 0;
     }
 }
 
@@ -156,8 +184,9 @@ EK_AVX2_TARGET static void EK_AVX2_NAME(dequantize_row_q4_1)(const void *in, flo
 #define EK_AVX2_PREFETCH 4096 /* bytes ahead a group's first pass fetches its packed weights */
 #endif
 
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, bool seven, int tile, int halves, bool first_pass, const uint8_t *gb,
-                                                          int half, int64_t blocks, const ek_block_q8_act *act, __m256 *acc) {
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, bool seven, bool rows_scaled, int tile, int halves,
+                                                          bool first_pass, const uint8_t *gb, int half, int64_t blocks,
+                                                          const ek_block_q8_act *act, __m256 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
 #if EK_AVX2_VNNI
@@ -168,6 +197,14 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
 #endif
     const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? q8_offset : 0);
     for (int i = 0; i < tile * halves; i++) acc[i] = _mm256_setzero_ps();
+    /* Row-scaled Q8_0 (EK_PACKED_Q8_ROW_SCALES, one half at a time): each row's integer sums run on over all the
+       blocks, the offset's offset·Σa taken off once at the start, and are scaled once at the end. */
+    const uint8_t *first_block = gb;
+    __m256i kept_s[EK_AVX2_TILE], kept_t[EK_AVX2_TILE];
+    for (int i = 0; i < tile; i++) {
+        kept_s[i] = _mm256_set1_epi32(rows_scaled ? -offset * act[i * blocks].row_sum : 0);
+        kept_t[i] = _mm256_setzero_si256();
+    }
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         for (int h = half; h < half + halves; h++) {
             const uint8_t *quants = gb + scale_bytes + 32 * h;
@@ -182,12 +219,12 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
                Q8_0 with AVX-VNNI against each row running all eight registers in turn. Without VNNI the 4-bit pair
                sums stay int16 (eight of at most 2·15·127 fit) until one VPMADDWD; Q8_0's are widened at once. */
             __m256i s[EK_AVX2_TILE];
-            for (int i = 0; i < tile; i++) s[i] = _mm256_setzero_si256();
+            for (int i = 0; i < tile; i++) s[i] = kept_s[i];
 #if EK_AVX2_VNNI
             /* With VNNI each row's sum runs in two chains (even and odd registers), as the AVX-512 kernel's do:
                VPDPBUSD's latency over four rows' chains alone kept it from issuing every cycle. */
             __m256i t[EK_AVX2_TILE];
-            for (int i = 0; i < tile; i++) t[i] = _mm256_setzero_si256();
+            for (int i = 0; i < tile; i++) t[i] = kept_t[i];
 #endif
             for (int c = 0; c < 8; c++) {
                 __m256i w;
@@ -224,6 +261,13 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
                     chain[i] = EK_AVX2_NAME(dot_u8s8)(chain[i], w, EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c));
 #endif
             }
+            if (rows_scaled) {
+                for (int i = 0; i < tile; i++) kept_s[i] = s[i];
+#if EK_AVX2_VNNI
+                for (int i = 0; i < tile; i++) kept_t[i] = t[i];
+#endif
+                continue;
+            }
             for (int i = 0; i < tile; i++) {
                 const ek_block_q8_act *a = act + i * blocks + b;
 #if EK_AVX2_VNNI
@@ -238,6 +282,13 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
             }
         }
     }
+    if (rows_scaled) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(first_block + 16 * half)));
+        for (int i = 0; i < tile; i++) {
+            const __m256i sum = EK_AVX2_VNNI ? _mm256_add_epi32(kept_s[i], kept_t[i]) : kept_s[i];
+            acc[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(d, _mm256_set1_ps(act[i * blocks].d)));
+        }
+    }
 }
 
 /* Group sizes above which a decode GEMV reads both halves of a group in one pass: at 16384×8192 on avx2-novnni
@@ -247,15 +298,15 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
 #define EK_AVX2_ONE_PASS_BYTES 65536
 
 /* `tile` activation rows against half `half` of one group: their eight outputs each, stored through `mask`. */
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(tile_rows)(ek_format format, bool seven, int tile, bool first_pass, const uint8_t *gb, int half,
-                                                         int64_t blocks, const ek_block_q8_act *act, float *y, int64_t ldy,
-                                                         __m256i mask) {
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(tile_rows)(ek_format format, bool seven, bool rows_scaled, int tile, bool first_pass,
+                                                         const uint8_t *gb, int half, int64_t blocks, const ek_block_q8_act *act,
+                                                         float *y, int64_t ldy, __m256i mask) {
     __m256 acc[EK_AVX2_TILE];
-    EK_AVX2_NAME(half_tile)(format, seven, tile, 1, first_pass, gb, half, blocks, act, acc);
+    EK_AVX2_NAME(half_tile)(format, seven, rows_scaled, tile, 1, first_pass, gb, half, blocks, act, acc);
     for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
 }
 
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool seven, const uint8_t *packed, int64_t blocks,
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool seven, bool rows_scaled, const uint8_t *packed, int64_t blocks,
                                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                                      int64_t row_begin, int64_t row_end) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format);
@@ -272,13 +323,13 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool sev
         const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane),
                                               _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
-        if (m < EK_AVX2_TILE && half == 0 && first + 8 < row_end && (size_t)blocks * group_block > EK_AVX2_ONE_PASS_BYTES) {
+        if (!rows_scaled && m < EK_AVX2_TILE && half == 0 && first + 8 < row_end && (size_t)blocks * group_block > EK_AVX2_ONE_PASS_BYTES) {
             /* Decode: both halves in one pass, so the group's stream is read once in order, not each 64-byte chunk
                half by half in two passes over the group (the second from L2 once the group outgrows L1). */
             const __m256i second = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(row_end - first - 8)), lane);
             for (int64_t i = 0; i < m; i++) {
                 __m256 acc[2];
-                EK_AVX2_NAME(half_tile)(format, seven, 1, 2, prefetch && i == 0, gb, 0, blocks, act + i * blocks, acc);
+                EK_AVX2_NAME(half_tile)(format, seven, false, 1, 2, prefetch && i == 0, gb, 0, blocks, act + i * blocks, acc);
                 _mm256_maskstore_ps(y + i * ldy + first, mask, acc[0]);
                 _mm256_maskstore_ps(y + i * ldy + first + 8, second, acc[1]);
             }
@@ -287,31 +338,33 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool sev
         }
         int64_t i = 0;
         for (; i + EK_AVX2_TILE <= m; i += EK_AVX2_TILE)
-            EK_AVX2_NAME(tile_rows)(format, seven, EK_AVX2_TILE, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks,
+            EK_AVX2_NAME(tile_rows)(format, seven, rows_scaled, EK_AVX2_TILE, prefetch && i == 0 && half == 0, gb, half, blocks, act + i * blocks,
                                     y + i * ldy + first, ldy, mask);
         /* The last one to three rows as one tile too (each case inlined with its constant size), not one at a time:
            every row alone read the half-group's weights again. */
         const bool ahead = prefetch && i == 0 && half == 0;
         switch (m - i) {
-        case 3: EK_AVX2_NAME(tile_rows)(format, seven, 3, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
-        case 2: EK_AVX2_NAME(tile_rows)(format, seven, 2, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
-        case 1: EK_AVX2_NAME(tile_rows)(format, seven, 1, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 3: EK_AVX2_NAME(tile_rows)(format, seven, rows_scaled, 3, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 2: EK_AVX2_NAME(tile_rows)(format, seven, rows_scaled, 2, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 1: EK_AVX2_NAME(tile_rows)(format, seven, rows_scaled, 1, ahead, gb, half, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
         default: break;
         }
     }
 }
 
-#define EK_AVX2_GEMM(suffix, format, seven)                                                                     \
+#define EK_AVX2_GEMM(suffix, format, seven, rows_scaled)                                                       \
     EK_AVX2_TARGET static void EK_AVX2_NAME(gemm_##suffix)(const uint8_t *packed, int64_t blocks,               \
                                                           const ek_block_q8_act *act, int64_t m, float *y,      \
                                                           int64_t ldy, int64_t row_begin, int64_t row_end) {    \
-        EK_AVX2_NAME(gemm)(format, seven, packed, blocks, act, m, y, ldy, row_begin, row_end);                  \
+        EK_AVX2_NAME(gemm)(format, seven, rows_scaled, packed, blocks, act, m, y, ldy, row_begin, row_end);     \
     }
-EK_AVX2_GEMM(q8_0, EK_FORMAT_Q8_0, false)
-EK_AVX2_GEMM(q4_0, EK_FORMAT_Q4_0, false)
-EK_AVX2_GEMM(q4_1, EK_FORMAT_Q4_1, false)
+EK_AVX2_GEMM(q8_0, EK_FORMAT_Q8_0, false, false)
+EK_AVX2_GEMM(q4_0, EK_FORMAT_Q4_0, false, false)
+EK_AVX2_GEMM(q4_1, EK_FORMAT_Q4_1, false, false)
+EK_AVX2_GEMM(q8_0_row_scaled, EK_FORMAT_Q8_0, false, true)
 #if !EK_AVX2_VNNI
-EK_AVX2_GEMM(q8_0_seven, EK_FORMAT_Q8_0, true)
+EK_AVX2_GEMM(q8_0_seven, EK_FORMAT_Q8_0, true, false)
+EK_AVX2_GEMM(q8_0_seven_row_scaled, EK_FORMAT_Q8_0, true, true)
 #endif
 
 EK_AVX2_TARGET static uint64_t EK_AVX2_NAME(read_stream)(const void *data, size_t bytes) {
@@ -340,8 +393,12 @@ const ek_isa_kernels EK_AVX2_TABLE = {
     .gemm = {EK_AVX2_NAME(gemm_q8_0), EK_AVX2_NAME(gemm_q4_0), EK_AVX2_NAME(gemm_q4_1)},
 #if !EK_AVX2_VNNI
     .gemm_q8_0_seven = EK_AVX2_NAME(gemm_q8_0_seven),
+    .gemm_q8_0_row_scaled = {EK_AVX2_NAME(gemm_q8_0_row_scaled), EK_AVX2_NAME(gemm_q8_0_seven_row_scaled)},
+#else
+    .gemm_q8_0_row_scaled = {EK_AVX2_NAME(gemm_q8_0_row_scaled), NULL},
 #endif
     .quantize_act = EK_AVX2_NAME(quantize_act),
+    .quantize_act_row_scaled = EK_AVX2_NAME(quantize_act_row_scaled),
     .quantize_row = {EK_AVX2_NAME(quantize_row_q8_0), NULL, NULL},
     .quantize_row_q8_1 = EK_AVX2_NAME(quantize_row_q8_1),
     .dequantize_row = {EK_AVX2_NAME(dequantize_row_q8_0), EK_AVX2_NAME(dequantize_row_q4_0),

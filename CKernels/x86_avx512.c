@@ -31,19 +31,47 @@ EK_AVX512 EK_INLINE float fp16_round(float value) {
 
 /* ------------------------------------------------------------ activations */
 
+/* 16 values at p, times the column scales at c when there are any. */
+EK_AVX512 EK_INLINE __m512 load_scaled(const float *p, const float *c) {
+    return c ? _mm512_mul_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(c)) : _mm512_loadu_ps(p);
+}
+
+/* One 32-block's quants (times `columns`, the block's column scales, when not NULL) at a given 1/d (nearest, ties to
+   even); returns Σq. */
+EK_AVX512 EK_INLINE int32_t quantize_q8_scaled(const float *x, const float *columns, float inverse, int8_t *qs) {
+    const __m512 scale = _mm512_set1_ps(inverse);
+    __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(load_scaled(x, columns), scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(load_scaled(x + 16, columns ? columns + 16 : NULL), scale),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)qs, _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtsepi32_epi8(q1));
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
 /* One 32-block: scale, quants (nearest, ties to even), Σq. Returns d before fp16 rounding. */
 EK_AVX512 EK_INLINE float quantize_q8_block(const float *x, int8_t *qs, int32_t *sum) {
     __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     float d = amax / 127.0f;
-    float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    __m512 scale = _mm512_set1_ps(inverse);
-    __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128((__m128i *)qs, _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtsepi32_epi8(q1));
-    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    *sum = quantize_q8_scaled(x, NULL, d != 0.0f ? 1.0f / d : 0.0f, qs);
     return d;
+}
+
+/* One row at one scale (ek_quantize_activations_row_scaled): max|x| over the row, then each block at 127 / max. */
+EK_AVX512 static void quantize_act_row_scaled_avx512(const float *x, int64_t blocks, const float *column_scales,
+                                                    ek_block_q8_act *act) {
+    __m512 amax = _mm512_setzero_ps();
+    for (int64_t j = 0; j < blocks * EK_BLOCK; j += 16)
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(load_scaled(x + j, column_scales ? column_scales + j : NULL)));
+    const float d = _mm512_reduce_max_ps(amax) / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    int32_t total = 0;
+    for (int64_t b = 0; b < blocks; b++) {
+        act[b].sum = quantize_q8_scaled(x + b * EK_BLOCK, column_scales ? column_scales + b * EK_BLOCK : NULL, inverse, act[b].qs);
+        act[b].d = d;
+        act[b].s = 0.0f;
+        total += act[b].sum;
+    }
+    for (int64_t b = 0; b < blocks; b++) act[b].row_sum = total;
 }
 
 EK_AVX512 static void quantize_act_avx512(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1) {
@@ -53,7 +81,7 @@ EK_AVX512 static void quantize_act_avx512(const float *x, int64_t blocks, ek_blo
         act[b].d = fp16_round(d);
         act[b].s = q8_1 ? fp16_round(d * (float)sum) : 0.0f;
         act[b].sum = sum;
-        act[b].reserved = 0;
+        act[b].row_sum = 0;
     }
 }
 
@@ -193,15 +221,30 @@ EK_AVX512 EK_INLINE void block_scales(ek_format format, const uint8_t *gb, __m51
     *mins = format == EK_FORMAT_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32))) : _mm512_setzero_ps();
 }
 
+/* One scaling per output for row-scaled Q8_0 (EK_PACKED_Q8_ROW_SCALES): the integer sum × the row's d (its first
+   block's) × the activation row's d. */
+EK_AVX512 EK_INLINE __m512 row_scaled(__m512i dot, const uint8_t *first_block, const ek_block_q8_act *a) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)first_block));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a->d)));
+}
+
 /*
  * One group of sixteen weight rows against `tile` activation rows: acc[i]
- * lane r = Σ over all blocks of row r · activation row i.
+ * lane r = Σ over all blocks of row r · activation row i. `rows_scaled`
+ * (Q8_0 with one scale per row on both sides): the integer sums run over
+ * all the blocks and are scaled once.
  */
-EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass, const uint8_t *gb, int64_t blocks,
-                                    const ek_block_q8_act *act, __m512 *acc) {
+EK_AVX512 EK_INLINE void group_tile(ek_format format, bool rows_scaled, int tile, bool first_pass, const uint8_t *gb,
+                                    int64_t blocks, const ek_block_q8_act *act, __m512 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? 128 : 0);
-    for (int i = 0; i < tile; i++) acc[i] = _mm512_setzero_ps();
+    const uint8_t *first_block = gb;
+    __m512i kept_s[EK_TILE], kept_t[EK_TILE];
+    for (int i = 0; i < tile; i++) {
+        acc[i] = _mm512_setzero_ps();
+        kept_s[i] = _mm512_set1_epi32(rows_scaled ? -offset * act[i * blocks].row_sum : 0);
+        kept_t[i] = _mm512_setzero_si512();
+    }
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *quants = gb + scale_bytes;
         if (first_pass) { /* the group's first tile streams its weights from memory: fetch ahead of the hardware prefetcher */
@@ -213,16 +256,14 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
         } else {
             for (int c = 0; c < 4; c++) nibbles(_mm512_loadu_si512(quants + 64 * c), &w[c], &w[4 + c]);
         }
-        __m512 d, mins;
-        block_scales(format, gb, &d, &mins);
         /* One weight register at a time against every tile row, each row's sum in two chains (even and odd
            registers): VPDPBUSD's latency (5 cycles) over four rows' chains alone kept it from issuing every cycle —
            two chains a row measured +9-17 % at 64 and 512 rows (single core, alternating; six rows a tile no more).
            The offset's offset·Σa (at most 128·32·127) comes off in integers as the even chain's start. */
         __m512i s[EK_TILE], t[EK_TILE];
         for (int i = 0; i < tile; i++) {
-            s[i] = _mm512_set1_epi32(-offset * (act + i * blocks + b)->sum);
-            t[i] = _mm512_setzero_si512();
+            s[i] = rows_scaled ? kept_s[i] : _mm512_set1_epi32(-offset * (act + i * blocks + b)->sum);
+            t[i] = kept_t[i];
         }
         for (int c = 0; c < 8; c += 2)
             for (int i = 0; i < tile; i++) {
@@ -230,9 +271,17 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
                 s[i] = _mm512_dpbusd_epi32(s[i], w[c], broadcast4(x));
                 t[i] = _mm512_dpbusd_epi32(t[i], w[c + 1], broadcast4(x + 4));
             }
+        if (rows_scaled) {
+            for (int i = 0; i < tile; i++) kept_s[i] = s[i], kept_t[i] = t[i];
+            continue;
+        }
+        __m512 d, mins;
+        block_scales(format, gb, &d, &mins);
         for (int i = 0; i < tile; i++)
             acc[i] = scaled_block(format, _mm512_add_epi32(s[i], t[i]), d, mins, act + i * blocks + b, acc[i]);
     }
+    if (rows_scaled)
+        for (int i = 0; i < tile; i++) acc[i] = row_scaled(_mm512_add_epi32(kept_s[i], kept_t[i]), first_block, act + i * blocks);
 }
 
 /*
@@ -243,12 +292,16 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, int tile, bool first_pass,
  * cache) 350 → 370-420 GOPS alone and 225-245 → 290-320 with both cores busy. Eight chains (two groups × four
  * rows) keep VPDPBUSD's latency hidden with one chain each.
  */
-EK_AVX512 EK_INLINE void pair_tile(ek_format format, int tile, bool first_pass, const uint8_t *gb, size_t group_bytes,
-                                   int64_t blocks, const ek_block_q8_act *act, __m512 acc[2][EK_TILE]) {
+EK_AVX512 EK_INLINE void pair_tile(ek_format format, bool rows_scaled, int tile, bool first_pass, const uint8_t *gb,
+                                   size_t group_bytes, int64_t blocks, const ek_block_q8_act *act, __m512 acc[2][EK_TILE]) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format), scale_bytes = EK_GROUP_SCALE_BYTES(format);
     const int32_t offset = format == EK_FORMAT_Q4_0 ? 8 : (format == EK_FORMAT_Q8_0 ? 128 : 0);
-    for (int g = 0; g < 2; g++)
-        for (int i = 0; i < tile; i++) acc[g][i] = _mm512_setzero_ps();
+    const uint8_t *first_block[2] = {gb, gb + group_bytes};
+    __m512i kept[2][EK_TILE];
+    for (int i = 0; i < tile; i++) {
+        acc[0][i] = acc[1][i] = _mm512_setzero_ps();
+        kept[0][i] = kept[1][i] = _mm512_set1_epi32(rows_scaled ? -offset * act[i * blocks].row_sum : 0);
+    }
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *block[2] = {gb, gb + group_bytes};
         if (first_pass) {
@@ -257,7 +310,10 @@ EK_AVX512 EK_INLINE void pair_tile(ek_format format, int tile, bool first_pass, 
                     _mm_prefetch((const char *)block[g] + EK_PREFETCH + line, _MM_HINT_T0);
         }
         __m512i s[2][EK_TILE];
-        for (int i = 0; i < tile; i++) s[0][i] = s[1][i] = _mm512_set1_epi32(-offset * (act + i * blocks + b)->sum);
+        for (int i = 0; i < tile; i++) {
+            if (rows_scaled) s[0][i] = kept[0][i], s[1][i] = kept[1][i];
+            else s[0][i] = s[1][i] = _mm512_set1_epi32(-offset * (act + i * blocks + b)->sum);
+        }
         if (format == EK_FORMAT_Q8_0) {
             for (int c = 0; c < 8; c++) {
                 const __m512i w0 = _mm512_loadu_si512(block[0] + scale_bytes + 64 * c);
@@ -282,21 +338,28 @@ EK_AVX512 EK_INLINE void pair_tile(ek_format format, int tile, bool first_pass, 
                 }
             }
         }
+        if (rows_scaled) {
+            for (int i = 0; i < tile; i++) kept[0][i] = s[0][i], kept[1][i] = s[1][i];
+            continue;
+        }
         for (int g = 0; g < 2; g++) {
             __m512 d, mins;
             block_scales(format, block[g], &d, &mins);
             for (int i = 0; i < tile; i++) acc[g][i] = scaled_block(format, s[g][i], d, mins, act + i * blocks + b, acc[g][i]);
         }
     }
+    if (rows_scaled)
+        for (int g = 0; g < 2; g++)
+            for (int i = 0; i < tile; i++) acc[g][i] = row_scaled(kept[g][i], first_block[g], act + i * blocks);
 }
 
 /* `tile` activation rows against one group (`pair`: two), their sixteen outputs a group stored through the masks. */
-EK_AVX512 EK_INLINE void tile_rows(ek_format format, int tile, bool pair, bool first_pass, const uint8_t *gb,
+EK_AVX512 EK_INLINE void tile_rows(ek_format format, bool rows_scaled, int tile, bool pair, bool first_pass, const uint8_t *gb,
                                    int64_t blocks, const ek_block_q8_act *act, float *y, int64_t ldy,
                                    const __mmask16 mask[2]) {
     if (pair) {
         __m512 acc[2][EK_TILE];
-        pair_tile(format, tile, first_pass, gb, (size_t)blocks * EK_GROUP_BLOCK_BYTES(format), blocks, act, acc);
+        pair_tile(format, rows_scaled, tile, first_pass, gb, (size_t)blocks * EK_GROUP_BLOCK_BYTES(format), blocks, act, acc);
         for (int t = 0; t < tile; t++) {
             _mm512_mask_storeu_ps(y + t * ldy, mask[0], acc[0][t]);
             _mm512_mask_storeu_ps(y + t * ldy + EK_PACK_ROWS, mask[1], acc[1][t]);
@@ -304,7 +367,7 @@ EK_AVX512 EK_INLINE void tile_rows(ek_format format, int tile, bool pair, bool f
         return;
     }
     __m512 acc[EK_TILE];
-    group_tile(format, tile, first_pass, gb, blocks, act, acc);
+    group_tile(format, rows_scaled, tile, first_pass, gb, blocks, act, acc);
     for (int t = 0; t < tile; t++) _mm512_mask_storeu_ps(y + t * ldy, mask[0], acc[t]);
 }
 
@@ -316,7 +379,7 @@ EK_INLINE __mmask16 group_mask(int64_t g, int64_t row_begin, int64_t row_end) {
     return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
-EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, int64_t blocks,
+EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, bool rows_scaled, const uint8_t *packed, int64_t blocks,
                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                      int64_t row_begin, int64_t row_end) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format);
@@ -330,27 +393,28 @@ EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, const uint8_t *packed, in
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
         int64_t i = 0;
         for (; i + EK_TILE <= m; i += EK_TILE)
-            tile_rows(format, EK_TILE, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask);
+            tile_rows(format, rows_scaled, EK_TILE, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask);
         /* The last one to three rows as one tile too (each case inlined with its constant size), not one at a time:
            every row alone streamed the group's weights again through a pass of half the chains. */
         switch (m - i) {
-        case 3: tile_rows(format, 3, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
-        case 2: tile_rows(format, 2, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
-        case 1: tile_rows(format, 1, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 3: tile_rows(format, rows_scaled, 3, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 2: tile_rows(format, rows_scaled, 2, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
+        case 1: tile_rows(format, rows_scaled, 1, pair, i == 0, gb, blocks, act + i * blocks, y + i * ldy + first, ldy, mask); break;
         default: break;
         }
         g += pair ? 2 : 1;
     }
 }
 
-#define EK_AVX512_GEMM(name, format)                                                                       \
+#define EK_AVX512_GEMM(name, format, rows_scaled)                                                          \
     EK_AVX512 static void name(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m, \
                                float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {                \
-        gemm_avx512(format, packed, blocks, act, m, y, ldy, row_begin, row_end);                           \
+        gemm_avx512(format, rows_scaled, packed, blocks, act, m, y, ldy, row_begin, row_end);              \
     }
-EK_AVX512_GEMM(gemm_q8_0_avx512, EK_FORMAT_Q8_0)
-EK_AVX512_GEMM(gemm_q4_0_avx512, EK_FORMAT_Q4_0)
-EK_AVX512_GEMM(gemm_q4_1_avx512, EK_FORMAT_Q4_1)
+EK_AVX512_GEMM(gemm_q8_0_avx512, EK_FORMAT_Q8_0, false)
+EK_AVX512_GEMM(gemm_q4_0_avx512, EK_FORMAT_Q4_0, false)
+EK_AVX512_GEMM(gemm_q4_1_avx512, EK_FORMAT_Q4_1, false)
+EK_AVX512_GEMM(gemm_q8_0_row_scaled_avx512, EK_FORMAT_Q8_0, true)
 
 /* Eight independent accumulators and a prefetch 4 KiB ahead: the fastest plain read loop found here. */
 EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
@@ -379,7 +443,9 @@ EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
 
 const ek_isa_kernels ek_kernels_avx512 = {
     .gemm = {gemm_q8_0_avx512, gemm_q4_0_avx512, gemm_q4_1_avx512},
+    .gemm_q8_0_row_scaled = {gemm_q8_0_row_scaled_avx512, NULL},
     .quantize_act = quantize_act_avx512,
+    .quantize_act_row_scaled = quantize_act_row_scaled_avx512,
     .quantize_row = {quantize_row_q8_0_avx512, quantize_row_q4_0_avx512, quantize_row_q4_1_avx512},
     .quantize_row_q8_1 = quantize_row_q8_1_avx512,
     .dequantize_row = {dequantize_row_q8_0_avx512, dequantize_row_q4_0_avx512, dequantize_row_q4_1_avx512},

@@ -148,12 +148,24 @@ bool ek_q8_0_within_seven_bits(const ek_block_q8_0 *blocks, int64_t count);
    rounded to fp16, q = round(x / d) clamped. limit 63 makes blocks that ek_q8_0_within_seven_bits accepts. */
 ek_status ek_quantize_row_q8_0_limited(const float *x, ek_block_q8_0 *y, int64_t k, int limit);
 
+/* Every row's Q8_0 blocks share one scale (ek_q8_0_rows_share_scales): the kernels may sum a row's integer products over
+   all of K and scale once, where activations whose blocks share one scale per row come with it
+   (ek_quantize_activations_row_scaled). Other activations take the per-block path; the results agree to rounding. */
+#define EK_PACKED_Q8_ROW_SCALES 2u
+
+/* Whether every one of `rows` rows of `blocks_per_row` Q8_0 blocks has one scale throughout. */
+bool ek_q8_0_rows_share_scales(const ek_block_q8_0 *blocks, int64_t rows, int64_t blocks_per_row);
+
+/* One row of k values as Q8_0 blocks that all share one scale: d = max|x| / limit (1 ≤ limit ≤ 127), rounded to
+   fp16, q = round(x / d) clamped to [−limit, limit] — per-channel int8, in Q8_0's layout. */
+ek_status ek_quantize_row_q8_0_row_scaled(const float *x, ek_block_q8_0 *y, int64_t k, int limit);
+
 /* Activations quantized for the packed kernels: one of these per 32 inputs. */
 typedef struct ek_block_q8_act {
     float d;        /* the fp16-rounded scale, as fp32                         */
     float s;        /* the fp16-rounded d·Σq, as fp32 (used with Q4_1 weights) */
     int32_t sum;    /* Σq, exact                                               */
-    int32_t reserved;
+    int32_t row_sum; /* Σq over the whole row, in every block of a row-scaled row; 0 otherwise */
     int8_t qs[EK_BLOCK];
 } ek_block_q8_act;
 
@@ -167,6 +179,17 @@ size_t ek_activation_size(int64_t m, int64_t k);
  */
 ek_status ek_quantize_activations(ek_isa isa, ek_format format, const float *x, int64_t m, int64_t k,
                                   ek_block_q8_act *act, size_t act_bytes);
+
+/*
+ * As ek_quantize_activations for Q8_0 weights, but one scale per row: each value first multiplied by its column's
+ * scale when `column_scales` (k values) is not NULL — smoothing: weights made with their columns divided by the same
+ * scales give the same product with the activations' outlying columns tamed — then d = max|x| / 127 over the whole
+ * row (fp32, not rounded to fp16), the same d in each of the row's blocks, q = round(x / d) ties to even. With weights
+ * flagged EK_PACKED_Q8_ROW_SCALES, ek_gemm_packed then sums each output's integer products over all of K and scales
+ * once. Every ISA's result equals the portable one bit for bit.
+ */
+ek_status ek_quantize_activations_row_scaled(ek_isa isa, const float *x, int64_t m, int64_t k, const float *column_scales,
+                                             ek_block_q8_act *act, size_t act_bytes);
 
 /*
  * Y[m×n] (row stride ldy ≥ n) = A·Wᵀ over weight rows [row_begin, row_end),

@@ -9,7 +9,11 @@
  *   - the row kernels of every other GGUF type (ek_gemm_rows) and of fp16/bf16 weights (ek_gemm_half) agree with
  *     the scalar ones within the fp32 accumulation bound, over odd row ranges and 1–6 activation rows;
  *   - the fp32-weight GEMM (ek_gemm_f32: dot-product tiles, and the packed outer products from 40 rows) agrees
- *     with the in-order loop — under ASan, its packing reads and panel memory are checked too.
+ *     with the in-order loop — under ASan, its packing reads and panel memory are checked too;
+ *   - row-scaled Q8_0 (one scale per weight row and per activation row, EK_PACKED_Q8_ROW_SCALES): the activations
+ *     (with and without column scales) equal the oracle's byte for byte, and the product summed over all of K equals
+ *     the per-block oracle's — bit for bit on integer-exact inputs — or falls back to it when the activations are
+ *     not row-scaled.
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
 #include <math.h>
@@ -48,6 +52,31 @@ static void quantize_rows_ref(ek_format format, const float *x, uint8_t *blocks,
         if (format == EK_FORMAT_Q4_0) ek_quantize_row_q4_0_ref(src, dst, k);
         if (format == EK_FORMAT_Q4_1) ek_quantize_row_q4_1_ref(src, dst, k);
     }
+}
+
+/* ek_gemm_packed on `isa` over weight rows [first, end) into `got` (m × n) against `expected`: outputs outside the
+   range untouched, inside bit-identical (`integer_exact`) or within a loose bound from the magnitudes of the fp32
+   inputs x (times the column scales, when any) — quantization aside, both sum the same terms. */
+static int packed_product_agrees(ek_isa isa, const ek_packed_matrix *matrix, const ek_block_q8_act *act, const float *x,
+                                 const float *scales, const float *expected, float *got, int m, int first, int end,
+                                 int integer_exact) {
+    const int n = (int)matrix->n, k = (int)matrix->k;
+    const float untouched = -12345.0f;
+    for (int i = 0; i < m * n; i++) got[i] = untouched;
+    check(ek_gemm_packed(isa, matrix, act, m, got, n, first, end) == EK_OK, "gemm status", matrix->format, m, n, k);
+    int ok = 1;
+    for (int i = 0; i < m * n; i++) {
+        if (i % n < first || i % n >= end) {
+            if (got[i] != untouched) ok = 0;
+        } else if (integer_exact) {
+            if (memcmp(&got[i], &expected[i], sizeof(float)) != 0) ok = 0;
+        } else {
+            double magnitude = 0;
+            for (int j = 0; j < k; j++) magnitude += fabs((double)x[(i / n) * k + j] * (scales ? scales[j] : 1.0f)) * 2.0;
+            if (fabs((double)got[i] - expected[i]) > (k / EK_BLOCK + 4) * 1.2e-7 * magnitude * 16) ok = 0;
+        }
+    }
+    return ok;
 }
 
 /* The packed GEMM on `isa` for weight rows [first, end) against the oracle; outputs outside the range stay untouched. */
@@ -96,25 +125,56 @@ static void run_rows(ek_isa isa, ek_format format, int m, int n, int k, int inte
 
     ek_gemm_ref(format, gguf, x, expected, m, n, k, 0, n);
     ek_packed_matrix matrix = {format, n, k, packed, seven ? EK_PACKED_Q8_SEVEN_BITS : 0u};
-    const float untouched = -12345.0f;
-    for (int i = 0; i < m * n; i++) got[i] = untouched;
-    check(ek_gemm_packed(isa, &matrix, act, m, got, n, first, end) == EK_OK, "gemm status", format, m, n, k);
-    int ok = 1;
-    for (int i = 0; i < m * n; i++) {
-        if (i % n < first || i % n >= end) {
-            if (got[i] != untouched) ok = 0;
-        } else if (integer_exact) {
-            if (memcmp(&got[i], &expected[i], sizeof(float)) != 0) ok = 0;
-        } else {
-            /* Loose bound from the magnitudes of the fp32 inputs: quantization aside, both sum the same terms. */
-            double magnitude = 0;
-            for (int j = 0; j < k; j++) magnitude += fabs((double)x[(i / n) * k + j]) * 2.0;
-            double tolerance = (k / EK_BLOCK + 4) * 1.2e-7 * magnitude * 16;
-            if (fabs((double)got[i] - expected[i]) > tolerance) ok = 0;
-        }
-    }
+    const int ok = packed_product_agrees(isa, &matrix, act, x, NULL, expected, got, m, first, end, integer_exact);
     check(ok, integer_exact ? "gemm bit-exact" : "gemm within bound", format, m, n, k);
     free(gguf); free(x); free(w); free(expected); free(got); free(packed); free(act); free(act_ref);
+}
+
+/* Row-scaled Q8_0 on `isa` (values within `limit`: 127, or 63 for the seven-bit path), rows [first, end), against
+   the scalar per-block kernel on the same activations; `columns`: activations multiplied by column scales first;
+   `per_block`: the flagged weights against per-block activations instead (the kernels must take the per-block path). */
+static void run_row_scaled(ek_isa isa, int m, int n, int k, int limit, int columns, int integer_exact, int per_block,
+                           int first, int end) {
+    const ek_format format = EK_FORMAT_Q8_0;
+    const int blocks_per_row = k / EK_BLOCK;
+    ek_block_q8_0 *gguf = malloc(sizeof(ek_block_q8_0) * (size_t)n * blocks_per_row);
+    float *x = malloc(sizeof(float) * (size_t)m * k), *w = malloc(sizeof(float) * (size_t)n * k), *scales = NULL;
+    float *expected = malloc(sizeof(float) * (size_t)m * n), *got = malloc(sizeof(float) * (size_t)m * n);
+    for (int i = 0; i < n * k; i++) w[i] = integer_exact ? (float)((int)(next_random() % (2 * limit + 1)) - limit) : uniform(1.0f);
+    if (integer_exact) /* each row's maximum is `limit`, so its scale is 1 and the values stay as they are */
+        for (int r = 0; r < n; r++) w[(size_t)r * k + (size_t)r % k] = (float)limit;
+    for (int r = 0; r < n; r++) ek_quantize_row_q8_0_row_scaled(w + (size_t)r * k, gguf + (size_t)r * blocks_per_row, k, limit);
+    for (int i = 0; i < m * k; i++) x[i] = integer_exact ? (float)((int)(next_random() % 255) - 127) : uniform(4.0f);
+    if (integer_exact)
+        for (int i = 0; i < m; i++) x[(size_t)i * k + (size_t)i % k] = 127.0f;
+    if (columns) {
+        scales = malloc(sizeof(float) * (size_t)k);
+        for (int j = 0; j < k; j++) scales[j] = integer_exact ? 1.0f : 0.25f + (uniform(1.0f) + 1.0f) * 1.875f;
+    }
+    check(ek_q8_0_rows_share_scales(gguf, n, blocks_per_row), "row-scaled weights share their scales", format, m, n, k);
+    if (limit == 63) check(ek_q8_0_within_seven_bits(gguf, (int64_t)n * blocks_per_row), "row-scaled seven-bit values", format, m, n, k);
+    size_t packed_bytes = ek_packed_size(format, n, k);
+    void *packed = malloc(packed_bytes);
+    ek_pack_weights(format, gguf, n, k, packed, packed_bytes);
+    const size_t act_bytes = ek_activation_size(m, k);
+    ek_block_q8_act *act = malloc(act_bytes), *act_ref = malloc(act_bytes);
+    if (per_block) {
+        ek_quantize_activations(isa, format, x, m, k, act, act_bytes);
+        ek_quantize_activations(EK_ISA_SCALAR, format, x, m, k, act_ref, act_bytes);
+    } else {
+        check(ek_quantize_activations_row_scaled(isa, x, m, k, scales, act, act_bytes) == EK_OK, "row-scaled quantize status",
+              format, m, n, k);
+        ek_quantize_activations_row_scaled(EK_ISA_SCALAR, x, m, k, scales, act_ref, act_bytes);
+    }
+    check(memcmp(act, act_ref, act_bytes) == 0, "row-scaled activations equal oracle", format, m, n, k);
+    ek_packed_matrix plain = {format, n, k, packed, 0u};
+    ek_gemm_packed(EK_ISA_SCALAR, &plain, act_ref, m, expected, n, 0, n);
+    ek_packed_matrix matrix = {format, n, k, packed, EK_PACKED_Q8_ROW_SCALES | (limit == 63 ? EK_PACKED_Q8_SEVEN_BITS : 0u)};
+    const int ok = packed_product_agrees(isa, &matrix, act, x, scales, expected, got, m, first, end, integer_exact);
+    check(ok, per_block ? "row-scaled weights, per-block activations" : integer_exact ? "row-scaled gemm bit-exact"
+                                                                                       : "row-scaled gemm within bound",
+          format, m, n, k);
+    free(gguf); free(x); free(w); free(scales); free(expected); free(got); free(packed); free(act); free(act_ref);
 }
 
 static void run(ek_isa isa, ek_format format, int m, int n, int k, int integer_exact) {
@@ -230,6 +290,17 @@ int main(int argc, char **argv) {
     run_rows(isa, EK_FORMAT_Q8_0, 9, 70, 256, 0, 5, 61);
     run_rows(isa, EK_FORMAT_Q8_0, 6, 70, 96, 1, 21, 70);
     seven_bits = 0;
+    /* row-scaled Q8_0: full range and seven bits, with and without column scales, odd shapes and row ranges */
+    static const int row_scaled_shapes[][5] = {{1, 17, 576, 0, 17}, {3, 16, 128, 0, 16}, {4, 33, 96, 0, 33},
+                                               {7, 70, 384, 5, 61}, {17, 31, 160, 0, 31}, {9, 100, 1536, 16, 96}};
+    for (int limit = 127; limit >= 63; limit -= 64)
+        for (size_t s = 0; s < sizeof row_scaled_shapes / sizeof row_scaled_shapes[0]; s++) {
+            const int *r = row_scaled_shapes[s];
+            run_row_scaled(isa, r[0], r[1], r[2], limit, (int)(s % 2), 0, 0, r[3], r[4]);
+            run_row_scaled(isa, r[0], r[1], r[2], limit, 1, 1, 0, r[3], r[4]);
+        }
+    run_row_scaled(isa, 6, 35, 512, 127, 0, 0, 1, 0, 35);
+    run_row_scaled(isa, 5, 40, 256, 63, 0, 0, 1, 3, 38);
     for (int f = 0; f < EK_FORMAT_COUNT; f++) {
         if (ek_format_packable((ek_format)f)) continue;
         static const int row_shapes[][5] = {{1, 37, 1, 0, 37}, {3, 19, 3, 2, 18}, {5, 17, 2, 1, 17}, {4, 33, 1, 0, 33},

@@ -194,7 +194,7 @@ struct QuantizedKernelTests {
         var x = (0..<(m * k)).map { i in i % 3 == 0 ? Float(i % 2 == 0 ? 127 : -127) : Float(Int(generator.next() % 255) - 127) }
         for block in 0..<(m * k / 32) { x[block * 32 + 1] = 127 } // block maximum 127: scale exactly 1
         let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: .q8_0, rows: n, columns: k, blocks: $0) }
-        #expect(w.flags == EK_PACKED_Q8_SEVEN_BITS)
+        #expect(w.flags == EK_PACKED_Q8_SEVEN_BITS | EK_PACKED_Q8_ROW_SCALES) // every block's scale is 1: one scale a row too
         let expected = Quant.referenceGEMM(.q8_0, blocks, x, m: m, n: n, k: k)
         let got = try matmul(try Tensor(shape: [m, k], values: x), w, isa: isa, threads: 2).scalars()
         #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa)")
@@ -210,6 +210,56 @@ struct QuantizedKernelTests {
             let block = values[(b * 32)..<(b * 32 + 32)]
             let step = Double(block.map(abs).max()!) / 63
             for i in block.indices { #expect(abs(Double(restored[i]) - Double(values[i])) <= step * 0.54 + 1e-6) } // half a step, plus the fp16 scale's rounding over 63 steps
+        }
+    }
+
+    static let testPlacement = Placement(op: .matmul, type: .q8_0, unit: .cpu, backend: "test", plugin: false, fallbackReason: nil)
+
+    /// Per-channel int8 (`scalePerRow`): every block of a row shares the row's scale, the packed copy says so, its
+    /// products take row-scaled activations — with smoothing column scales when given — and equal the fp32 product
+    /// within what one 8-bit scale per row and a row's largest activation allow, on every ISA; without
+    /// `scalePerRow` nothing changes.
+    @Test(arguments: Quant.allISAs)
+    func rowScaledQ8MatchesTheFloatProduct(isa: KernelISA) throws {
+        var generator = SplitMix64(seed: 11)
+        let (m, n, k) = (7, 37, 384)
+        let values = Quant.randomValues(n * k, &generator), x = Quant.randomValues(m * k, &generator).map { $0 * 3 }
+        let weights = try Tensor(shape: [n, k], values: values)
+        let perBlock = try WeightMatrix(weights, as: .q8_0)
+        let perBlockFlags = try perBlock.packed().flags
+        #expect(!perBlock.scalePerRow && perBlockFlags & EK_PACKED_Q8_ROW_SCALES == 0)
+        let perBlockPreparation = try BoundMatmul.packed(perBlock, isa: isa, placement: Self.testPlacement).preparation
+        let scales = (0..<k).map { Float(0.5 + Double($0 % 7) * 0.25) }
+        let columnScales = try Tensor(shape: [k], values: scales)
+        let divided = try Tensor(shape: [n, k], values: values.indices.map { values[$0] / scales[$0 % k] })
+        let cases: [(WeightMatrix, String)] = [(try WeightMatrix(weights, as: .q8_0, scalePerRow: true), "row-scaled"),
+                                               (try WeightMatrix(weights, as: .q8_0, q8ValueLimit: 63, scalePerRow: true), "seven-bit"),
+                                               (try WeightMatrix(divided, as: .q8_0, scalePerRow: true, activationColumnScales: columnScales),
+                                                "smoothed")]
+        for (matrix, label) in cases {
+            let flags = try matrix.packed().flags
+            #expect(matrix.scalePerRow && flags & EK_PACKED_Q8_ROW_SCALES != 0, "\(label)")
+            let bound = try BoundMatmul.packed(matrix, isa: isa, placement: Self.testPlacement)
+            #expect(bound.preparation != perBlockPreparation)
+            var y = try Tensor(zeros: [m, n])
+            try bound.multiply(try Tensor(shape: [m, k], values: x), into: &y, threads: 2)
+            let got = try y.scalars()
+            let limit: Float = label == "seven-bit" ? 63 : 127
+            for i in 0..<m {
+                let row = x[(i * k)..<(i * k + k)]
+                let rowMax = label == "smoothed" ? row.indices.map { abs(row[$0]) * scales[$0 % k] }.max()! : row.map(abs).max()!
+                for r in 0..<n {
+                    let w = values[(r * k)..<(r * k + k)]
+                    let exact = zip(row, w).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
+                    // Each side off by at most half its step (the row's largest / 127, or / 63), times the other's sum of
+                    // magnitudes; the weights' step taken on their largest (smoothed: divided by the smallest scale).
+                    let weightStep = Double(w.map(abs).max()!) / Double(limit) / (label == "smoothed" ? 0.5 : 1)
+                    let activationStep = Double(rowMax) / 127 / (label == "smoothed" ? 0.5 : 1)
+                    let bound = 0.5 * weightStep * row.reduce(0.0) { $0 + Double(abs($1)) } * 2
+                        + 0.5 * activationStep * w.reduce(0.0) { $0 + Double(abs($1)) } * 2 + 1e-3
+                    #expect(abs(Double(got[i * n + r]) - exact) <= bound, "\(isa) \(label) row \(i) output \(r)")
+                }
+            }
         }
     }
 

@@ -28,6 +28,26 @@ public struct ActivationPreparation: Hashable, Sendable {
             })
     }
 
+    /// Ember's Q8 activation blocks with one scale per row (`ek_quantize_activations_row_scaled`), each column first
+    /// multiplied by its entry of `columnScales` when given, for Q8_0 weights made with one scale per row
+    /// (``WeightMatrix/scalePerRow``). Matmuls whose weights share one `columnScales` tensor share the preparation.
+    static func emberRowScaled(isa: KernelISA, columnScales: Tensor?) -> ActivationPreparation {
+        let isaValue = isa.cValue
+        let scales = UncheckedSendable(columnScales) // kept alive by the closure
+        let width = columnScales?.shape.last
+        let identity = columnScales.map { "\(ObjectIdentifier($0.storage).hashValue)" } ?? "none"
+        return ActivationPreparation(
+            key: "ember:\(isa):q8_0-row:\(identity)",
+            bytes: { rows, columns in ek_activation_size(Int64(rows), Int64(columns)) },
+            quantize: { x, rows, columns, out, capacity in
+                guard width == nil || width == columns else { return Int32(bitPattern: EK_ERR_SHAPE.rawValue) }
+                let columnScales = scales.value.map { UnsafePointer($0.baseAddress.assumingMemoryBound(to: Float.self)) }
+                return Int32(bitPattern: ek_quantize_activations_row_scaled(isaValue, x, Int64(rows), Int64(columns), columnScales,
+                                                                            out.assumingMemoryBound(to: ek_block_q8_act.self),
+                                                                            max(0, capacity)).rawValue)
+            })
+    }
+
     /// A plugin backend's own preparation for weights of `type`. Its row size (checked linear at load) is asked once
     /// per width and kept; while the backend is disabled nothing is called (its matmul then prepares the reference's
     /// activations itself), and a failing call disables it.
@@ -190,7 +210,7 @@ extension BoundMatmul {
         let binding = PackedBinding(try w.packed())
         let (isaValue, matrix, n) = (isa.cValue, binding.cMatrix, Int64(w.rows))
         return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns,
-                           preparation: .ember(type: w.type, isa: isa),
+                           preparation: w.scalePerRow ? .emberRowScaled(isa: isa, columnScales: w.activationColumnScales) : .ember(type: w.type, isa: isa),
                            splittable: true, owner: binding) { _, prepared, m, y, range in
             Int32(bitPattern: ek_gemm_packed(isaValue, matrix, prepared?.assumingMemoryBound(to: ek_block_q8_act.self),
                                              Int64(m), y, n, Int64(range.lowerBound), Int64(range.upperBound)).rawValue)

@@ -22,6 +22,12 @@ public final class WeightMatrix: @unchecked Sendable {
     private var fp32Variant: Tensor?
     private var precisionVariants: [Precision: WeightMatrix] = [:]
     private var bindings: [String: AnyObject] = [:]
+    /// Q8_0 made with one scale per row (per-channel int8, `init(_:as:…scalePerRow:)`): its products quantize each
+    /// activation row at one scale too, so the kernels sum over all of K in integers and scale once per output.
+    public private(set) var scalePerRow = false
+    /// With ``scalePerRow``: what each activation column is multiplied by before it is quantized ([columns] fp32),
+    /// for weights whose columns were divided by the same (smoothing); nil: nothing.
+    public private(set) var activationColumnScales: Tensor?
 
     /// Copies `blocks` (rows × columns of `type`).
     public convenience init(type: TensorType, rows: Int, columns: Int, copying blocks: UnsafeRawBufferPointer) throws {
@@ -57,8 +63,19 @@ public final class WeightMatrix: @unchecked Sendable {
     /// With `refinedScales`, 4-bit blocks get least-squares scales (lower
     /// error than min/max; see `ScaleRefinement`). With `q8ValueLimit` (Q8_0
     /// only, 1…127), the values span [−limit, limit] instead of [−127, 127]:
-    /// 63 makes weights that AVX2 without VNNI multiplies faster.
-    public convenience init(_ weights: Tensor, as type: TensorType, refinedScales: Bool = false, q8ValueLimit: Int? = nil) throws {
+    /// 63 makes weights that AVX2 without VNNI multiplies faster. With
+    /// `scalePerRow` (Q8_0 only) every block of a row gets the row's scale
+    /// (``scalePerRow``), and `activationColumnScales` ([columns]) what the
+    /// activations are multiplied by (weights given with their columns
+    /// divided by the same).
+    public convenience init(_ weights: Tensor, as type: TensorType, refinedScales: Bool = false, q8ValueLimit: Int? = nil,
+                            scalePerRow: Bool = false, activationColumnScales: Tensor? = nil) throws {
+        if let scales = activationColumnScales {
+            guard scalePerRow, type == .q8_0, scales.dtype == .float32, scales.shape == [weights.shape.last ?? -1] else {
+                throw TensorError.shapeMismatch(argument: "activationColumnScales", expected: "fp32 [\(weights.shape.last ?? 0)] with q8_0 scalePerRow",
+                                                found: scales.shape)
+            }
+        }
         guard weights.rank == 2, weights.dtype == .float32 else {
             throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
         }
@@ -74,6 +91,14 @@ public final class WeightMatrix: @unchecked Sendable {
             try data.withUnsafeMutableBytes { out in
                 let rowBytes = byteCount / max(rows, 1)
                 for row in 0..<rows {
+                    if scalePerRow, type == .q8_0 {
+                        try KernelError.check(
+                            ek_quantize_row_q8_0_row_scaled(values.baseAddress! + row * columns,
+                                                            (out.baseAddress! + row * rowBytes).assumingMemoryBound(to: ek_block_q8_0.self),
+                                                            Int64(columns), Int32(q8ValueLimit ?? 127)),
+                            kernel: "ek_quantize_row_q8_0_row_scaled", argument: { _ in "q8ValueLimit" })
+                        continue
+                    }
                     if let limit = q8ValueLimit, type == .q8_0 {
                         try KernelError.check(
                             ek_quantize_row_q8_0_limited(values.baseAddress! + row * columns,
@@ -92,6 +117,8 @@ public final class WeightMatrix: @unchecked Sendable {
         let storage = data.withUnsafeBytes { Self.copy($0) }
         try self.init(type: type, rows: rows, columns: columns,
                       borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: data.count), owner: storage)
+        self.scalePerRow = scalePerRow && type == .q8_0
+        self.activationColumnScales = activationColumnScales
     }
 
     /// Bytes of one row.

@@ -18,7 +18,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
     /// The packed blocks (`ek_packed_size` bytes, 64-byte aligned).
     let packed: TensorStorage
     /// What the values are known to satisfy (`EK_PACKED_*`): Q8_0 whose values all lie in [−64, 63] runs a faster
-    /// kernel on AVX2 without VNNI.
+    /// kernel on AVX2 without VNNI; Q8_0 with one scale per row sums over all of K against row-scaled activations.
     let flags: UInt32
 
     /// Bytes of the matrix in GGUF blocks: what one pass over the weights reads.
@@ -27,7 +27,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
     /// Packs `blocks`: `rows` rows of `columns / 32` GGUF blocks each, row after row.
     public init(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws {
         packed = try Self.pack(type: type, rows: rows, columns: columns, blocks: blocks)
-        flags = Self.flags(type: type, blocks: blocks)
+        flags = Self.flags(type: type, rows: rows, columns: columns, blocks: blocks)
         self.type = type
         self.rows = rows
         self.columns = columns
@@ -59,7 +59,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
 
     private convenience init(type: TensorType, rows: Int, columns: Int, blockBytes: [UInt8]) throws {
         let (storage, flags) = try blockBytes.withUnsafeBytes {
-            (try Self.pack(type: type, rows: rows, columns: columns, blocks: $0), Self.flags(type: type, blocks: $0))
+            (try Self.pack(type: type, rows: rows, columns: columns, blocks: $0), Self.flags(type: type, rows: rows, columns: columns, blocks: $0))
         }
         self.init(type: type, rows: rows, columns: columns, packed: storage, flags: flags)
     }
@@ -72,11 +72,15 @@ public final class QuantizedMatrix: @unchecked Sendable {
         self.flags = flags
     }
 
-    /// `EK_PACKED_Q8_SEVEN_BITS` for Q8_0 blocks whose values all lie in [−64, 63] (one pass over them at load).
-    private static func flags(type: TensorType, blocks: UnsafeRawBufferPointer) -> UInt32 {
+    /// `EK_PACKED_Q8_SEVEN_BITS` for Q8_0 blocks whose values all lie in [−64, 63], `EK_PACKED_Q8_ROW_SCALES` for
+    /// Q8_0 rows whose blocks share one scale (one pass over them at load).
+    private static func flags(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) -> UInt32 {
         guard type == .q8_0, let base = blocks.baseAddress, blocks.count > 0 else { return 0 }
         let count = blocks.count / MemoryLayout<ek_block_q8_0>.stride
-        return ek_q8_0_within_seven_bits(base.assumingMemoryBound(to: ek_block_q8_0.self), Int64(count)) ? EK_PACKED_Q8_SEVEN_BITS : 0
+        let q8 = base.assumingMemoryBound(to: ek_block_q8_0.self)
+        let seven = ek_q8_0_within_seven_bits(q8, Int64(count)) ? EK_PACKED_Q8_SEVEN_BITS : 0
+        let rowScales = count == rows * (columns / 32) && ek_q8_0_rows_share_scales(q8, Int64(rows), Int64(columns / 32))
+        return seven | (rowScales ? EK_PACKED_Q8_ROW_SCALES : 0)
     }
 
     private static func pack(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws -> TensorStorage {
