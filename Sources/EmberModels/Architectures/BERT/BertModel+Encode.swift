@@ -72,13 +72,25 @@ final class EncoderPlan: @unchecked Sendable {
     /// a core (64×1536×384); the embeddings' min cosine to fp32 on the public sentences: see the closing note.
     static let int8ValueLimitWithoutVNNI = 63
 
+    /// The input slot (`EncoderPass.observer`'s numbering) of each role whose int8 weights take one scale per row
+    /// against smoothed, row-scaled activations: Q, K and V (slot 0), the attention output (1), the feed-forward input
+    /// projection (2). The feed-forward output projection (role 5) keeps a scale per 32 values on both sides: its
+    /// GELU input is what smoothing did not tame (see `EncoderCalibration`).
+    static let rowScaledSlot: [Int: Int] = [0: 0, 1: 0, 2: 0, 3: 1, 4: 2]
+
     /// The weights a linear layer of `role` in layer `layer` (of `layers`) runs on at `precision`; `sevenBitInt8`
-    /// makes int8 weights with ``int8ValueLimitWithoutVNNI``.
+    /// makes int8 weights with ``int8ValueLimitWithoutVNNI``; `columnScales` (int8, the roles of ``rowScaledSlot``)
+    /// makes them one scale per row for activations multiplied by those column scales.
     static func weights(_ weights: WeightMatrix, role: Int, layer: Int, of layers: Int, precision: Precision?,
-                        sevenBitInt8: Bool = false) throws -> WeightMatrix {
+                        sevenBitInt8: Bool = false, columnScales: Tensor? = nil) throws -> WeightMatrix {
         guard let precision else { return weights }
+        let limit = sevenBitInt8 ? int8ValueLimitWithoutVNNI : nil
+        if precision == .int8, let columnScales {
+            return try WeightMatrix(try EncoderCalibration.dividingColumns(try weights.fp32(), by: columnScales), as: .q8_0,
+                                    q8ValueLimit: limit, scalePerRow: true, activationColumnScales: columnScales)
+        }
         if precision == .int8 && sevenBitInt8 {
-            return try WeightMatrix(try weights.fp32(), as: .q8_0, q8ValueLimit: int8ValueLimitWithoutVNNI)
+            return try WeightMatrix(try weights.fp32(), as: .q8_0, q8ValueLimit: limit)
         }
         guard precision == .int4 else { return try weights.variant(for: precision) }
         if int4KeptAtInt8.contains(role) || role == 4 && int4KeepsFeedForwardUpAtInt8(layer: layer, of: layers) {
@@ -91,11 +103,23 @@ final class EncoderPlan: @unchecked Sendable {
         let context = model.context
         let linears = model.layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.intermediate, $0.output] }
         let sevenBitInt8 = context.isa.multipliesInt8WithoutVNNI()
+        // int8: each layer's smoothing column scales per input slot (Q, K and V share theirs).
+        let smoothing: [[Tensor]]? = key.precision == .int8 ? try {
+            let calibration = try model.calibration()
+            return try model.layers.enumerated().map { index, layer in
+                try [[layer.query, layer.key, layer.value], [layer.attentionOutput], [layer.intermediate]].enumerated().map { slot, linears in
+                    try calibration.columnScales(layer: index, slot: slot, weights: linears.map { try $0.weights.fp32() })
+                }
+            }
+        }() : nil
         let bound = try BoundMatmuls(linears.map(\.weights), pool: context.pool) { index, weights in
-            try context.backends.bindMatmul(try Self.weights(weights, role: index % 6, layer: index / 6, of: model.layers.count,
-                                                             precision: key.precision, sevenBitInt8: sevenBitInt8),
-                                            units: key.units,
-                                            pool: context.pool)
+            let (role, layer) = (index % 6, index / 6)
+            let columnScales = Self.rowScaledSlot[role].flatMap { smoothing?[layer][$0] }
+            return try context.backends.bindMatmul(try Self.weights(weights, role: role, layer: layer, of: model.layers.count,
+                                                                    precision: key.precision, sevenBitInt8: sevenBitInt8,
+                                                                    columnScales: columnScales),
+                                                   units: key.units,
+                                                   pool: context.pool)
         }
         layers = stride(from: 0, to: bound.all.count, by: 6).map { i in
             LayerMatmuls(query: bound.all[i], key: bound.all[i + 1], value: bound.all[i + 2], attentionOutput: bound.all[i + 3],
@@ -282,6 +306,9 @@ final class EncoderPass: @unchecked Sendable {
     let sentenceOfRow: [Int]
     let rows: Int
     let stages: PassStages
+    /// Sees each layer's four matmul inputs (slot 0 the Q/K/V input, 1 the attention output, 2 the feed-forward input,
+    /// 3 the GELU output) once written, rows × width values; for calibration, on a one-thread pass.
+    var observer: ((_ layer: Int, _ slot: Int, _ values: UnsafePointer<Float>, _ rows: Int, _ width: Int) -> Void)?
 
     init(model: BertModel, plan: EncoderPlan, workspace: EncoderWorkspace, sentences: [[Int]], starts: [Int]) {
         self.model = model
@@ -318,6 +345,7 @@ final class EncoderPass: @unchecked Sendable {
             let weights = model.layers[index]
             // Self-attention: Q, K, V (+ bias), softmax over each sentence's own tokens.
             let input = stages.stage(thread, width: d, rows: r, group: layer.attention, source: ws.x, ownShareWritten: true)
+            observe(thread, index, 0, ws.x, width: d)
             linear(thread, layer.query, weights.query, input, 0, into: ws.q, width: d)
             linear(thread, layer.key, weights.key, input, 1, into: ws.k, width: d)
             linear(thread, layer.value, weights.value, input, 2, into: ws.v, width: d)
@@ -334,6 +362,7 @@ final class EncoderPass: @unchecked Sendable {
             thread.barrier()
             // Output projection (+ bias) + residual, LayerNorm.
             let projectionInput = stages.stage(thread, width: d, rows: r, group: layer.projection, source: ws.attention)
+            observe(thread, index, 1, ws.attention, width: d)
             _ = linear(thread, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
                        residual: ws.x)
             thread.barrier()
@@ -341,14 +370,22 @@ final class EncoderPass: @unchecked Sendable {
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
             let intermediateInput = stages.stage(thread, width: d, rows: r, group: layer.feedForward, source: ws.x,
                                                  ownShareWritten: true)
+            observe(thread, index, 2, ws.x, width: d)
             linear(thread, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
             thread.barrier()
             let outputInput = stages.stage(thread, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
+            observe(thread, index, 3, ws.hidden, width: ff)
             _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
             if index == plan.layers.count - 1 { thread.barrier() } // no stage follows the last LayerNorm: every row is written here
         }
+    }
+
+    /// Hands a matmul input to the observer (first thread only; the observed passes run one thread).
+    @inline(__always)
+    private func observe(_ thread: RegionThread, _ layer: Int, _ slot: Int, _ values: UnsafeMutablePointer<Float>, width: Int) {
+        if let observer, thread.index == 0 { observer(layer, slot, UnsafePointer(values), rows, width) }
     }
 
     /// Input rows a quantized linear layer multiplies before its epilogue runs on their outputs: 64 rows of a

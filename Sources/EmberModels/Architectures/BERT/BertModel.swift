@@ -61,6 +61,9 @@ final class BertModel: Embedder, @unchecked Sendable {
     let lock = NSLock()
     let plans = PlanCache<EncoderPlanKey, EncoderPlan>()
     var workspace: EncoderWorkspace?
+    /// The int8 encoder's smoothing statistics, measured once (`calibration()`).
+    let calibrationLock = NSLock()
+    var calibrated: EncoderCalibration?
 
     var architecture: String { "bert" }
     var matmulParameters: Int {
