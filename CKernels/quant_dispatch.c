@@ -106,7 +106,13 @@ ek_status ek_quantize_activations_row_scaled(ek_isa isa, const float *x, int64_t
     ek_quantize_act_row_scaled_kernel quantize =
         kernels->quantize_act_row_scaled ? kernels->quantize_act_row_scaled : ek_quantize_act_row_scaled_scalar;
     int64_t blocks = k / EK_BLOCK;
-    for (int64_t i = 0; i < m; i++) quantize(x + i * k, blocks, column_scales, act + i * blocks);
+    for (int64_t i = 0; i < m; i++) {
+        ek_block_q8_act *row = act + i * blocks;
+        const float d = quantize(x + i * k, blocks, column_scales, row);
+        int32_t total = 0;
+        for (int64_t b = 0; b < blocks; b++) total += row[b].sum;
+        for (int64_t b = 0; b < blocks; b++) row[b].d = d, row[b].s = 0.0f, row[b].row_sum = total;
+    }
     return EK_OK;
 }
 

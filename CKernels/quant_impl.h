@@ -30,9 +30,10 @@ typedef void (*ek_gemm_kernel)(const uint8_t *packed, int64_t blocks, const ek_b
                                float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
 /* One ISA's activation quantizer for one row (`q8_1`: fill s for Q4_1 weights). */
 typedef void (*ek_quantize_act_kernel)(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
-/* One ISA's activation quantizer for one row with one scale (ek_quantize_activations_row_scaled). */
-typedef void (*ek_quantize_act_row_scaled_kernel)(const float *x, int64_t blocks, const float *column_scales,
-                                                  ek_block_q8_act *act);
+/* One ISA's activation quantizer for one row at one scale (ek_quantize_activations_row_scaled): each block's qs and
+   sum; returns the row's d (the dispatcher fills d, s and row_sum). */
+typedef float (*ek_quantize_act_row_scaled_kernel)(const float *x, int64_t blocks, const float *column_scales,
+                                                   ek_block_q8_act *act);
 /* One ISA's row quantizer / dequantizer for a GGUF format. */
 typedef void (*ek_quantize_row_kernel)(const float *x, void *blocks, int64_t nblocks);
 typedef void (*ek_dequantize_row_kernel)(const void *blocks, float *y, int64_t nblocks);
@@ -64,7 +65,7 @@ extern const ek_isa_kernels ek_kernels_neon;
 
 /* Scalar kernels over the packed layout and the reference quantizers per block count. */
 void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1);
-void ek_quantize_act_row_scaled_scalar(const float *x, int64_t blocks, const float *column_scales, ek_block_q8_act *act);
+float ek_quantize_act_row_scaled_scalar(const float *x, int64_t blocks, const float *column_scales, ek_block_q8_act *act);
 
 /* Most blocks a row-scaled product sums in int32: starting from −128·Σa and adding (w + 128)·a, a sum moves at most
    (128 + 255)·127·32 a block, below 2³¹ up to 1,380 blocks; K up to 32,768 takes the row-scaled kernels. */

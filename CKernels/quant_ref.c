@@ -15,13 +15,15 @@
     } while (0)
 
 /* Q8_0 and Q8_1 share the scale and the rounding (to nearest, ties to even). */
-static float q8_scale(const float *x, float *inverse) {
+/* max|x| over n values. */
+static float abs_max(const float *x, int64_t n) {
     float amax = 0.0f;
-    for (int j = 0; j < EK_BLOCK; j++) {
-        float a = fabsf(x[j]);
-        if (a > amax) amax = a;
-    }
-    float d = amax / 127.0f;
+    for (int64_t j = 0; j < n; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    return amax;
+}
+
+static float q8_scale(const float *x, float *inverse) {
+    float d = abs_max(x, EK_BLOCK) / 127.0f;
     *inverse = d != 0.0f ? 1.0f / d : 0.0f;
     return d;
 }
@@ -48,20 +50,22 @@ ek_status ek_quantize_row_q8_0_ref(const float *x, ek_block_q8_0 *y, int64_t k) 
     return EK_OK;
 }
 
+/* One block's values at 1/d, rounded half away from zero and clamped to [−limit, limit]. */
+static void q8_quantize_limited(const float *x, float inverse, int limit, int8_t *qs) {
+    for (int j = 0; j < EK_BLOCK; j++) {
+        float q = roundf(x[j] * inverse);
+        q = q > (float)limit ? (float)limit : (q < -(float)limit ? -(float)limit : q);
+        qs[j] = (int8_t)q;
+    }
+}
+
 ek_status ek_quantize_row_q8_0_limited(const float *x, ek_block_q8_0 *y, int64_t k, int limit) {
     EK_CHECK_ROW(x, y, k);
     if (limit < 1 || limit > 127) return EK_ERR_SHAPE;
     for (int64_t b = 0; b < k / EK_BLOCK; b++) {
-        const float *v = x + b * EK_BLOCK;
-        float amax = 0.0f;
-        for (int j = 0; j < EK_BLOCK; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
-        const float d = amax / (float)limit, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        const float d = abs_max(x + b * EK_BLOCK, EK_BLOCK) / (float)limit;
         y[b].d = ek_fp32_to_fp16(d);
-        for (int j = 0; j < EK_BLOCK; j++) {
-            float q = roundf(v[j] * inverse);
-            q = q > (float)limit ? (float)limit : (q < -(float)limit ? -(float)limit : q);
-            y[b].qs[j] = (int8_t)q;
-        }
+        q8_quantize_limited(x + b * EK_BLOCK, d != 0.0f ? 1.0f / d : 0.0f, limit, y[b].qs);
     }
     return EK_OK;
 }
@@ -77,17 +81,11 @@ bool ek_q8_0_within_seven_bits(const ek_block_q8_0 *blocks, int64_t count) {
 ek_status ek_quantize_row_q8_0_row_scaled(const float *x, ek_block_q8_0 *y, int64_t k, int limit) {
     EK_CHECK_ROW(x, y, k);
     if (limit < 1 || limit > 127) return EK_ERR_SHAPE;
-    float amax = 0.0f;
-    for (int64_t j = 0; j < k; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-    const ek_fp16 stored = ek_fp32_to_fp16(amax / (float)limit);
+    const ek_fp16 stored = ek_fp32_to_fp16(abs_max(x, k) / (float)limit);
     const float d = ek_fp16_to_fp32(stored), inverse = d != 0.0f ? 1.0f / d : 0.0f;
     for (int64_t b = 0; b < k / EK_BLOCK; b++) {
         y[b].d = stored;
-        for (int j = 0; j < EK_BLOCK; j++) {
-            float q = nearbyintf(x[b * EK_BLOCK + j] * inverse);
-            q = q > (float)limit ? (float)limit : (q < -(float)limit ? -(float)limit : q);
-            y[b].qs[j] = (int8_t)q;
-        }
+        q8_quantize_limited(x + b * EK_BLOCK, inverse, limit, y[b].qs);
     }
     return EK_OK;
 }
@@ -207,27 +205,24 @@ ek_status ek_dequantize_row_q4_1_ref(const ek_block_q4_1 *x, float *y, int64_t k
     return EK_OK;
 }
 
-/* The activation quantizer of the scalar packed kernels: the oracle's numbers, kept in fp32. */
-void ek_quantize_act_row_scaled_scalar(const float *x, int64_t blocks, const float *column_scales, ek_block_q8_act *act) {
+/* The oracle of the row-scaled activations: each block's quants and Σq at the row's one scale, which it returns. */
+float ek_quantize_act_row_scaled_scalar(const float *x, int64_t blocks, const float *column_scales, ek_block_q8_act *act) {
     float amax = 0.0f;
     for (int64_t j = 0; j < blocks * EK_BLOCK; j++) {
         const float v = fabsf(column_scales ? x[j] * column_scales[j] : x[j]);
         amax = v > amax ? v : amax;
     }
     const float d = amax / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    int32_t total = 0;
     for (int64_t b = 0; b < blocks; b++) {
         float scaled[EK_BLOCK];
         for (int j = 0; j < EK_BLOCK; j++)
             scaled[j] = column_scales ? x[b * EK_BLOCK + j] * column_scales[b * EK_BLOCK + j] : x[b * EK_BLOCK + j];
         act[b].sum = q8_quantize(scaled, inverse, act[b].qs);
-        act[b].d = d;
-        act[b].s = 0.0f;
-        total += act[b].sum;
     }
-    for (int64_t b = 0; b < blocks; b++) act[b].row_sum = total;
+    return d;
 }
 
+/* The activation quantizer of the scalar packed kernels: the oracle's numbers, kept in fp32. */
 void ek_quantize_act_scalar(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1) {
     for (int64_t b = 0; b < blocks; b++) {
         float inverse;

@@ -85,18 +85,13 @@ EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(quantize_q8_block)(const float 
 }
 
 /* One row at one scale (ek_quantize_activations_row_scaled): max|x| over the row, then each block at 127 / max. */
-EK_AVX2_TARGET static void EK_AVX2_NAME(quantize_act_row_scaled)(const float *x, int64_t blocks, const float *column_scales,
-                                                                 ek_block_q8_act *act) {
+EK_AVX2_TARGET static float EK_AVX2_NAME(quantize_act_row_scaled)(const float *x, int64_t blocks, const float *column_scales,
+                                                                  ek_block_q8_act *act) {
     const float d = EK_AVX2_NAME(abs_max)(x, column_scales, blocks * EK_BLOCK) / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    int32_t total = 0;
-    for (int64_t b = 0; b < blocks; b++) {
+    for (int64_t b = 0; b < blocks; b++)
         act[b].sum = EK_AVX2_NAME(quantize_q8_scaled)(x + b * EK_BLOCK, column_scales ? column_scales + b * EK_BLOCK : NULL,
                                                       inverse, act[b].qs);
-        act[b].d = d;
-        act[b].s = 0.0f;
-        total += act[b].sum;
-    }
-    for (int64_t b = 0; b < blocks; b++) act[b].row_sum = total;
+    return d;
 }
 
 EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(fp16_round)(float value) {

@@ -58,20 +58,15 @@ EK_AVX512 EK_INLINE float quantize_q8_block(const float *x, int8_t *qs, int32_t 
 }
 
 /* One row at one scale (ek_quantize_activations_row_scaled): max|x| over the row, then each block at 127 / max. */
-EK_AVX512 static void quantize_act_row_scaled_avx512(const float *x, int64_t blocks, const float *column_scales,
-                                                    ek_block_q8_act *act) {
+EK_AVX512 static float quantize_act_row_scaled_avx512(const float *x, int64_t blocks, const float *column_scales,
+                                                     ek_block_q8_act *act) {
     __m512 amax = _mm512_setzero_ps();
     for (int64_t j = 0; j < blocks * EK_BLOCK; j += 16)
         amax = _mm512_max_ps(amax, _mm512_abs_ps(load_scaled(x + j, column_scales ? column_scales + j : NULL)));
     const float d = _mm512_reduce_max_ps(amax) / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    int32_t total = 0;
-    for (int64_t b = 0; b < blocks; b++) {
+    for (int64_t b = 0; b < blocks; b++)
         act[b].sum = quantize_q8_scaled(x + b * EK_BLOCK, column_scales ? column_scales + b * EK_BLOCK : NULL, inverse, act[b].qs);
-        act[b].d = d;
-        act[b].s = 0.0f;
-        total += act[b].sum;
-    }
-    for (int64_t b = 0; b < blocks; b++) act[b].row_sum = total;
+    return d;
 }
 
 EK_AVX512 static void quantize_act_avx512(const float *x, int64_t blocks, ek_block_q8_act *act, bool q8_1) {

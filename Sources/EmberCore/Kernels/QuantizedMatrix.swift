@@ -79,8 +79,8 @@ public final class QuantizedMatrix: @unchecked Sendable {
         let count = blocks.count / MemoryLayout<ek_block_q8_0>.stride
         let q8 = base.assumingMemoryBound(to: ek_block_q8_0.self)
         let seven = ek_q8_0_within_seven_bits(q8, Int64(count)) ? EK_PACKED_Q8_SEVEN_BITS : 0
-        let rowScales = count == rows * (columns / 32) && ek_q8_0_rows_share_scales(q8, Int64(rows), Int64(columns / 32))
-        return seven | (rowScales ? EK_PACKED_Q8_ROW_SCALES : 0)
+        let rowScales = ek_q8_0_rows_share_scales(q8, Int64(rows), Int64(columns / 32)) ? EK_PACKED_Q8_ROW_SCALES : 0
+        return seven | rowScales
     }
 
     private static func pack(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws -> TensorStorage {

@@ -306,8 +306,8 @@ final class EncoderPass: @unchecked Sendable {
     let sentenceOfRow: [Int]
     let rows: Int
     let stages: PassStages
-    /// Sees each layer's four matmul inputs (slot 0 the Q/K/V input, 1 the attention output, 2 the feed-forward input,
-    /// 3 the GELU output) once written, rows × width values; for calibration, on a one-thread pass.
+    /// Sees the inputs of each layer's row-scaled int8 matmuls (slot 0 the Q/K/V input, 1 the attention output, 2 the
+    /// feed-forward input) once written, rows × width values; for calibration, on a one-thread pass.
     var observer: ((_ layer: Int, _ slot: Int, _ values: UnsafePointer<Float>, _ rows: Int, _ width: Int) -> Void)?
 
     init(model: BertModel, plan: EncoderPlan, workspace: EncoderWorkspace, sentences: [[Int]], starts: [Int]) {
@@ -374,7 +374,6 @@ final class EncoderPass: @unchecked Sendable {
             linear(thread, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
             thread.barrier()
             let outputInput = stages.stage(thread, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
-            observe(thread, index, 3, ws.hidden, width: ff)
             _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
             thread.barrier()
             normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
