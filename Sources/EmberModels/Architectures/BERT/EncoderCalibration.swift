@@ -11,7 +11,7 @@ import Foundation
 /// 0.9961; one per row with this smoothing 0.9979, and 0.9991 with the feed-forward output projection — whose GELU
 /// input smoothing does not tame — kept at one scale per block (the choice; without smoothing that mix 0.9971). In
 /// Ember, statistics from ``texts`` and all 20 public sentences held out: min / mean cosine 0.99916 / 0.99955 →
-/// 0.99872 / 0.99935 with VNNI, 0.99800 / 0.99909 → 0.99721 / 0.99859 with seven-bit weights (AVX2 without VNNI);
+/// 0.99853–0.99861 / 0.99935 with VNNI, 0.99800 / 0.99909 → 0.99725 / 0.99858 with seven-bit weights (AVX2 without VNNI);
 /// ONNX Runtime's int8 model, the peer, 0.9860 / 0.9916 on the same sentences.
 struct EncoderCalibration {
     /// [layer][slot][column]: the largest |value| over ``texts`` (slots as ``EncoderPass/observer`` numbers them).
