@@ -59,17 +59,37 @@ struct BertTests {
         if precision == .fp32 { #expect(largestDifference <= 1e-4) }
     }
 
-    /// Texts of three tokens ([CLS] word [SEP]) run the encoder's private stages, every thread all rows; in a batch
-    /// with a longer sentence the same rows run the shared, row-split ones — both give the same embedding at every
-    /// precision (the LayerNorm-then-stage hand-over without a barrier of its own, either way).
+    /// Texts of three tokens ([CLS] word [SEP]) run the encoder's private stages, every thread all rows; beside a
+    /// sentence as short, two threads each run one of them alone through every stage (lanes owning their rows, the
+    /// threads drifting apart between stages of different widths); beside a long sentence the same rows run the
+    /// shared, row-split stages. All three give the same embedding at every precision.
     @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU), (.int8, .cpuAndNeuralEngine), (.int4, .cpuAndNeuralEngine)])
     func shortTextsAloneAndInABatchAgree(precision: Precision, units: ComputeUnits) throws {
         let model = try #require(Self.model)
+        let short = Self.references[0].text, long = try #require(Self.references.max { $0.input_ids.count < $1.input_ids.count }).text
         for text in ["!", "a", "ok"] {
             #expect(model.tokenize(text).count <= 4, "\(text) is a private stage")
+            #expect(EncoderPass.sentenceGroups([text, short].map { model.tokenize($0).count }, parts: 2) != nil, "owned beside \(short)")
+            #expect(EncoderPass.sentenceGroups([text, long].map { model.tokenize($0).count }, parts: 2) == nil, "shared beside the long one")
             let alone = try model.embed([text], units: units, precision: precision).embeddings[0]
-            let batch = try model.embed([text, Self.references[0].text], units: units, precision: precision).embeddings[0]
-            #expect(Self.cosine(alone, batch) > 0.999999, "\(precision) \(text): \(Self.cosine(alone, batch))")
+            for companion in [short, long] {
+                let batch = try model.embed([text, companion], units: units, precision: precision).embeddings[0]
+                #expect(Self.cosine(alone, batch) > 0.999999, "\(precision) \(text) beside \(companion.prefix(20)): \(Self.cosine(alone, batch))")
+            }
+        }
+    }
+
+    /// The benchmark's first 24 sentences on two threads: each thread runs its own twelve or so through every layer
+    /// alone (a lane owning its rows); the embeddings equal one thread's. (On a one-core machine both run one thread.)
+    @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU), (.int8, .cpuAndNeuralEngine), (.int4, .cpuAndNeuralEngine)])
+    func threadsOwningTheirSentencesAgreeWithOneThread(precision: Precision, units: ComputeUnits) throws {
+        let model = try #require(Self.model)
+        let texts = EmbeddingBenchmark.sentences(24)
+        #expect(EncoderPass.sentenceGroups(texts.map { model.tokenize($0).count }, parts: 2) != nil, "two threads own sentences")
+        let two = try model.embed(texts, options: ExecutionOptions(units: units, precision: precision, threads: 2)).embeddings
+        let one = try model.embed(texts, options: ExecutionOptions(units: units, precision: precision, threads: 1)).embeddings
+        for (index, text) in texts.enumerated() {
+            #expect(Self.cosine(two[index], one[index]) > 0.999999, "\(precision) \(text): \(Self.cosine(two[index], one[index]))")
         }
     }
 

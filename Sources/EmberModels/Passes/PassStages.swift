@@ -13,6 +13,10 @@ final class StageBuffers {
     let privatePrepared: [[UnsafeMutableRawPointer]]
     /// Bytes of each shared and each private preparation area.
     let preparedBytes: Int
+    /// Bytes of a shared area per row, the most any preparation takes for a row of the widest width (areas are
+    /// laid out row after row): a lane that owns its rows keeps them from its first row times this, so lanes at stages
+    /// of different widths or preparations never overlap.
+    let sharedRowBytes: Int
     let privatePreparedBytes: Int
     private let arena = BufferArena()
 
@@ -30,6 +34,7 @@ final class StageBuffers {
         let privateBytes = max(bytesNeeded(Self.privateRows, blockWidth), ek_activation_size(Int64(Self.privateRows), Int64(blockWidth)))
         precondition(sharedBytes > 0 && privateBytes > 0, "stage buffers of \(rows) rows × \(width)")
         preparedBytes = sharedBytes
+        sharedRowBytes = sharedBytes / max(1, rows)
         privatePreparedBytes = privateBytes
         prepared = (0..<Self.maxPreparations).map { _ in raw(sharedBytes) }
         privateInput = (0..<threads).map { _ in raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width) }
@@ -37,10 +42,12 @@ final class StageBuffers {
     }
 }
 
-/// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations.
+/// The input of a group of matmuls that share it: fp32 rows, and per matmul its prepared activations, which begin
+/// with row `firstRow`'s.
 struct StageInput {
     var x: UnsafePointer<Float>
     var prepared: (UnsafeRawPointer?, UnsafeRawPointer?, UnsafeRawPointer?)
+    var firstRow = 0
 
     subscript(index: Int) -> UnsafeRawPointer? {
         get {
@@ -95,45 +102,55 @@ final class PassFailure: @unchecked Sendable {
 }
 
 /// What every forward pass does from inside its region: make a stage's
-/// input once per preparation, run a thread's share of a bound matmul, add
+/// input once per preparation, run a lane's part of a bound matmul, add
 /// a bias to the columns it wrote.
 struct PassStages {
     let buffers: StageBuffers
     let failure: PassFailure
 
-    /// Makes a stage's input by `produce` writing this thread's rows into `shared` (a few rows: every thread makes
-    /// all of them in a private copy, no barrier), then prepares it once per distinct preparation of `group`; more
-    /// rows than a private copy holds end at a barrier.
-    func stage(_ thread: RegionThread, width: Int, rows: Int, group: StageGroup, into shared: UnsafeMutablePointer<Float>,
+    /// Makes a stage's input by `produce` writing this lane's rows into `shared` (a few rows of a shared stage: every
+    /// thread makes all of them in a private copy, no barrier), then prepares it once per distinct preparation of
+    /// `group`; more rows than a private copy holds end at a barrier.
+    func stage(_ lane: PassLane, width: Int, rows: Int, group: StageGroup, into shared: UnsafeMutablePointer<Float>,
                produce: (Range<Int>, UnsafeMutablePointer<Float>) -> Void) -> StageInput {
-        let isPrivate = rows <= StageBuffers.privateRows
-        let part = isPrivate ? 0..<rows : thread.share(of: rows)
-        let out = isPrivate ? buffers.privateInput[thread.index] : shared
+        let isPrivate = Self.isPrivate(lane, rows: rows)
+        let part = isPrivate ? 0..<rows : lane.rows(of: rows)
+        let out = isPrivate ? buffers.privateInput[lane.index] : shared
         produce(part, out)
-        return prepare(thread, UnsafePointer(out), width: width, part: part, isPrivate: isPrivate, group: group, produced: true)
+        return prepare(lane, UnsafePointer(out), width: width, part: part, isPrivate: isPrivate, group: group, produced: true)
     }
 
     /// Prepares `source` once per distinct preparation of `group`; a barrier after shared preparations. Every row
-    /// of `source` is already written — or, with `ownShareWritten`, only this thread's share (`thread.share(of:
-    /// rows)`) is, as a row-split LayerNorm leaves it: then one barrier follows the preparation (before it, for a
+    /// of `source` is already written — or, with `ownShareWritten`, only this lane's rows (`lane.rows(of:
+    /// rows)`) are, as a row-split LayerNorm leaves them: then one barrier follows the preparation (before it, for a
     /// private copy) where the writer would otherwise have ended on its own barrier.
-    func stage(_ thread: RegionThread, width: Int, rows: Int, group: StageGroup, source: UnsafeMutablePointer<Float>,
+    func stage(_ lane: PassLane, width: Int, rows: Int, group: StageGroup, source: UnsafeMutablePointer<Float>,
                ownShareWritten: Bool = false) -> StageInput {
-        let isPrivate = rows <= StageBuffers.privateRows
-        if isPrivate && ownShareWritten { thread.barrier() }
-        let part = isPrivate ? 0..<rows : thread.share(of: rows)
-        return prepare(thread, UnsafePointer(source), width: width, part: part, isPrivate: isPrivate, group: group,
+        let isPrivate = Self.isPrivate(lane, rows: rows)
+        if isPrivate && ownShareWritten { lane.barrier() }
+        let part = isPrivate ? 0..<rows : lane.rows(of: rows)
+        return prepare(lane, UnsafePointer(source), width: width, part: part, isPrivate: isPrivate, group: group,
                        produced: ownShareWritten && !isPrivate)
     }
 
-    private func prepare(_ thread: RegionThread, _ input: UnsafePointer<Float>, width: Int, part: Range<Int>, isPrivate: Bool,
+    /// Whether every thread makes a stage of `rows` rows for itself: a few rows of a shared stage (a lane that owns
+    /// its rows makes only those, in the shared buffers at their own offsets).
+    private static func isPrivate(_ lane: PassLane, rows: Int) -> Bool {
+        !lane.ownsRows && rows <= StageBuffers.privateRows
+    }
+
+    private func prepare(_ lane: PassLane, _ input: UnsafePointer<Float>, width: Int, part: Range<Int>, isPrivate: Bool,
                          group: StageGroup, produced: Bool) -> StageInput {
+        // A lane that owns its rows prepares them in its own slice of the shared areas (from its first row's offset at
+        // the widest width): the other lanes may be at a stage of another width meanwhile.
+        let firstRow = lane.ownedRows?.lowerBound ?? 0
+        let laneBase = firstRow * buffers.sharedRowBytes
         func area(_ kind: Int) -> UnsafeMutableRawPointer {
-            isPrivate ? buffers.privatePrepared[thread.index][kind] : buffers.prepared[kind]
+            isPrivate ? buffers.privatePrepared[lane.index][kind] : buffers.prepared[kind] + laneBase
         }
-        let total = isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes
+        let total = (isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes) - laneBase
         for (kind, entry) in group.preparations.enumerated() where !part.isEmpty {
-            let offset = entry.preparation.byteCount(rows: part.lowerBound, columns: width)
+            let offset = entry.preparation.byteCount(rows: part.lowerBound - firstRow, columns: width)
             if offset < 0 || offset > total {
                 failure.record(group.matmuls[entry.user].failure(-1))
             } else {
@@ -142,28 +159,28 @@ struct PassStages {
                 if status != 0 { failure.record(group.matmuls[entry.user].failure(status)) }
             }
         }
-        var result = StageInput(x: input, prepared: (nil, nil, nil))
+        var result = StageInput(x: input, prepared: (nil, nil, nil), firstRow: firstRow)
         for (index, slot) in group.slots.enumerated() {
             if let slot { result[index] = UnsafeRawPointer(area(slot)) }
         }
-        if !isPrivate && (produced || !group.preparations.isEmpty) { thread.barrier() }
+        if !isPrivate && (produced || !group.preparations.isEmpty) { lane.barrier() }
         return result
     }
 
-    /// This thread's share of the weight rows of `matmul`; returns the rows (output columns) it wrote.
+    /// This lane's weight rows of `matmul` (all of them, or its share); returns the rows (output columns) it wrote.
     @discardableResult
-    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int,
+    func matmul(_ lane: PassLane, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int,
                 into y: UnsafeMutablePointer<Float>) -> Range<Int> {
-        self.matmul(thread, matmul, input, slot, inputRows: 0..<rows, into: y)
+        self.matmul(lane, matmul, input, slot, inputRows: 0..<rows, into: y)
     }
 
-    /// This thread's share of `matmul` for the input rows `inputRows` only (their outputs at their own rows of `y`):
+    /// This lane's part of `matmul` for the input rows `inputRows` only (their outputs at their own rows of `y`):
     /// a pass that runs its epilogue on a few rows at a time while the GEMM's outputs are still in cache.
-    func matmul(_ thread: RegionThread, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, inputRows: Range<Int>,
+    func matmul(_ lane: PassLane, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, inputRows: Range<Int>,
                 into y: UnsafeMutablePointer<Float>) -> Range<Int> {
-        let range = matmul.splittable ? thread.share(of: matmul.rows, alignment: 16) : (thread.index == 0 ? 0..<matmul.rows : 0..<0)
+        let range = matmul.splittable ? lane.columns(of: matmul.rows, alignment: 16) : (lane.runsUnsplitWork ? 0..<matmul.rows : 0..<0)
         let first = inputRows.lowerBound
-        let prepared = input[slot].map { $0 + (matmul.preparation?.byteCount(rows: first, columns: matmul.columns) ?? 0) }
+        let prepared = input[slot].map { $0 + (matmul.preparation?.byteCount(rows: first - input.firstRow, columns: matmul.columns) ?? 0) }
         let status = matmul.run(input.x + first * matmul.columns, prepared: prepared, m: inputRows.count,
                                 into: y + first * matmul.rows, rows: range)
         if status != 0 { failure.record(matmul.failure(status)) }

@@ -259,9 +259,12 @@ extension BertModel {
             starts.append(offset)
             offset += ids.count
         }
-        let needed = plan.preparedBytes(rows, max(config.hidden, config.intermediate))
+        let width = max(config.hidden, config.intermediate)
+        let (needed, neededPerRow) = (plan.preparedBytes(rows, width), plan.preparedBytes(1, width))
         return try lock.withLock {
-            if workspace.map({ $0.rows < rows || $0.threads < threads || $0.preparedBytes < needed }) ?? true {
+            // (per row too: threads that own their sentences keep them at a row's worth of bytes per row)
+            if workspace.map({ $0.rows < rows || $0.threads < threads || $0.preparedBytes < needed
+                               || $0.stages.sharedRowBytes < neededPerRow }) ?? true {
                 workspace = EncoderWorkspace(config: config, rows: rows, threads: threads, preparedBytes: plan.preparedBytes)
             }
             let pass = EncoderPass(model: self, plan: plan, workspace: workspace!, sentences: sentences, starts: starts)
@@ -322,6 +325,9 @@ final class EncoderPass: @unchecked Sendable {
     }
 
     func run(on thread: RegionThread) {
+        // A batch of many sentences: each thread runs its own sentences through every layer alone (see PassLane).
+        let ownSentences = Self.sentenceGroups(sentences.map(\.count), parts: thread.count)?[thread.index]
+        let lane = ownSentences.map { PassLane(owning: rowRange(of: $0), on: thread) } ?? PassLane(sharing: thread)
         let config = model.config
         let ops = plan.ops
         let (r, d, ff, heads, headDim) = (rows, config.hidden, config.intermediate, config.heads, config.headDim)
@@ -329,7 +335,7 @@ final class EncoderPass: @unchecked Sendable {
         let scale = 1 / Float(headDim).squareRoot()
         let f32 = TensorType.f32 // read once: each `.f32` in the loops below copied the type (its name is a String)
         // Embeddings: word + position + token type 0, then LayerNorm.
-        for row in thread.share(of: r) {
+        for row in lane.rows(of: r) {
             let sentence = sentenceOfRow[row]
             let (token, position) = (sentences[sentence][row - starts[sentence]], row - starts[sentence])
             let out = ws.projected + row * d
@@ -339,46 +345,84 @@ final class EncoderPass: @unchecked Sendable {
             stages.check(ops.layerNorm.layerNorm(out, gamma: model.embeddingNormGamma, beta: model.embeddingNormBeta,
                                                  into: ws.x + row * d, rows: 1, n: d, eps: eps), ops.layerNorm)
         }
-        // (no barrier: the first stage ends on one; each thread wrote its share of x, as normalize does)
+        // (no barrier: the first stage ends on one; each lane wrote its rows of x, as normalize does)
 
         for (index, layer) in plan.layers.enumerated() {
             let weights = model.layers[index]
             // Self-attention: Q, K, V (+ bias), softmax over each sentence's own tokens.
-            let input = stages.stage(thread, width: d, rows: r, group: layer.attention, source: ws.x, ownShareWritten: true)
+            let input = stages.stage(lane, width: d, rows: r, group: layer.attention, source: ws.x, ownShareWritten: true)
             observe(thread, index, 0, ws.x, width: d)
-            linear(thread, layer.query, weights.query, input, 0, into: ws.q, width: d)
-            linear(thread, layer.key, weights.key, input, 1, into: ws.k, width: d)
-            linear(thread, layer.value, weights.value, input, 2, into: ws.v, width: d)
-            thread.barrier()
+            linear(lane, layer.query, weights.query, input, 0, into: ws.q, width: d)
+            linear(lane, layer.key, weights.key, input, 1, into: ws.k, width: d)
+            linear(lane, layer.value, weights.value, input, 2, into: ws.v, width: d)
+            lane.barrier()
             // Each sentence's heads, one call each: every token of the sentence against all of its tokens (the
-            // threads take the sentence × head items in turn, so each sentence's heads are shared among them).
-            for item in stride(from: thread.index, to: sentences.count * heads, by: thread.count) {
+            // threads take the sentence × head items in turn, so each sentence's heads are shared among them; a lane
+            // that owns its sentences takes all of theirs).
+            let items = ownSentences.map { stride(from: $0.lowerBound * heads, to: $0.upperBound * heads, by: 1) }
+                ?? stride(from: thread.index, to: sentences.count * heads, by: thread.count)
+            for item in items {
                 let (sentence, head) = item.quotientAndRemainder(dividingBy: heads)
                 let first = starts[sentence] * d + head * headDim
                 stages.check(ops.attention.sequenceAttention(cacheType: f32, queries: ws.q + first, keys: ws.k + first, values: ws.v + first,
                                                              stride: d, rows: sentences[sentence].count, headDim: headDim, scale: scale,
                                                              into: ws.attention + first), ops.attention)
             }
-            thread.barrier()
+            lane.barrier()
             // Output projection (+ bias) + residual, LayerNorm.
-            let projectionInput = stages.stage(thread, width: d, rows: r, group: layer.projection, source: ws.attention)
+            let projectionInput = stages.stage(lane, width: d, rows: r, group: layer.projection, source: ws.attention)
             observe(thread, index, 1, ws.attention, width: d)
-            _ = linear(thread, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
+            _ = linear(lane, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
                        residual: ws.x)
-            thread.barrier()
-            normalize(thread, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
+            lane.barrier()
+            normalize(lane, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
-            let intermediateInput = stages.stage(thread, width: d, rows: r, group: layer.feedForward, source: ws.x,
+            let intermediateInput = stages.stage(lane, width: d, rows: r, group: layer.feedForward, source: ws.x,
                                                  ownShareWritten: true)
             observe(thread, index, 2, ws.x, width: d)
-            linear(thread, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
-            thread.barrier()
-            let outputInput = stages.stage(thread, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
-            _ = linear(thread, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
-            thread.barrier()
-            normalize(thread, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
-            if index == plan.layers.count - 1 { thread.barrier() } // no stage follows the last LayerNorm: every row is written here
+            linear(lane, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
+            lane.barrier()
+            let outputInput = stages.stage(lane, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
+            _ = linear(lane, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
+            lane.barrier()
+            normalize(lane, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
+            if index == plan.layers.count - 1 { lane.barrier() } // no stage follows the last LayerNorm: every row is written here
         }
+    }
+
+    /// The rows of `group`'s sentences (consecutive sentences, consecutive rows).
+    private func rowRange(of group: Range<Int>) -> Range<Int> {
+        group.isEmpty ? 0..<0 : starts[group.lowerBound] ..< (starts[group.upperBound - 1] + sentences[group.upperBound - 1].count)
+    }
+
+    /// Largest share of a batch's tokens one thread may own, relative to an even share, for the threads to run whole
+    /// sentences each: above it the busiest thread would take longer alone than the threads sharing every stage
+    /// take together (MiniLM int8, batch 32, 2-core Zen 3: shared stages ran 1.35-1.44× one thread's rate).
+    static let ownedRowsImbalance = 1.3
+
+    /// Consecutive groups of sentences, one per thread, of about equal tokens — or nil where the threads had better
+    /// share every stage: one thread, fewer sentences than threads, or groups too uneven (``ownedRowsImbalance``).
+    static func sentenceGroups(_ lengths: [Int], parts: Int) -> [Range<Int>]? {
+        guard parts > 1, lengths.count >= parts else { return nil }
+        let total = lengths.reduce(0, +)
+        var groups: [Range<Int>] = []
+        var (first, taken) = (0, 0)
+        for part in 1..<parts {
+            // End this group where the running total comes nearest to `part` even shares, leaving a sentence each for
+            // the groups still to come.
+            let target = Double(total) * Double(part) / Double(parts)
+            var end = first + 1
+            var sum = taken + lengths[first]
+            while end < lengths.count - (parts - part), abs(Double(sum + lengths[end]) - target) <= abs(Double(sum) - target) {
+                sum += lengths[end]
+                end += 1
+            }
+            groups.append(first..<end)
+            (first, taken) = (end, sum)
+        }
+        groups.append(first..<lengths.count)
+        let largest = groups.map { $0.reduce(0) { $0 + lengths[$1] } }.max() ?? 0
+        return Double(largest) <= ownedRowsImbalance * Double(total) / Double(parts) ? groups : nil
     }
 
     /// Hands a matmul input to the observer (first thread only; the observed passes run one thread).
@@ -391,21 +435,23 @@ final class EncoderPass: @unchecked Sendable {
     /// thread's half of a 1,536-wide output are 192 KB, still in L2 when the bias, residual and GELU read them back.
     static let epilogueRows = 64
 
-    /// This thread's share of y = x·Wᵀ + b (+ residual) (then GELU); returns the output columns it wrote. A quantized
+    /// This lane's part of y = x·Wᵀ + b (+ residual) (then GELU): its rows, or its share of the output columns of every
+    /// row; returns the output columns it wrote. A quantized
     /// product runs ``epilogueRows`` input rows at a time, each followed by those rows' bias, residual and GELU
     /// while the outputs are in cache: after the whole product, a batch of 32 sentences' 1,536-wide hidden rows
     /// (3.7 MB) has left L2 and the epilogue re-reads them from farther away.
     @discardableResult
-    private func linear(_ thread: RegionThread, _ matmul: BoundMatmul, _ linear: BertModel.Linear, _ input: StageInput, _ slot: Int,
+    private func linear(_ lane: PassLane, _ matmul: BoundMatmul, _ linear: BertModel.Linear, _ input: StageInput, _ slot: Int,
                         into y: UnsafeMutablePointer<Float>, width: Int, residual: UnsafePointer<Float>? = nil,
                         gelu: Bool = false) -> Range<Int> {
         var columns = 0..<0
         let ops = plan.ops
+        let inputRows = lane.ownedRows ?? 0..<rows
         // fp32 (BLAS) takes the rows at once: sgemm's packing per call made 64-row calls 6-10 % slower overall.
-        let step = matmul.preparation == nil ? max(rows, 1) : Self.epilogueRows
-        for chunk in stride(from: 0, to: rows, by: step) {
-            let chunkRows = chunk..<min(rows, chunk + step)
-            columns = stages.matmul(thread, matmul, input, slot, inputRows: chunkRows, into: y)
+        let step = matmul.preparation == nil ? max(inputRows.count, 1) : Self.epilogueRows
+        for chunk in stride(from: inputRows.lowerBound, to: inputRows.upperBound, by: step) {
+            let chunkRows = chunk..<min(inputRows.upperBound, chunk + step)
+            columns = stages.matmul(lane, matmul, input, slot, inputRows: chunkRows, into: y)
             guard !columns.isEmpty else { return columns }
             let (first, count) = (columns.lowerBound, columns.count)
             for row in chunkRows {
@@ -418,11 +464,11 @@ final class EncoderPass: @unchecked Sendable {
         return columns
     }
 
-    /// x = LayerNorm(projected), rows split as `thread.share(of: rows)`; no barrier — the stage that reads x next
+    /// x = LayerNorm(projected) over the lane's rows (`lane.rows(of: rows)`); no barrier — the stage that reads x next
     /// (`ownShareWritten`) ends on one, a barrier fewer per LayerNorm (two per layer of an int8 or int4 encoder).
-    private func normalize(_ thread: RegionThread, gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>) {
+    private func normalize(_ lane: PassLane, gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>) {
         let d = model.config.hidden
-        let part = thread.share(of: rows)
+        let part = lane.rows(of: rows)
         if !part.isEmpty {
             stages.check(plan.ops.layerNorm.layerNorm(ws.projected + part.lowerBound * d, gamma: gamma, beta: beta,
                                                       into: ws.x + part.lowerBound * d, rows: part.count, n: d,

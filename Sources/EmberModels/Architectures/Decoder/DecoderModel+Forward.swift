@@ -174,6 +174,7 @@ final class DecoderPass: @unchecked Sendable {
     }
 
     func run(on thread: RegionThread) {
+        let lane = PassLane(sharing: thread) // a decode step's few rows: every stage shared
         let config = model.config
         let ops = plan.ops
         let (t, d, ff) = (tokens.count, config.hidden, config.feedForward)
@@ -191,13 +192,13 @@ final class DecoderPass: @unchecked Sendable {
             let weights = model.layers[index]
             let sliding = config.slidingLayers[index]
             // Attention: RMSNorm, Q/K/V projections (and biases).
-            let attentionInput = stages.stage(thread, width: d, rows: t, group: layer.attention, into: ws.normed) { part, out in
+            let attentionInput = stages.stage(lane, width: d, rows: t, group: layer.attention, into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.attentionNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
-            let qColumns = stages.matmul(thread, layer.q, attentionInput, 0, rows: t, into: ws.q)
-            let kColumns = stages.matmul(thread, layer.k, attentionInput, 1, rows: t, into: ws.k)
-            let vColumns = stages.matmul(thread, layer.v, attentionInput, 2, rows: t, into: ws.v)
+            let qColumns = stages.matmul(lane, layer.q, attentionInput, 0, rows: t, into: ws.q)
+            let kColumns = stages.matmul(lane, layer.k, attentionInput, 1, rows: t, into: ws.k)
+            let vColumns = stages.matmul(lane, layer.v, attentionInput, 2, rows: t, into: ws.v)
             if let qBias = weights.qBias, let kBias = weights.kBias, let vBias = weights.vBias {
                 stages.addBias(ops.add, qBias, to: ws.q, width: queries, rows: t, columns: qColumns)
                 stages.addBias(ops.add, kBias, to: ws.k, width: kvWidth, rows: t, columns: kColumns)
@@ -248,17 +249,17 @@ final class DecoderPass: @unchecked Sendable {
             thread.barrier()
 
             // Output projection, added to the residual stream (normalized first where the family has post-norms).
-            let projectionInput = stages.stage(thread, width: queries, rows: t, group: layer.projection, source: ws.attention)
-            let projected = stages.matmul(thread, layer.o, projectionInput, 0, rows: t, into: ws.projected)
+            let projectionInput = stages.stage(lane, width: queries, rows: t, group: layer.projection, source: ws.attention)
+            let projected = stages.matmul(lane, layer.o, projectionInput, 0, rows: t, into: ws.projected)
             addToResidual(thread, ops, projected: projected, postNorm: weights.postAttentionNorm, rows: t)
 
             // Feed-forward: RMSNorm, gate and up, SwiGLU or GeGLU, down, added to the residual stream.
-            let feedForwardInput = stages.stage(thread, width: d, rows: t, group: layer.feedForward, into: ws.normed) { part, out in
+            let feedForwardInput = stages.stage(lane, width: d, rows: t, group: layer.feedForward, into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.feedForwardNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
-            stages.matmul(thread, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
-            stages.matmul(thread, layer.up, feedForwardInput, 1, rows: t, into: ws.up)
+            stages.matmul(lane, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
+            stages.matmul(lane, layer.up, feedForwardInput, 1, rows: t, into: ws.up)
             thread.barrier()
             let elements = thread.share(of: t * ff, alignment: 32)
             if !elements.isEmpty {
@@ -270,18 +271,18 @@ final class DecoderPass: @unchecked Sendable {
                 }
             }
             thread.barrier()
-            let downInput = stages.stage(thread, width: ff, rows: t, group: layer.downProjection, source: ws.hidden)
-            let down = stages.matmul(thread, layer.down, downInput, 0, rows: t, into: ws.projected)
+            let downInput = stages.stage(lane, width: ff, rows: t, group: layer.downProjection, source: ws.hidden)
+            let down = stages.matmul(lane, layer.down, downInput, 0, rows: t, into: ws.projected)
             addToResidual(thread, ops, projected: down, postNorm: weights.postFeedForwardNorm, rows: t)
         }
 
         // Final RMSNorm and the output projection, for the rows asked for.
         let first = t - outputRows
-        let outputInput = stages.stage(thread, width: d, rows: outputRows, group: plan.outputStage, into: ws.normed) { part, out in
+        let outputInput = stages.stage(lane, width: d, rows: outputRows, group: plan.outputStage, into: ws.normed) { part, out in
             self.stages.check(ops.norm.rmsNorm(self.ws.x + (first + part.lowerBound) * d, weight: self.model.outputNorm,
                                                into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
         }
-        stages.matmul(thread, plan.output, outputInput, 0, rows: outputRows, into: logits)
+        stages.matmul(lane, plan.output, outputInput, 0, rows: outputRows, into: logits)
     }
 
     /// x += ws.projected, then a barrier. Without a post-norm each thread adds the columns it just computed; with
