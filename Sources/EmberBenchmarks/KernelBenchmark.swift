@@ -86,35 +86,12 @@ public struct KernelBenchmark: Sendable {
         self.minimumRoundSeconds = minimumRoundSeconds
     }
 
-    /// A buffer of `bytes` distinct random bytes for the streaming-read loop.
-    /// (Zero pages would not do: the host may share identical pages, and then
-    /// "reading 512 MiB" reads a few cached pages.)
-    public final class ReadBuffer: @unchecked Sendable {
-        let storage: TensorStorage
-        /// Size of the buffer in bytes.
-        public var byteCount: Int { storage.byteCount }
-
-        /// Allocates `bytes` bytes (512 MiB by default) and fills them with seeded pseudo-random words.
-        public init(bytes: Int = 512 << 20) {
-            storage = TensorStorage(zeroedByteCount: bytes)
-            let words = storage.baseAddress.bindMemory(to: UInt64.self, capacity: bytes / 8)
-            var generator = SplitMix64(seed: 0xba5e)
-            for index in 0..<(bytes / 8) { words[index] = generator.next() }
-        }
-    }
+    /// The streaming-read buffer (512 MiB by default: many times any last-level cache).
+    public typealias ReadBuffer = StreamingReadBuffer
 
     /// One streaming read of `buffer` on ``threads`` threads, GB/s.
     public func readBandwidthSample(_ buffer: ReadBuffer) -> Double {
-        let base = UnsafeRawPointer(buffer.storage.baseAddress), bytes = buffer.byteCount
-        let isaValue = isa.cValue
-        let sink = StatusCollector()
-        let seconds = Measurement.seconds {
-            RowSplit.run(rows: bytes / 4096, threads: threads, alignment: 1, workPerRow: 1 << 20, pool: pool) { pages in
-                let checksum = ek_read_stream(isaValue, base + pages.lowerBound * 4096, pages.count * 4096)
-                if checksum == 1 { sink.record(EK_ERR_RANGE) } // keeps the reads from being optimised away
-            }
-        }
-        return Double(bytes) / seconds / 1e9
+        buffer.readGBs(isa: isa, threads: threads, pool: pool)
     }
 
     /// Median streaming-read bandwidth over `rounds` reads of `buffer` (after one warm-up), GB/s.

@@ -161,7 +161,7 @@ struct BenchKernelsCommand: ParsableCommand {
         let benchmark = KernelBenchmark(isa: context.isa, pool: context.pool, threads: threads, rounds: quick ? 3 : rounds,
                                         minimumRoundSeconds: quick ? 0.02 : 0.05)
         let library = context.blas
-        let buffer = KernelBenchmark.ReadBuffer()
+        let buffer = try KernelBenchmark.ReadBuffer(bytes: 512 << 20)
         let bandwidth = benchmark.readBandwidth(buffer)
         let shapes = quick ? Array(KernelBenchmark.standardShapes.prefix(3)) : KernelBenchmark.standardShapes
         if !json {

@@ -184,7 +184,13 @@ struct ComputeUnitTests {
             let neural = profiles[.neuralEngine]!.cost(at: .int8)!.estimate(work: 1e9)
             let cpu = profiles[.cpu]!.cost(at: .int8)!.estimate(work: 1e9)
             #expect(neural.joules < cpu.joules, "the SIMD route costs less energy per op than the scalar one")
+            // What decoding streams per weight: the block type's own bytes where the kernels read the blocks,
+            // fp32's where the backend dequantizes once (the GPU route's BLAS).
+            #expect(profiles[.neuralEngine]!.weightBytes["int8"] == 34.0 / 32)
+            #expect(profiles[.neuralEngine]!.weightBytes["int4"] == 20.0 / 32)
         }
+        #expect(profiles[.gpu]!.weightBytes["int8"] == 4 && profiles[.gpu]!.weightBytes["fp32"] == 4)
+        #expect(profiles[.cpu]!.weightBytes["int4"] == 20.0 / 32, "the scalar reference reads Q4_1 blocks as they are")
     }
 
     /// Calibration measures every available backend's ops, and a cache from another machine is not used.
@@ -197,6 +203,9 @@ struct ComputeUnitTests {
             }
         }
         #expect(measured.key == context.calibrationKey)
+        // The memory's read bandwidth, which bounds decoding, is measured with the ops (any machine: 0.5 GB/s to 10 TB/s).
+        let bandwidth = try #require(measured.readGBs)
+        #expect((0.5...10_000).contains(bandwidth), "read bandwidth \(bandwidth) GB/s")
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ember-calibration-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try measured.write(to: file)
@@ -204,6 +213,7 @@ struct ComputeUnitTests {
         #expect(read == measured)
         let other = ComputeContext()
         #expect(other.adopt(read))
+        #expect(other.calibration.readGBs == bandwidth)
         var foreign = read
         foreign.key = "another machine"
         #expect(!ComputeContext().adopt(foreign))

@@ -23,7 +23,7 @@ struct CostPolicyTests {
             for (precision, cost) in precisions where precision != .fp32 {
                 table.units[unit]![precision] = UnitCost(gops: cost.gops / quantized, joulesPerGop: cost.joulesPerGop * quantized,
                                                          dispatchMicroseconds: cost.dispatchMicroseconds,
-                                                         decodeEfficiency: cost.decodeEfficiency, source: cost.source)
+                                                         decodeGops: cost.decodeGops / quantized, source: cost.source)
             }
         }
         return CostModel(units: table)
@@ -60,7 +60,7 @@ struct CostPolicyTests {
                     units[unit, default: [:]][precision] = UnitCost(
                         gops: .random(in: 1...2000, using: &generator), joulesPerGop: .random(in: 0.005...5, using: &generator),
                         dispatchMicroseconds: .random(in: 0...50, using: &generator),
-                        decodeEfficiency: .random(in: 0.02...1, using: &generator))
+                        decodeGops: .random(in: 0.5...2000, using: &generator))
                 }
             }
             let quality = QualityProfile(metric: "perplexity", loss: [.int8: .random(in: 0...0.01, using: &generator),

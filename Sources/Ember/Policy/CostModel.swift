@@ -118,11 +118,11 @@ public struct CostModel: Sendable {
 
     /// Predicted seconds, joules and quality loss of `workload` at `precision` on `unit` with `threads` of `maxThreads`;
     /// nil when the unit does not run the precision. Time: dispatch + batched work at the calibrated rate + sequential
-    /// work at its decode fraction, stretched when fewer threads run; energy: the unit's power over the core-seconds
+    /// work at its decode rate (``UnitCost/decodeGops``, bound by memory), stretched when fewer threads run; energy: the unit's power over the core-seconds
     /// (the same whatever the thread count); both scaled by what requests of this kind measured.
     public func predict(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, maxThreads: Int) -> Prediction? {
         guard let cost = units.cost(unit, precision), cost.gops > 0 else { return nil }
-        let busy = workload.batchedGigaOps / cost.gops + workload.sequentialGigaOps / (cost.gops * max(cost.decodeEfficiency, 1e-4))
+        let busy = workload.batchedGigaOps / cost.gops + workload.sequentialGigaOps / max(cost.decodeGops, 1e-6)
         let correction = correction(unit, precision, kind: workload.kind, threads: threads)
         let stretch = Double(max(1, maxThreads)) / Double(max(1, min(threads, maxThreads)))
         return Prediction(seconds: (cost.dispatchMicroseconds * 1e-6 + busy * stretch) * correction,

@@ -12,30 +12,44 @@ public struct UnitCost: Sendable, Equatable, Encodable {
     public var joulesPerGop: Double
     /// Fixed time to hand work to the unit, in microseconds.
     public var dispatchMicroseconds: Double
-    /// The fraction of ``gops`` reached one row at a time (decoding, where the weights stream from memory);
-    /// calibration cannot see it on small shapes, so it starts at the documented default and is learned from requests.
-    public var decodeEfficiency: Double
+    /// Billions of operations per second one row at a time (decoding a token, where every weight streams from
+    /// memory once): the lesser of ``gops`` and what the memory's read bandwidth allows at the precision's bytes per
+    /// weight (``memoryBoundDecodeGops(readGBs:precision:)``). Calibration's small shapes stay in the caches and cannot
+    /// see this; requests correct it further.
+    public var decodeGops: Double
     /// Where the numbers come from: "measured", "default", or the calibration file's name.
     public var source: String
 
-    /// Documented starting point for ``decodeEfficiency``: decode rates over calibrated rates on this project's
-    /// machine kind (SmolLM2 135M, 64 tokens, 2 threads, 2026-11-25: int4 390 tok/s, int8 310, fp32 95, i.e. 105, 83
-    /// and 26 billion operations per second against calibrated 1000, 970 and 160).
-    public static func defaultDecodeEfficiency(_ precision: Precision) -> Double {
+    /// The share of the read bandwidth decoding reaches at each precision, measured on this project's Zen 3 kind
+    /// (SmolLM2 135M, 64 tokens, 2 threads, read bandwidth 30.8 GB/s, 2026-11-27): fp32 37 tokens/s × 538 MB of
+    /// weights = 0.65 of it, int8 (Q8_0) 120 × 143 MB = 0.56, int4 122 × 84 MB at Q4_1's 0.625 bytes per weight =
+    /// 0.33 (its output matrix stays Q8_0, and the attention and barriers weigh more at fewer bytes).
+    public static func decodeBandwidthShare(_ precision: Precision) -> Double {
         switch precision {
-        case .fp32: 0.16
-        case .int8: 0.085
-        case .int4: 0.10
+        case .fp32: 0.65
+        case .int8: 0.55
+        case .int4: 0.35
         }
     }
 
-    /// A cost of `gops` billion operations per second at `joulesPerGop`.
+    /// Billions of operations per second decoding can reach at `precision` when the weights stream at `readGBs`
+    /// GB/s: two per weight, at ``decodeBandwidthShare(_:)`` of the bandwidth, over the bytes each weight takes
+    /// (`weightBytes`; the precision's own type when nil). Weights a backend holds as fp32 (4 bytes) stream as fp32 does.
+    public static func memoryBoundDecodeGops(readGBs: Double, precision: Precision, weightBytes: Double? = nil) -> Double {
+        let type = TensorType.derived(for: precision)
+        let bytes = max(weightBytes ?? Double(type.blockBytes) / Double(type.blockSize), 1e-3)
+        let share = bytes >= 4 ? decodeBandwidthShare(.fp32) : decodeBandwidthShare(precision)
+        return 2 * max(readGBs, 1e-3) * share / bytes
+    }
+
+    /// A cost of `gops` billion operations per second at `joulesPerGop`, `decodeGops` one row at a time (`gops`
+    /// when not given: a unit that is compute-bound either way).
     public init(gops: Double, joulesPerGop: Double, dispatchMicroseconds: Double = 20,
-                decodeEfficiency: Double = 0.1, source: String = "measured") {
+                decodeGops: Double? = nil, source: String = "measured") {
         self.gops = gops
         self.joulesPerGop = joulesPerGop
         self.dispatchMicroseconds = dispatchMicroseconds
-        self.decodeEfficiency = decodeEfficiency
+        self.decodeGops = min(gops, decodeGops ?? gops)
         self.source = source
     }
 
@@ -46,14 +60,15 @@ public struct UnitCost: Sendable, Equatable, Encodable {
         case gops, source
         case joulesPerGop = "joules_per_gop"
         case dispatchMicroseconds = "dispatch_us"
-        case decodeEfficiency = "decode_efficiency"
+        case decodeGops = "decode_gops"
     }
 }
 
 /// Every compute unit's cost at every precision it runs — the shape of a calibration file:
 /// `{"units": {"neural-engine": {"int8": {"gops": 120, "joules_per_gop": 0.10}, "int4": {…}}, "gpu": {"fp32": {…}}, "cpu": {…}}}`
-/// (`dispatch_us`, `decode_efficiency` and `source` are optional). `ember policy --print-calibration` writes this
-/// machine's; `ember policy --calibration FILE` decides from another.
+/// (`dispatch_us`, `decode_gops` and `source` are optional; without `decode_gops` decoding is bound by the file's
+/// top-level `read_gbs`, 30 GB/s when absent). `ember policy --print-calibration` writes this machine's;
+/// `ember policy --calibration FILE` decides from another.
 public struct UnitCostTable: Sendable, Equatable {
     /// Unit → precision → cost; a unit or precision that is absent does not run there.
     public var units: [ComputeUnit: [Precision: UnitCost]]
@@ -64,15 +79,24 @@ public struct UnitCostTable: Sendable, Equatable {
     /// The cost of `precision` on `unit`, nil when the unit does not run it.
     public func cost(_ unit: ComputeUnit, _ precision: Precision) -> UnitCost? { units[unit]?[precision] }
 
-    /// The matmul costs calibration measured for each route (``ComputeContext/unitProfiles``).
-    public init(profiles: [UnitProfile]) {
+    /// This machine's costs as `context` measured them: each route's matmul cost and the memory's read bandwidth.
+    public init(context: ComputeContext) {
+        self.init(profiles: context.unitProfiles,
+                  readGBs: context.calibration.readGBs ?? Calibration.defaultReadGBsPerTwoCores * Double(context.maximumThreads) / 2)
+    }
+
+    /// The matmul costs calibration measured for each route (``ComputeContext/unitProfiles``), decoding bound by
+    /// `readGBs` GB/s of read bandwidth.
+    public init(profiles: [UnitProfile], readGBs: Double) {
         var units: [ComputeUnit: [Precision: UnitCost]] = [:]
         for profile in profiles {
             for precision in Precision.allCases {
                 guard let cost = profile.cost(at: precision) else { continue }
                 units[profile.unit, default: [:]][precision] = UnitCost(
                     gops: cost.throughput / 1e9, joulesPerGop: cost.joulesPerUnit * 1e9,
-                    dispatchMicroseconds: cost.dispatchMicroseconds, decodeEfficiency: UnitCost.defaultDecodeEfficiency(precision),
+                    dispatchMicroseconds: cost.dispatchMicroseconds,
+                    decodeGops: UnitCost.memoryBoundDecodeGops(readGBs: readGBs, precision: precision,
+                                                                weightBytes: profile.weightBytes[precision.rawValue]),
                     source: cost.source)
             }
         }
@@ -82,22 +106,18 @@ public struct UnitCostTable: Sendable, Equatable {
     /// The costs measured on this project's machine kind (AMD EPYC Zen 5, 2 threads, AVX-512 VNNI,
     /// OPENBLAS_CORETYPE=Haswell; `ember info`, best of five rounds, 2026-11-25): what the policy decides from when it
     /// is given no calibration (`BackendPolicy.decide` without a ``CostModel``, `ember policy --reference-costs`).
-    public static let reference = UnitCostTable(units: ([
-        .neuralEngine: [.int4: UnitCost(gops: 1119, joulesPerGop: 0.0107, source: "reference"),
-                        .int8: UnitCost(gops: 1001, joulesPerGop: 0.0120, source: "reference")],
-        .gpu: [.fp32: UnitCost(gops: 161, joulesPerGop: 0.0746, source: "reference"),
-               .int8: UnitCost(gops: 164, joulesPerGop: 0.0731, source: "reference"),
-               .int4: UnitCost(gops: 166, joulesPerGop: 0.0722, source: "reference")],
-        .cpu: [.fp32: UnitCost(gops: 25, joulesPerGop: 0.49, dispatchMicroseconds: 2, source: "reference"),
+    /// Decoding there (SmolLM2 135M, 64 tokens): int4 390 tokens/s, int8 310, fp32 95 — 105, 83 and 26 billion
+    /// operations per second; the GPU route holds its int8 and int4 weights as fp32 and so decodes at fp32's rate.
+    public static let reference = UnitCostTable(units: [
+        .neuralEngine: [.int4: UnitCost(gops: 1119, joulesPerGop: 0.0107, decodeGops: 105, source: "reference"),
+                        .int8: UnitCost(gops: 1001, joulesPerGop: 0.0120, decodeGops: 83, source: "reference")],
+        .gpu: [.fp32: UnitCost(gops: 161, joulesPerGop: 0.0746, decodeGops: 26, source: "reference"),
+               .int8: UnitCost(gops: 164, joulesPerGop: 0.0731, decodeGops: 26, source: "reference"),
+               .int4: UnitCost(gops: 166, joulesPerGop: 0.0722, decodeGops: 26, source: "reference")],
+        .cpu: [.fp32: UnitCost(gops: 25, joulesPerGop: 0.49, dispatchMicroseconds: 2, decodeGops: 25, source: "reference"),
                .int8: UnitCost(gops: 17, joulesPerGop: 0.69, dispatchMicroseconds: 2, source: "reference"),
                .int4: UnitCost(gops: 8, joulesPerGop: 1.42, dispatchMicroseconds: 2, source: "reference")],
-    ] as [ComputeUnit: [Precision: UnitCost]]).mapValues { precisions in
-        Dictionary(uniqueKeysWithValues: precisions.map { precision, cost in
-            var cost = cost
-            cost.decodeEfficiency = UnitCost.defaultDecodeEfficiency(precision)
-            return (precision, cost)
-        })
-    })
+    ])
 
     /// Reads a calibration file; the error names the file, the field, what was found and what is expected.
     public static func read(from path: String) throws -> UnitCostTable {
@@ -115,6 +135,13 @@ public struct UnitCostTable: Sendable, Equatable {
         guard let units = root["units"] as? [String: Any] else {
             throw PolicyInputError(file: file, field: "units", found: root["units"].map { "\($0)" } ?? "nothing",
                                    expected: "an object keyed by unit: neural-engine, gpu, cpu")
+        }
+        var readGBs = Calibration.defaultReadGBsPerTwoCores
+        if let raw = root["read_gbs"] {
+            guard let value = (raw as? NSNumber)?.doubleValue, !"\(type(of: raw))".contains("Boolean"), value.isFinite, value > 0, value < 1e6 else {
+                throw PolicyInputError(file: file, field: "read_gbs", found: "\(raw)", expected: "a number of GB/s above 0")
+            }
+            readGBs = value
         }
         var table: [ComputeUnit: [Precision: UnitCost]] = [:]
         for (unitName, value) in units {
@@ -150,7 +177,8 @@ public struct UnitCostTable: Sendable, Equatable {
                     gops: try number("gops", required: true, range: 1e-6...1e9)!,
                     joulesPerGop: try number("joules_per_gop", required: true, range: 0...1e6)!,
                     dispatchMicroseconds: try number("dispatch_us", required: false, range: 0...1e7) ?? 20,
-                    decodeEfficiency: try number("decode_efficiency", required: false, range: 1e-4...1) ?? UnitCost.defaultDecodeEfficiency(precision),
+                    decodeGops: try number("decode_gops", required: false, range: 1e-6...1e9)
+                        ?? UnitCost.memoryBoundDecodeGops(readGBs: readGBs, precision: precision),
                     source: (object["source"] as? String) ?? name)
             }
         }

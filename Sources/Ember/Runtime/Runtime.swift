@@ -83,13 +83,13 @@ public final class Runtime: Sendable {
             if let cores = context.pool.cores(for: qos) { policy.threadLimits[qos] = max(1, cores.count) }
         }
         scheduler = InferenceScheduler(source: powerSource, configuration: policy, memoryBudget: configuration.memoryBudget,
-                                       costs: CostModel(units: UnitCostTable(profiles: context.unitProfiles)))
+                                       costs: CostModel(units: UnitCostTable(context: context)))
     }
 
     /// The costs a decision made now is predicted from: this machine's calibration and the loaded models' quality
     /// (without what the scheduler has learned from requests; ``InferenceScheduler/costs`` has that).
     public var costModel: CostModel {
-        CostModel(units: UnitCostTable(profiles: context.unitProfiles), qualities: scheduler.qualities.all)
+        CostModel(units: UnitCostTable(context: context), qualities: scheduler.qualities.all)
     }
 
     /// The policy's decision for `request` in power `state` (the source's current one when omitted), from
@@ -168,7 +168,7 @@ public final class Runtime: Sendable {
     @discardableResult
     public func loadPlugin(at path: String) throws -> LoadedPlugin {
         let plugin = try context.loadPlugin(at: path)
-        let units = UnitCostTable(profiles: context.unitProfiles)
+        let units = UnitCostTable(context: context)
         let scheduler = scheduler
         Task { await scheduler.updateUnitCosts(units) }
         return plugin

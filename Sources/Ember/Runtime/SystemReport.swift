@@ -109,10 +109,13 @@ public struct SystemReport: Sendable, Codable {
         public var source: String
         /// When they were measured, in seconds since 1970 (nil for defaults).
         public var measuredAt: Double?
+        /// The memory's streaming read bandwidth on every worker, GB/s: what bounds decoding (nil: not known).
+        public var readGBs: Double?
 
         enum CodingKeys: String, CodingKey {
             case source
             case measuredAt = "measured_at"
+            case readGBs = "read_gbs"
         }
     }
 
@@ -251,7 +254,8 @@ public struct SystemReport: Sendable, Codable {
             backends: backends,
             plugins: registry.plugins,
             pluginFailures: registry.pluginFailures,
-            calibration: CalibrationSummary(source: runtime.calibrationSource, measuredAt: calibration.measuredAt),
+            calibration: CalibrationSummary(source: runtime.calibrationSource, measuredAt: calibration.measuredAt,
+                                            readGBs: calibration.readGBs),
             energySource: context.energyCounter.isAvailable ? "measured (RAPL, /sys/class/powercap)" : "modelled (no RAPL counter readable)",
             power: powerState, powerSource: powerSource,
             memory: Memory(physicalBytes: memoryLimit.physicalBytes, cgroupLimitBytes: memoryLimit.cgroupBytes,
@@ -306,7 +310,8 @@ public struct SystemReport: Sendable, Codable {
             result.append("backend    \(backend.name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(backend.unit), score \(backend.score), "
                 + "\(backend.source)\(backend.disabled.map { " — DISABLED: \($0)" } ?? ""): \(ops.joined(separator: " "))")
         }
-        result.append("costs      \(calibration.source)")
+        result.append("costs      \(calibration.source)"
+            + (calibration.readGBs.map { String(format: "; memory reads %.1f GB/s (bounds decoding)", $0) } ?? ""))
         result.append("energy     \(energySource)")
         result.append("power      \(power.map(\.description) ?? "unknown") — \(powerSource)")
         let limit = MemoryLimit(physicalBytes: memory.physicalBytes, cgroupBytes: memory.cgroupLimitBytes)

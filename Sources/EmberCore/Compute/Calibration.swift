@@ -51,12 +51,20 @@ public struct Calibration: Sendable, Codable, Equatable {
     public var measuredAt: Double?
     /// Backend name → "op/type" → cost.
     public var costs: [String: [String: OpCost]]
+    /// The memory's streaming read bandwidth on all the pool's threads, GB/s: what decoding a token (every weight
+    /// read once, from memory rather than cache) is bound by. Nil when not measured.
+    public var readGBs: Double?
 
-    /// A calibration with `key` and `costs`.
-    public init(key: String, measuredAt: Double? = nil, costs: [String: [String: OpCost]]) {
+    /// The read bandwidth assumed until calibration measures one, GB/s per two cores: this project's Zen 3 kind
+    /// measured 30.8 (`ember bench kernels`, 2 threads, 2026-11-27).
+    public static let defaultReadGBsPerTwoCores = 30.0
+
+    /// A calibration with `key`, `costs` and `readGBs`.
+    public init(key: String, measuredAt: Double? = nil, costs: [String: [String: OpCost]], readGBs: Double? = nil) {
         self.key = key
         self.measuredAt = measuredAt
         self.costs = costs
+        self.readGBs = readGBs
     }
 
     /// The cost of `support` on the backend called `backend`, if known.
@@ -103,6 +111,7 @@ public struct Calibration: Sendable, Codable, Equatable {
     enum CodingKeys: String, CodingKey {
         case key, costs
         case measuredAt = "measured_at"
+        case readGBs = "read_gbs"
     }
 }
 
@@ -132,6 +141,14 @@ public struct UnitProfile: Sendable, Codable {
     /// Matmul cost per precision ("fp32", "int8", "int4"), from the best backend on the route for the precision's
     /// type (F32, Q8_0, Q4_1).
     public var costs: [String: OpCost]
+    /// Bytes each weight takes as that backend holds it, per precision: the type's own (1.0625 for Q8_0) unless the
+    /// backend converts the weights once (the GPU route's BLAS dequantizes them: 4). Decoding reads them all per token.
+    public var weightBytes: [String: Double] = [:]
+
+    enum CodingKeys: String, CodingKey {
+        case unit, resource, backends, ops, costs
+        case weightBytes = "weight_bytes"
+    }
 
     /// The execution resource of `unit`'s route.
     public static func resource(of unit: ComputeUnit) -> ExecutionResource {

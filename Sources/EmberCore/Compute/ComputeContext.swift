@@ -102,7 +102,7 @@ public final class ComputeContext: @unchecked Sendable {
     /// What a calibration must hold for to be used here: CPU, kernel ISA, BLAS core, cores and built-in backends.
     public var calibrationKey: String {
         let builtIns = backends.all.filter { !$0.descriptor.source.isPlugin }.map(\.descriptor.name).joined(separator: ",")
-        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v3"
+        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v4"
     }
 
     /// Uses `calibration`'s costs of the built-in backends if its key is this context's (a cache from an earlier run;
@@ -116,6 +116,7 @@ public final class ComputeContext: @unchecked Sendable {
             for (name, costs) in calibration.costs where builtIns.contains(name) { merged.costs[name] = costs }
             merged.key = calibration.key
             merged.measuredAt = calibration.measuredAt
+            merged.readGBs = calibration.readGBs ?? merged.readGBs
             calibrationValue = merged
         }
         return true
@@ -131,12 +132,15 @@ public final class ComputeContext: @unchecked Sendable {
 
     /// Measures every available backend's ops now (each op on a representative shape, the best of five rounds: on a
     /// shared machine the median of three moved by 2× between runs, and the best is what the hardware does)
-    /// and uses the result; takes well under a second. Call it when the host asks, or at start — never inside a request.
+    /// and the memory's read bandwidth, and uses the result; takes well under a second. Call it when the host asks, or
+    /// at start — never inside a request.
     @discardableResult
     public func calibrate() -> Calibration {
         let key = calibrationKey
         let measured = measure(backends.available)
+        let bandwidth = measureReadBandwidth()
         return lock.withLock {
+            if let bandwidth { calibrationValue.readGBs = bandwidth }
             for (name, costs) in measured { calibrationValue.costs[name] = costs }
             calibrationValue.key = key
             calibrationValue.measuredAt = Date().timeIntervalSince1970
@@ -206,6 +210,20 @@ public final class ComputeContext: @unchecked Sendable {
         return result
     }
 
+    /// Bytes the read-bandwidth probe streams: four times a 32 MiB last-level cache, so repeated reads find little of
+    /// it there.
+    public static let readProbeBytes = 128 << 20
+
+    /// The best of six streaming reads of ``readProbeBytes`` on every thread of the pool (after one warm-up read), GB/s;
+    /// nil when the memory cannot be had (`ulimit -v`). About 60 ms. The best, as for the ops: on the shared machines
+    /// single reads of one buffer moved between 14 and 33 GB/s within a second.
+    private func measureReadBandwidth() -> Double? {
+        guard let buffer = try? StreamingReadBuffer(bytes: Self.readProbeBytes) else { return nil }
+        let threads = pool.threadsPerClass
+        _ = buffer.readGBs(isa: isa, threads: threads, pool: pool)
+        return (0..<6).map { _ in buffer.readGBs(isa: isa, threads: threads, pool: pool) }.max()
+    }
+
     /// One run of `probe` on `backend`, `repetitions` calls (one: the first, checked call). A plugin's ops are
     /// called straight from its table here, so one that is not concurrent is called alone; its matmul serialises its
     /// own calls (and binding), so wrapping it too would lock twice.
@@ -223,7 +241,8 @@ public final class ComputeContext: @unchecked Sendable {
                 ($0.description, defaultCost($0, on: backend.descriptor))
             })
         }
-        return Calibration(key: calibrationKey, costs: costs)
+        return Calibration(key: calibrationKey, costs: costs,
+                           readGBs: Calibration.defaultReadGBsPerTwoCores * Double(pool.threadsPerClass) / 2)
     }
 
     /// Documented defaults (this project's machine kind, 2 cores, medians of `ember bench kernels` / `bench blas`),
@@ -255,14 +274,19 @@ public final class ComputeContext: @unchecked Sendable {
             let onUnit = available.filter { $0.descriptor.unit == unit }.sorted { $0.descriptor.score > $1.descriptor.score }
             let ops = Set(onUnit.flatMap { $0.descriptor.supports.map(\.op.rawValue) }).sorted()
             var costs: [String: OpCost] = [:]
+            var weightBytes: [String: Double] = [:]
             for precision in Precision.allCases {
-                let support = OpSupport(.matmul, TensorType.derived(for: precision))
+                let type = TensorType.derived(for: precision)
+                let support = OpSupport(.matmul, type)
                 if let best = onUnit.first(where: { $0.descriptor.supports.contains(support) }) {
                     costs[precision.rawValue] = cost(support, on: best.descriptor.name)
+                    // A backend's conversion holds the weights as fp32 (`BackendDescriptor.conversion`).
+                    weightBytes[precision.rawValue] = best.descriptor.convertedTypes.contains(type)
+                        ? 4 : Double(type.blockBytes) / Double(type.blockSize)
                 }
             }
             return UnitProfile(unit: unit, resource: UnitProfile.resource(of: unit), backends: onUnit.map(\.descriptor.name),
-                               ops: ops, costs: costs)
+                               ops: ops, costs: costs, weightBytes: weightBytes)
         }
     }
 
