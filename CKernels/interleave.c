@@ -23,6 +23,8 @@ static const ek_il_kernels *il_kernels_for(ek_isa isa) {
 
 size_t ek_il_group_block_bytes(ek_format format) {
     switch (format) {
+    case EK_FORMAT_Q4_0: return EK_IL_Q4_0_BYTES;
+    case EK_FORMAT_Q4_1: return EK_IL_Q4_1_BYTES;
     case EK_FORMAT_Q5_0: return EK_IL_Q5_0_BYTES;
     case EK_FORMAT_Q5_1: return EK_IL_Q5_1_BYTES;
     case EK_FORMAT_IQ4_NL: return EK_IL_IQ4_NL_BYTES;
@@ -108,6 +110,19 @@ static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) 
         src = zero_block;
     }
     switch (format) {
+    case EK_FORMAT_Q4_0: {
+        const ek_block_q4_0 *b = (const ek_block_q4_0 *)src;
+        memcpy(gb + 2 * r, &b->d, 2);
+        spread_lanes(b->qs, 16, gb + EK_IL_Q4_0_QUANTS, r);
+        break;
+    }
+    case EK_FORMAT_Q4_1: {
+        const ek_block_q4_1 *b = (const ek_block_q4_1 *)src;
+        memcpy(gb + 2 * r, &b->d, 2);
+        memcpy(gb + EK_IL_Q4_1_MINS + 2 * r, &b->m, 2);
+        spread_lanes(b->qs, 16, gb + EK_IL_Q4_1_QUANTS, r);
+        break;
+    }
     case EK_FORMAT_Q5_0: {
         const ek_block_q5_0 *b = (const ek_block_q5_0 *)src;
         memcpy(gb + 2 * r, &b->d, 2);
@@ -168,6 +183,19 @@ static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) 
 /* Row r's block back from group-block gb into dst (GGUF). */
 static void get_block(ek_format format, const uint8_t *gb, int r, uint8_t *dst) {
     switch (format) {
+    case EK_FORMAT_Q4_0: {
+        ek_block_q4_0 *b = (ek_block_q4_0 *)dst;
+        memcpy(&b->d, gb + 2 * r, 2);
+        gather_lanes(gb + EK_IL_Q4_0_QUANTS, 16, b->qs, r);
+        break;
+    }
+    case EK_FORMAT_Q4_1: {
+        ek_block_q4_1 *b = (ek_block_q4_1 *)dst;
+        memcpy(&b->d, gb + 2 * r, 2);
+        memcpy(&b->m, gb + EK_IL_Q4_1_MINS + 2 * r, 2);
+        gather_lanes(gb + EK_IL_Q4_1_QUANTS, 16, b->qs, r);
+        break;
+    }
     case EK_FORMAT_Q5_0: {
         ek_block_q5_0 *b = (ek_block_q5_0 *)dst;
         memcpy(&b->d, gb + 2 * r, 2);

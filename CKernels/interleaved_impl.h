@@ -7,7 +7,13 @@
 
 #include "ek_interleaved.h"
 
-/* Per-32 formats: d[8] at 0, Q5_1's m[8] at 16, then quants (4 registers), then Q5_x high bits (1 register). */
+/* Per-32 formats: d[8] at 0, Q4_1's and Q5_1's m[8] at 16, then quants (4 registers), then Q5_x high bits (1
+   register). */
+#define EK_IL_Q4_0_BYTES 144
+#define EK_IL_Q4_1_BYTES 160
+#define EK_IL_Q4_0_QUANTS 16
+#define EK_IL_Q4_1_MINS 16
+#define EK_IL_Q4_1_QUANTS 32
 #define EK_IL_Q5_0_BYTES 176
 #define EK_IL_Q5_1_BYTES 192
 #define EK_IL_IQ4_NL_BYTES 144

@@ -17,6 +17,7 @@
 #undef EK_IL_RUN_TILES
 #undef EK_IL_TILE_CASE
 #undef EK_IL_Q5
+#undef EK_IL_PER32
 #undef EK_IL_K45
 #undef EK_IL_HAS_VNNI
 #undef EK_IL_WIDE_OR_NOT

@@ -1,7 +1,8 @@
 /*
  * ek_interleaved.h — row-format weights re-laid once at load so one SIMD
- * register covers eight weight rows: the *interleaved* layout of Q5_0, Q5_1,
- * IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS.
+ * register covers eight weight rows: the *interleaved* layout of Q4_0, Q4_1
+ * (AVX2 only: AVX-512 runs them packed), Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K
+ * and IQ4_XS.
  *
  * Why: the row kernels of ek_rows.h read one weight row at a time, so every
  * block's scales are decoded and every product summed across a register for
@@ -20,6 +21,8 @@
  * (32 bytes) holds bytes 4q … 4q + 3 of each row's quants in lane r
  * (bytes 4r … 4r + 3), so lane r of a register is row r. Per group-block:
  *
+ *   Q4_0    d[8] fp16 · quants 4 × 32                                144 B
+ *   Q4_1    d[8] · m[8] fp16 · quants 4 × 32                         160 B
  *   Q5_0    d[8] fp16 · quants 4 × 32 · high bits 32                 176 B
  *   Q5_1    d[8] · m[8] fp16 · quants 4 × 32 · high bits 32          192 B
  *   IQ4_NL  d[8] · quants 4 × 32                                     144 B

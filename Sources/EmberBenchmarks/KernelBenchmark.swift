@@ -146,15 +146,16 @@ public struct KernelBenchmark: Sendable {
     }
 
     /// Weights of `format` for `weights`' shape and one timed call over them (rotating over copies when asked):
-    /// Q8_0/Q4_0/Q4_1 quantized from `weights` and packed; F16/BF16 rounded from them; the other block
-    /// types random blocks with sane scales (Ember cannot quantize into them), bound to `isa`'s SIMD backend;
+    /// Q8_0/Q4_0/Q4_1 quantized from `weights` and packed (where `isa` runs them packed); F16/BF16 rounded from them;
+    /// the other block types (and Q4_0/Q4_1 where they run interleaved) random blocks with sane scales, bound to
+    /// `isa`'s SIMD backend as a model's weights are;
     /// F32 the weights themselves, bound to the GPU route (OpenBLAS).
     private func kernel(_ format: TensorType, weights: Tensor, generator: inout SplitMix64, rotating: Bool) throws
         -> (bytes: Int, call: (Tensor, inout Tensor) throws -> Void) {
         let (n, k) = (weights.shape[0], weights.shape[1])
         let byteCount = format.byteCount(rows: n, columns: k) ?? 0
         let copies = rotating ? min(4096, max(1, (rotationBytes + byteCount - 1) / max(1, byteCount))) : 1
-        if format.packedFormat != nil {
+        if format.packedFormat != nil && !format.hasInterleavedKernel(isa) {
             let w = try QuantizedMatrix(quantizing: weights, to: format, isa: isa)
             let rotation = [w] + (1..<copies).map { _ in w.copy() }
             var next = 0

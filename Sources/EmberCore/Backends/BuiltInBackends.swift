@@ -13,9 +13,10 @@ private let vectorOps: [OpSupport] =
     + convertibleTypes.map { OpSupport(.embedding, $0) }
 
 /// The neural-engine route's backend: Ember's hand-tuned SIMD kernels
-/// (`CKernels/x86_*.c`, `arm_neon.c`): Q8_0/Q4_0/Q4_1 on weights packed once
-/// at load, Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS interleaved eight rows at a
-/// time at load where the ISA has those kernels, every other block type on
+/// (`CKernels/x86_*.c`, `arm_neon.c`): Q8_0 (and Q4_0/Q4_1 on AVX-512 and
+/// NEON) on weights packed once at load, Q4_0/Q4_1 (AVX2 only)/Q5_0/Q5_1/
+/// IQ4_NL/Q4_K/Q5_K/Q6_K/IQ4_XS interleaved eight rows at a time at load where
+/// the ISA has those kernels, every other block type on
 /// its GGUF rows as they lie (SIMD where the ISA has a row kernel, the
 /// scalar reference otherwise — `ember info` says which), F16/BF16 widened
 /// in registers. It runs matmul-class ops only;
@@ -34,11 +35,10 @@ final class SIMDBackend: Backend, @unchecked Sendable {
     }
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
+        // Interleaved first: Q4_0 and Q4_1 have both layouts on AVX2, where the interleaved one streams faster.
+        if weights.type.hasInterleavedKernel(isa) { return try .interleaved(weights, isa: isa, placement: placement) }
         if weights.type.packedFormat != nil { return try .packed(weights, isa: isa, placement: placement) }
-        if weights.type.blockFormat != nil {
-            if weights.type.hasInterleavedKernel(isa) { return try .interleaved(weights, isa: isa, placement: placement) }
-            return try .rows(weights, isa: isa, placement: placement)
-        }
+        if weights.type.blockFormat != nil { return try .rows(weights, isa: isa, placement: placement) }
         return try .half(weights, isa: isa, placement: placement)
     }
 }

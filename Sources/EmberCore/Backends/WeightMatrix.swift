@@ -144,7 +144,7 @@ public final class WeightMatrix: @unchecked Sendable {
             if let interleavedVariant { return interleavedVariant }
             guard let format = type.blockFormat, ek_format_interleavable(format) else {
                 throw KernelError.invalidArgument(argument: "type", found: "\(type)",
-                                                  expected: "a type with an interleaved layout (q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, iq4_xs)")
+                                                  expected: "a type with an interleaved layout (q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k, iq4_xs)")
             }
             let size = ek_interleaved_size(format, Int64(rows), Int64(columns))
             guard size > 0 || rows == 0 || columns == 0 else {
