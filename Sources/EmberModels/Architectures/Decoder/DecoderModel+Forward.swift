@@ -258,16 +258,22 @@ final class DecoderPass: @unchecked Sendable {
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.feedForwardNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
-            stages.matmul(lane, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
+            let gateColumns = stages.matmul(lane, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
             stages.matmul(lane, layer.up, feedForwardInput, 1, rows: t, into: ws.up)
-            thread.barrier()
-            let elements = thread.share(of: t * ff, alignment: 32)
-            if !elements.isEmpty {
-                let (gate, up, out) = (ws.gate + elements.lowerBound, ws.up + elements.lowerBound, ws.hidden + elements.lowerBound)
-                if model.description.feedForward == .geglu {
-                    stages.check(ops.gatedActivation.geglu(gate: gate, up: up, into: out, count: elements.count), ops.gatedActivation)
-                } else {
-                    stages.check(ops.gatedActivation.swiglu(gate: gate, up: up, into: out, count: elements.count), ops.gatedActivation)
+            if layer.gate.splittable == layer.up.splittable && layer.gate.rows == layer.up.rows {
+                // Both split alike (a property of the plan: every thread takes this branch): each thread activates
+                // the columns it just computed (the same for both), of every row — no barrier between the matmuls
+                // and the activation.
+                for row in 0..<t where !gateColumns.isEmpty {
+                    let offset = row * ff + gateColumns.lowerBound
+                    gatedActivation(ops, gate: ws.gate + offset, up: ws.up + offset, into: ws.hidden + offset, count: gateColumns.count)
+                }
+            } else {
+                thread.barrier()
+                let elements = thread.share(of: t * ff, alignment: 32)
+                if !elements.isEmpty {
+                    let offset = elements.lowerBound
+                    gatedActivation(ops, gate: ws.gate + offset, up: ws.up + offset, into: ws.hidden + offset, count: elements.count)
                 }
             }
             thread.barrier()
@@ -283,6 +289,16 @@ final class DecoderPass: @unchecked Sendable {
                                                into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
         }
         stages.matmul(lane, plan.output, outputInput, 0, rows: outputRows, into: logits)
+    }
+
+    /// SwiGLU or GeGLU (the family's) of `count` gate and up values into `out`.
+    private func gatedActivation(_ ops: DecoderOps, gate: UnsafeMutablePointer<Float>, up: UnsafeMutablePointer<Float>,
+                                 into out: UnsafeMutablePointer<Float>, count: Int) {
+        if model.description.feedForward == .geglu {
+            stages.check(ops.gatedActivation.geglu(gate: gate, up: up, into: out, count: count), ops.gatedActivation)
+        } else {
+            stages.check(ops.gatedActivation.swiglu(gate: gate, up: up, into: out, count: count), ops.gatedActivation)
+        }
     }
 
     /// x += ws.projected, then a barrier. Without a post-norm each thread adds the columns it just computed; with
