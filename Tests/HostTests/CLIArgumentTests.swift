@@ -76,9 +76,12 @@ struct CLIArgumentTests {
             return try #require((object["decisions"] as? [[String: Any]])?.first { $0["tier"] as? String == "standard" })
         }
         func file(_ scale: Double) -> String {
-            String(format: #"{"units": {"neural-engine": {"int8": {"gops": %g, "joules_per_gop": %g}, "int4": {"gops": %g, "joules_per_gop": %g}}, "#
-                   + #""gpu": {"fp32": {"gops": 100, "joules_per_gop": 0.123}}, "cpu": {"fp32": {"gops": 20, "joules_per_gop": 0.5}}}}"#,
-                   120 / scale, 0.096 * scale, 150 / scale, 0.069 * scale)
+            // Decoding too (`decode_gops`): without it every route's decode is bound by the same memory, and a 5×
+            // slower quantized kernel would still decode faster than fp32 streams four bytes a weight.
+            String(format: #"{"units": {"neural-engine": {"int8": {"gops": %g, "joules_per_gop": %g, "decode_gops": %g}, "#
+                   + #""int4": {"gops": %g, "joules_per_gop": %g, "decode_gops": %g}}, "#
+                   + #""gpu": {"fp32": {"gops": 100, "joules_per_gop": 0.123, "decode_gops": 10}}, "cpu": {"fp32": {"gops": 20, "joules_per_gop": 0.5}}}}"#,
+                   120 / scale, 0.096 * scale, 30 / scale, 150 / scale, 0.069 * scale, 35 / scale)
         }
         let usual = try await standard(file(1))
         #expect(usual["precision"] as? String == "int4" && usual["unit"] as? String == "neural-engine", "\(usual)")

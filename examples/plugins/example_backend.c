@@ -45,7 +45,7 @@ static int32_t swiglu(void *context, const float *gate, const float *up, float *
     return 7;
 #endif
 #if defined(BROKEN_RUNTIME_ERROR)
-    if (n % 384 == 0) return 9; /* Ember's check and timing use 600 and 3200 values: fails only in a forward pass */
+    if (n < 600) return 9; /* Ember's check and timing use 600 and 3200 values: fails only in a forward pass */
 #endif
     __atomic_add_fetch(&calls[1], 1, __ATOMIC_RELAXED);
     for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
