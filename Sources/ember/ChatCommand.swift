@@ -60,6 +60,8 @@ struct ChatCommand: ParsableCommand {
         printError(String(format: "[%@ loaded in %.0f ms: %@ on %@, %d thread(s); Ctrl-C stops a reply, /reset, /system, /save, /load, /exit]",
                           options.model, loadMs, decision.precisionName, decision.computeUnits.description, decision.threads))
         let interrupt = InterruptFlag()
+        let terminal = interactive ? TypeAheadTerminal() : nil
+        defer { terminal?.restore() }
         while true {
             guard let message = Self.readMessage(interactive: interactive) else { break }
             if message.isEmpty { continue }

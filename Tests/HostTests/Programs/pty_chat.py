@@ -63,8 +63,13 @@ def main():
     os.write(fd, ("/save %s\r" % saved).encode())
     read_until(b"> ")
     os.write(fd, b"\x04")          # Ctrl-D leaves
+    deadline = time.time() + 30
     ending = read_until(b"\0", 30)  # what the chat prints until it exits (the pty closes) or 30 s pass
+    # The pty closes as the process exits, a moment before it can be reaped: poll until then.
     ended, status = os.waitpid(pid, os.WNOHANG)
+    while ended == 0 and time.time() < deadline:
+        time.sleep(0.05)
+        ended, status = os.waitpid(pid, os.WNOHANG)
     if ended == 0:                   # still running: the test fails instead of waiting for ever
         print(f"the chat did not end after Ctrl-D; the screen ended with {ending[-200:]!r}")
         os.kill(pid, 9)
