@@ -31,6 +31,4 @@ final class TypeAheadTerminal {
         guard active else { return }
         tcsetattr(STDIN_FILENO, TCSANOW, &saved)
     }
-
-    deinit { restore() }
 }

@@ -82,7 +82,7 @@ public struct UnitCostTable: Sendable, Equatable {
     /// This machine's costs as `context` measured them: each route's matmul cost and the memory's read bandwidth.
     public init(context: ComputeContext) {
         self.init(profiles: context.unitProfiles,
-                  readGBs: context.calibration.readGBs ?? Calibration.defaultReadGBsPerTwoCores * Double(context.maximumThreads) / 2)
+                  readGBs: context.calibration.readGBs ?? Calibration.defaultReadGBs(cores: context.maximumThreads))
     }
 
     /// The matmul costs calibration measured for each route (``ComputeContext/unitProfiles``), decoding bound by
@@ -136,9 +136,9 @@ public struct UnitCostTable: Sendable, Equatable {
             throw PolicyInputError(file: file, field: "units", found: root["units"].map { "\($0)" } ?? "nothing",
                                    expected: "an object keyed by unit: neural-engine, gpu, cpu")
         }
-        var readGBs = Calibration.defaultReadGBsPerTwoCores
+        var readGBs = Calibration.defaultReadGBs(cores: 2)
         if let raw = root["read_gbs"] {
-            guard let value = (raw as? NSNumber)?.doubleValue, !"\(type(of: raw))".contains("Boolean"), value.isFinite, value > 0, value < 1e6 else {
+            guard let value = jsonNumber(raw), value > 0, value < 1e6 else {
                 throw PolicyInputError(file: file, field: "read_gbs", found: "\(raw)", expected: "a number of GB/s above 0")
             }
             readGBs = value
@@ -164,9 +164,7 @@ public struct UnitCostTable: Sendable, Equatable {
                         if required { throw PolicyInputError(file: file, field: "\(field).\(key)", found: "nothing", expected: "a number") }
                         return nil
                     }
-                    // JSON true/false arrive as a boolean subclass of NSNumber (and an NSNumber 1 also casts to Bool): ask the type.
-                    let boolean = "\(type(of: raw))".contains("Boolean") || type(of: raw) == Bool.self
-                    guard let value = (raw as? NSNumber)?.doubleValue, !boolean, value.isFinite, range.contains(value) else {
+                    guard let value = jsonNumber(raw), range.contains(value) else {
                         throw PolicyInputError(file: file, field: "\(field).\(key)", found: "\(raw)",
                                                expected: "a number from \(range.lowerBound) to \(range.upperBound)")
                     }
@@ -186,6 +184,14 @@ public struct UnitCostTable: Sendable, Equatable {
             throw PolicyInputError(file: file, field: "units", found: "no unit with a precision", expected: "at least one unit's cost")
         }
         return UnitCostTable(units: table)
+    }
+
+    /// A finite JSON number, nil for anything else. JSON true/false arrive as a boolean subclass of NSNumber (and an
+    /// NSNumber 1 also casts to Bool): ask the type.
+    private static func jsonNumber(_ raw: Any) -> Double? {
+        guard !"\(type(of: raw))".contains("Boolean"), type(of: raw) != Bool.self,
+              let value = (raw as? NSNumber)?.doubleValue, value.isFinite else { return nil }
+        return value
     }
 
     /// The table as a calibration file: `{"units": {…}}`, sorted keys.

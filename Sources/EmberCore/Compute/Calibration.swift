@@ -55,9 +55,9 @@ public struct Calibration: Sendable, Codable, Equatable {
     /// read once, from memory rather than cache) is bound by. Nil when not measured.
     public var readGBs: Double?
 
-    /// The read bandwidth assumed until calibration measures one, GB/s per two cores: this project's Zen 3 kind
-    /// measured 30.8 (`ember bench kernels`, 2 threads, 2026-11-27).
-    public static let defaultReadGBsPerTwoCores = 30.0
+    /// The read bandwidth assumed until calibration measures one, GB/s, on `cores` cores: 30 per two, as this
+    /// project's Zen 3 kind measured 30.8 (`ember bench kernels`, 2 threads, 2026-11-27).
+    public static func defaultReadGBs(cores: Int) -> Double { 30 * Double(max(1, cores)) / 2 }
 
     /// A calibration with `key`, `costs` and `readGBs`.
     public init(key: String, measuredAt: Double? = nil, costs: [String: [String: OpCost]], readGBs: Double? = nil) {

@@ -242,7 +242,7 @@ public final class ComputeContext: @unchecked Sendable {
             })
         }
         return Calibration(key: calibrationKey, costs: costs,
-                           readGBs: Calibration.defaultReadGBsPerTwoCores * Double(pool.threadsPerClass) / 2)
+                           readGBs: Calibration.defaultReadGBs(cores: pool.threadsPerClass))
     }
 
     /// Documented defaults (this project's machine kind, 2 cores, medians of `ember bench kernels` / `bench blas`),
