@@ -27,6 +27,9 @@ public struct RegionThread {
 }
 
 extension WorkerPool {
+    /// How long a region's thread spins at a barrier before it parks, unless the region says otherwise.
+    public static let defaultBarrierSpinNanoseconds: Int64 = 200_000
+
     /// Runs `body` on `threads` threads at once (the workers of `qos`, and the
     /// caller when it runs at that class), each with its ``RegionThread``, and
     /// returns when all have finished. Unlike ``parallelFor(_:qos:_:)`` every
@@ -34,7 +37,7 @@ extension WorkerPool {
     /// ``RegionThread/barrier()``: a decode step is one region with a few
     /// barriers per layer instead of hundreds of separate jobs. `body` must not
     /// start another job on this pool. At most ``threadsPerClass`` threads.
-    public func region(threads: Int, qos: QoSClass, barrierSpinNanoseconds: Int64 = 200_000,
+    public func region(threads: Int, qos: QoSClass, barrierSpinNanoseconds: Int64 = WorkerPool.defaultBarrierSpinNanoseconds,
                        _ body: (RegionThread) -> Void) {
         // Inside a pool part (nested work runs inline) only one thread can take part.
         // Every thread of a region must run at once (barriers): never more than the workers that started.

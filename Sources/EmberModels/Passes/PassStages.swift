@@ -91,6 +91,18 @@ final class StageGroup: @unchecked Sendable {
     }
 }
 
+/// A place in a pass where the region's threads deal a matmul's output columns out among themselves: site `index`
+/// of `ranges`, reset with the matmul's columns in units of ``unit``.
+struct StealSite {
+    let ranges: WorkRanges
+    let index: Int
+    /// Columns per unit: the static split's alignment (the packed layouts' sixteen rows).
+    static let unit = 16
+
+    /// Units of a matmul of `columns` output columns.
+    static func units(_ columns: Int) -> Int { (columns + unit - 1) / unit }
+}
+
 /// The first failure of any thread of a pass.
 final class PassFailure: @unchecked Sendable {
     private let lock = NSLock()
@@ -178,13 +190,48 @@ struct PassStages {
     /// a pass that runs its epilogue on a few rows at a time while the GEMM's outputs are still in cache.
     func matmul(_ lane: PassLane, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, inputRows: Range<Int>,
                 into y: UnsafeMutablePointer<Float>) -> Range<Int> {
-        let range = matmul.splittable ? lane.columns(of: matmul.rows, alignment: 16) : (lane.runsUnsplitWork ? 0..<matmul.rows : 0..<0)
+        let range = Self.ownColumns(lane, matmul)
+        run(matmul, input, slot, inputRows: inputRows, into: y, columns: range)
+        return range
+    }
+
+    /// Output columns of `matmul` for `rows` input rows in pieces, each followed by `epilogue` over the columns it
+    /// wrote: with a `site`, the pieces this lane claims there (``WorkRanges``, units of ``StealSite/unit``
+    /// columns — the faster thread takes over the slower one's last columns); without, its share as one piece.
+    func matmul(_ lane: PassLane, _ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, rows: Int,
+                into y: UnsafeMutablePointer<Float>, site: StealSite?, epilogue: (Range<Int>) -> Void = { _ in }) {
+        forEachPiece(lane, of: matmul, site: site) { columns in
+            run(matmul, input, slot, inputRows: 0..<rows, into: y, columns: columns)
+            epilogue(columns)
+        }
+    }
+
+    /// Calls `body` with each piece of `matmul`'s output columns this lane computes (as the matmul above).
+    func forEachPiece(_ lane: PassLane, of matmul: BoundMatmul, site: StealSite?, _ body: (Range<Int>) -> Void) {
+        guard let site, matmul.splittable, !lane.ownsRows, lane.thread.count == site.ranges.threads else {
+            let columns = Self.ownColumns(lane, matmul)
+            if !columns.isEmpty { body(columns) }
+            return
+        }
+        while let units = site.ranges.claim(site: site.index, thread: lane.index) {
+            let columns = min(matmul.rows, units.lowerBound * StealSite.unit)..<min(matmul.rows, units.upperBound * StealSite.unit)
+            if !columns.isEmpty { body(columns) }
+        }
+    }
+
+    /// This lane's share of `matmul`'s output columns (all or none of an unsplittable one's).
+    private static func ownColumns(_ lane: PassLane, _ matmul: BoundMatmul) -> Range<Int> {
+        matmul.splittable ? lane.columns(of: matmul.rows, alignment: StealSite.unit) : (lane.runsUnsplitWork ? 0..<matmul.rows : 0..<0)
+    }
+
+    /// Output `columns` of `matmul` for the input rows `inputRows` (their outputs at their own rows of `y`).
+    func run(_ matmul: BoundMatmul, _ input: StageInput, _ slot: Int, inputRows: Range<Int>, into y: UnsafeMutablePointer<Float>,
+             columns range: Range<Int>) {
         let first = inputRows.lowerBound
         let prepared = input[slot].map { $0 + (matmul.preparation?.byteCount(rows: first - input.firstRow, columns: matmul.columns) ?? 0) }
         let status = matmul.run(input.x + first * matmul.columns, prepared: prepared, m: inputRows.count,
                                 into: y + first * matmul.rows, rows: range)
         if status != 0 { failure.record(matmul.failure(status)) }
-        return range
     }
 
     /// x[:, columns] += addend[:, columns] (both row stride `width`) for `rows` rows, with `op` (an `add`): a

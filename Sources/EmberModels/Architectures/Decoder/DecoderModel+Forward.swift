@@ -118,7 +118,7 @@ extension DecoderModel {
                                outputRows: outputRows, logits: logits.baseAddress.assumingMemoryBound(to: Float.self))
         let meter = context.energyMeter()
         try context.routes.run(on: plan.route, qos: qos) {
-            context.pool.region(threads: threads, qos: qos) { pass.run(on: $0) }
+            context.pool.region(threads: threads, qos: qos, barrierSpinNanoseconds: DecoderPass.barrierSpin(rows: t)) { pass.run(on: $0) }
         }
         if let failure = pass.failure { throw failure }
         let values = logits.baseAddress.assumingMemoryBound(to: Float.self)
@@ -171,6 +171,41 @@ final class DecoderPass: @unchecked Sendable {
         self.outputRows = outputRows
         self.logits = logits
         stages = PassStages(buffers: workspace.stages, failure: PassFailure())
+        // A few rows (a decode step): the threads deal each matmul's columns out as they go. A prompt's GEMMs keep
+        // the even split (their pieces would cost more calls and repacking than the barriers' waits).
+        ranges = tokens.count <= StageBuffers.privateRows ? workspace.workRanges : nil
+        if let ranges {
+            for (index, layer) in plan.layers.enumerated() {
+                for (slot, matmul) in [layer.q, layer.k, layer.v, layer.o, layer.gate, layer.down].enumerated() {
+                    ranges.reset(site: index * Self.sitesPerLayer + slot, units: StealSite.units(matmul.rows))
+                }
+            }
+            ranges.reset(site: plan.layers.count * Self.sitesPerLayer, units: StealSite.units(plan.output.rows))
+        }
+    }
+
+    /// How long a thread of a pass of `rows` rows spins at a barrier before it parks. A decode step's stages are a few
+    /// microseconds each, so a longer wait means the other thread is not running — another process has its core —
+    /// and parking at once lets the kernel move that thread onto the idle one. SmolLM2 int4 decode on a 2-core Zen 3
+    /// with a busy loop pinned to one core: 43–49 tok/s spinning 200 µs, 83–85 at 20 µs, 96–109 at 5 µs (one thread
+    /// alone: 124); without the busy loop 6 alternating runs gave medians 170 (200 µs) and 165 (10 µs), noise. A
+    /// prompt's stages wait longer on each other, and parking costs a wake-up: pp128 ran 13 % slower at 10 µs, so
+    /// prompts keep the default (200 µs).
+    static func barrierSpin(rows: Int) -> Int64 {
+        rows <= StageBuffers.privateRows ? 10_000 : WorkerPool.defaultBarrierSpinNanoseconds
+    }
+
+    /// Where this pass's threads deal out work: nil for the even split.
+    private let ranges: WorkRanges?
+    /// Sites per layer: Q, K, V, the output projection, gate and up together, down; then one for the logits.
+    private static let sitesPerLayer = 6
+
+    /// Sites a pass over `layers` layers uses.
+    static func stealSites(layers: Int) -> Int { layers * sitesPerLayer + 1 }
+
+    /// The site of matmul `slot` (0 Q … 5 down) of `layer` (the logits: layer = the layer count, slot 0).
+    private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? {
+        ranges.map { StealSite(ranges: $0, index: layer * Self.sitesPerLayer + slot) }
     }
 
     func run(on thread: RegionThread) {
@@ -196,13 +231,14 @@ final class DecoderPass: @unchecked Sendable {
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.attentionNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
-            let qColumns = stages.matmul(lane, layer.q, attentionInput, 0, rows: t, into: ws.q)
-            let kColumns = stages.matmul(lane, layer.k, attentionInput, 1, rows: t, into: ws.k)
-            let vColumns = stages.matmul(lane, layer.v, attentionInput, 2, rows: t, into: ws.v)
-            if let qBias = weights.qBias, let kBias = weights.kBias, let vBias = weights.vBias {
-                stages.addBias(ops.add, qBias, to: ws.q, width: queries, rows: t, columns: qColumns)
-                stages.addBias(ops.add, kBias, to: ws.k, width: kvWidth, rows: t, columns: kColumns)
-                stages.addBias(ops.add, vBias, to: ws.v, width: kvWidth, rows: t, columns: vColumns)
+            stages.matmul(lane, layer.q, attentionInput, 0, rows: t, into: ws.q, site: stealSite(index, 0)) { columns in
+                if let bias = weights.qBias { self.stages.addBias(ops.add, bias, to: self.ws.q, width: queries, rows: t, columns: columns) }
+            }
+            stages.matmul(lane, layer.k, attentionInput, 1, rows: t, into: ws.k, site: stealSite(index, 1)) { columns in
+                if let bias = weights.kBias { self.stages.addBias(ops.add, bias, to: self.ws.k, width: kvWidth, rows: t, columns: columns) }
+            }
+            stages.matmul(lane, layer.v, attentionInput, 2, rows: t, into: ws.v, site: stealSite(index, 2)) { columns in
+                if let bias = weights.vBias { self.stages.addBias(ops.add, bias, to: self.ws.v, width: kvWidth, rows: t, columns: columns) }
             }
             thread.barrier()
 
@@ -250,25 +286,31 @@ final class DecoderPass: @unchecked Sendable {
 
             // Output projection, added to the residual stream (normalized first where the family has post-norms).
             let projectionInput = stages.stage(lane, width: queries, rows: t, group: layer.projection, source: ws.attention)
-            let projected = stages.matmul(lane, layer.o, projectionInput, 0, rows: t, into: ws.projected)
-            addToResidual(thread, ops, projected: projected, postNorm: weights.postAttentionNorm, rows: t)
+            stages.matmul(lane, layer.o, projectionInput, 0, rows: t, into: ws.projected, site: stealSite(index, 3)) { columns in
+                self.addToResidual(ops, projected: columns, postNorm: weights.postAttentionNorm, rows: t)
+            }
+            finishResidual(thread, ops, postNorm: weights.postAttentionNorm, rows: t)
 
             // Feed-forward: RMSNorm, gate and up, SwiGLU or GeGLU, down, added to the residual stream.
             let feedForwardInput = stages.stage(lane, width: d, rows: t, group: layer.feedForward, into: ws.normed) { part, out in
                 self.stages.check(ops.norm.rmsNorm(self.ws.x + part.lowerBound * d, weight: weights.feedForwardNorm,
                                                    into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
             }
-            let gateColumns = stages.matmul(lane, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
-            stages.matmul(lane, layer.up, feedForwardInput, 1, rows: t, into: ws.up)
             if layer.gate.splittable == layer.up.splittable && layer.gate.rows == layer.up.rows {
-                // Both split alike (a property of the plan: every thread takes this branch): each thread activates
-                // the columns it just computed (the same for both), of every row — no barrier between the matmuls
-                // and the activation.
-                for row in 0..<t where !gateColumns.isEmpty {
-                    let offset = row * ff + gateColumns.lowerBound
-                    gatedActivation(ops, gate: ws.gate + offset, up: ws.up + offset, into: ws.hidden + offset, count: gateColumns.count)
+                // Both split alike (a property of the plan: every thread takes this branch): each piece of columns
+                // runs gate and up, then activates those columns of every row — no barrier between the matmuls and
+                // the activation.
+                stages.forEachPiece(lane, of: layer.gate, site: stealSite(index, 4)) { columns in
+                    stages.run(layer.gate, feedForwardInput, 0, inputRows: 0..<t, into: ws.gate, columns: columns)
+                    stages.run(layer.up, feedForwardInput, 1, inputRows: 0..<t, into: ws.up, columns: columns)
+                    for row in 0..<t {
+                        let offset = row * ff + columns.lowerBound
+                        gatedActivation(ops, gate: ws.gate + offset, up: ws.up + offset, into: ws.hidden + offset, count: columns.count)
+                    }
                 }
             } else {
+                stages.matmul(lane, layer.gate, feedForwardInput, 0, rows: t, into: ws.gate)
+                stages.matmul(lane, layer.up, feedForwardInput, 1, rows: t, into: ws.up)
                 thread.barrier()
                 let elements = thread.share(of: t * ff, alignment: 32)
                 if !elements.isEmpty {
@@ -278,8 +320,10 @@ final class DecoderPass: @unchecked Sendable {
             }
             thread.barrier()
             let downInput = stages.stage(lane, width: ff, rows: t, group: layer.downProjection, source: ws.hidden)
-            let down = stages.matmul(lane, layer.down, downInput, 0, rows: t, into: ws.projected)
-            addToResidual(thread, ops, projected: down, postNorm: weights.postFeedForwardNorm, rows: t)
+            stages.matmul(lane, layer.down, downInput, 0, rows: t, into: ws.projected, site: stealSite(index, 5)) { columns in
+                self.addToResidual(ops, projected: columns, postNorm: weights.postFeedForwardNorm, rows: t)
+            }
+            finishResidual(thread, ops, postNorm: weights.postFeedForwardNorm, rows: t)
         }
 
         // Final RMSNorm and the output projection, for the rows asked for.
@@ -288,7 +332,7 @@ final class DecoderPass: @unchecked Sendable {
             self.stages.check(ops.norm.rmsNorm(self.ws.x + (first + part.lowerBound) * d, weight: self.model.outputNorm,
                                                into: out + part.lowerBound * d, rows: part.count, n: d, eps: eps), ops.norm)
         }
-        stages.matmul(lane, plan.output, outputInput, 0, rows: outputRows, into: logits)
+        stages.matmul(lane, plan.output, outputInput, 0, rows: outputRows, into: logits, site: stealSite(plan.layers.count, 0))
     }
 
     /// SwiGLU or GeGLU (the family's) of `count` gate and up values into `out`.
@@ -301,13 +345,18 @@ final class DecoderPass: @unchecked Sendable {
         }
     }
 
-    /// x += ws.projected, then a barrier. Without a post-norm each thread adds the columns it just computed; with
-    /// one (Gemma), every row is normalized first, so the threads meet, then each normalizes and adds its rows.
-    private func addToResidual(_ thread: RegionThread, _ ops: DecoderOps, projected columns: Range<Int>, postNorm: UnsafePointer<Float>?,
-                               rows t: Int) {
+    /// x[:, columns] += ws.projected[:, columns], for the columns this thread just computed — without a post-norm;
+    /// with one (Gemma) every row must be whole first: ``finishResidual(_:_:postNorm:rows:)`` adds it.
+    private func addToResidual(_ ops: DecoderOps, projected columns: Range<Int>, postNorm: UnsafePointer<Float>?, rows t: Int) {
+        guard postNorm == nil else { return }
+        stages.addRows(ops.add, ws.projected, to: ws.x, width: model.config.hidden, rows: t, columns: columns)
+    }
+
+    /// The residual stream whole again, then a barrier: without a post-norm every thread has added its columns;
+    /// with one, the threads meet, then each normalizes and adds its rows.
+    private func finishResidual(_ thread: RegionThread, _ ops: DecoderOps, postNorm: UnsafePointer<Float>?, rows t: Int) {
         let d = model.config.hidden
         guard let postNorm else {
-            stages.addRows(ops.add, ws.projected, to: ws.x, width: d, rows: t, columns: columns)
             thread.barrier()
             return
         }

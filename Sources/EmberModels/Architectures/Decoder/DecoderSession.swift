@@ -64,6 +64,9 @@ final class DecoderWorkspace {
     let rope, slidingRope: UnsafeMutablePointer<Float>
     /// Prepared activations and per-thread inputs of the stages.
     let stages: StageBuffers
+    /// Where a decode step's threads deal out each matmul's columns (``DecoderPass/stealSite(_:_:)``); nil for one
+    /// thread, or when out of memory (the static split then).
+    let workRanges: WorkRanges?
 
     init(config: DecoderModel.Config, rows: Int, threads: Int, preparedBytes: (Int, Int) -> Int) {
         self.rows = rows
@@ -80,6 +83,7 @@ final class DecoderWorkspace {
         slidingRope = config.slidingWindow == nil ? rope : floats(rows * config.headDim)
         stages = StageBuffers(rows: rows, width: width, threads: threads, preparedBytes: preparedBytes)
         self.preparedBytes = stages.preparedBytes
+        workRanges = threads > 1 ? WorkRanges(sites: DecoderPass.stealSites(layers: config.layers), threads: threads) : nil
         self.arena = arena
     }
 }
