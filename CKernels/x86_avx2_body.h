@@ -286,11 +286,13 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
     }
 }
 
-/* Group sizes above which a decode GEMV reads both halves of a group in one pass: at 16384×8192 on avx2-novnni
-   (groups of 139 KB for Q8_0, 74 KB for Q4_0, the second half-pass coming from L2) it streams 0.83 → 0.92-0.97 of
-   the read bandwidth for Q8_0 and 0.67-0.87 → 0.91-1.07 for Q4_0; below (SmolLM2's 5-26 KB groups, the second pass
-   from L1) one pass measured 2-3 % slower over a whole decode. */
-#define EK_AVX2_ONE_PASS_BYTES 65536
+/* A decode GEMV reads both halves of a group in one pass. At 16384×8192 on avx2-novnni on an Intel Xeon (groups of
+   139 KB for Q8_0, 74 KB for Q4_0, the second half-pass coming from L2) it streamed 0.83 → 0.92-0.97 of the read
+   bandwidth for Q8_0 and 0.67-0.87 → 0.91-1.07 for Q4_0, and SmolLM2's 5-26 KB groups (the second pass from L1)
+   measured 2-3 % slower over a whole decode there, so small groups took two passes. On the AMD Zen 3 kind, the one
+   that runs this build natively, one pass is faster at every SmolLM2 shape too (Q8_0 GEMV, two alternating runs:
+   49152×576 0.70-0.74 → 0.79-0.81 of the read bandwidth, 1536×576 0.48-0.60 → 0.72-0.75, 576×1536 0.48-0.58 →
+   0.59-0.63) and SmolLM2 int8 decoded 123 → 128 tok/s (5 alternating pairs, 4 faster). */
 
 /* `tile` activation rows against half `half` of one group: their eight outputs each, stored through `mask`. */
 EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(tile_rows)(ek_format format, bool seven, bool rows_scaled, int tile, bool first_pass,
@@ -318,7 +320,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool sev
         const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane),
                                               _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
-        if (!rows_scaled && m < EK_AVX2_TILE && half == 0 && first + 8 < row_end && (size_t)blocks * group_block > EK_AVX2_ONE_PASS_BYTES) {
+        if (!rows_scaled && m < EK_AVX2_TILE && half == 0 && first + 8 < row_end) {
             /* Decode: both halves in one pass, so the group's stream is read once in order, not each 64-byte chunk
                half by half in two passes over the group (the second from L2 once the group outgrows L1). */
             const __m256i second = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(row_end - first - 8)), lane);
