@@ -175,12 +175,19 @@ final class DecoderPass: @unchecked Sendable {
         // the even split (their pieces would cost more calls and repacking than the barriers' waits).
         ranges = tokens.count <= StageBuffers.privateRows ? workspace.workRanges : nil
         if let ranges {
-            for (index, layer) in plan.layers.enumerated() {
-                for (slot, matmul) in [layer.q, layer.k, layer.v, layer.o, layer.gate, layer.down].enumerated() {
-                    ranges.reset(site: index * Self.sitesPerLayer + slot, units: StealSite.units(matmul.rows))
-                }
+            // Sites in the order of stealSite's slots (no array of the matmuls: each copy retains its references).
+            func reset(_ layer: Int, _ slot: Int, _ rows: Int) {
+                ranges.reset(site: layer * Self.sitesPerLayer + slot, units: StealSite.units(rows))
             }
-            ranges.reset(site: plan.layers.count * Self.sitesPerLayer, units: StealSite.units(plan.output.rows))
+            for index in plan.layers.indices {
+                reset(index, 0, plan.layers[index].q.rows)
+                reset(index, 1, plan.layers[index].k.rows)
+                reset(index, 2, plan.layers[index].v.rows)
+                reset(index, 3, plan.layers[index].o.rows)
+                reset(index, 4, plan.layers[index].gate.rows)
+                reset(index, 5, plan.layers[index].down.rows)
+            }
+            reset(plan.layers.count, 0, plan.output.rows)
         }
     }
 
