@@ -629,7 +629,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
 #define EK_F32_OUTER_ROWS 40
 #define EK_F32_OUTER_COLS (2 * EK_OUTER_NR)
 
-/* fp32 decode (one activation row), both widths — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
+/* fp32 decode (one activation row) on AVX-512 builds (AVX2 builds: float_row, below) — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
    ymm half_rows measured slower): `rows` (4, or 1 for the last few) weight rows at once, one accumulator each, a
    vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights, alternating, every
    SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep with the activation

@@ -8,6 +8,7 @@ typedef struct et_work_range {
     _Atomic uint64_t bounds;
     char pad[64 - sizeof(uint64_t)];
 } et_work_range;
+_Static_assert(sizeof(et_work_range) == 64, "one range per 64-byte line");
 
 struct et_work_ranges {
     int32_t sites, threads;
@@ -39,14 +40,17 @@ void et_work_ranges_destroy(et_work_ranges *ranges) {
     free(ranges);
 }
 
-void et_work_ranges_reset(et_work_ranges *ranges, int32_t site, int64_t units) {
+void et_work_ranges_reset(et_work_ranges *ranges, int32_t site, int64_t units, int32_t active) {
     if (site < 0 || site >= ranges->sites) return;
     if (units < 0) units = 0;
     if (units > 0x7fffffff) units = 0x7fffffff;
     const int64_t threads = ranges->threads;
+    const int64_t sharing = active < 1 ? 1 : active > threads ? threads : active;
     et_work_range *row = ranges->ranges + (size_t)site * (size_t)threads;
-    for (int64_t t = 0; t < threads; t++)
-        atomic_store_explicit(&row[t].bounds, pack(units * t / threads, units * (t + 1) / threads), memory_order_release);
+    for (int64_t t = 0; t < threads; t++) {
+        const uint64_t share = t < sharing ? pack(units * t / sharing, units * (t + 1) / sharing) : 0;
+        atomic_store_explicit(&row[t].bounds, share, memory_order_release);
+    }
 }
 
 bool et_work_ranges_claim(et_work_ranges *ranges, int32_t site, int32_t self, int64_t *begin, int64_t *end) {

@@ -283,9 +283,9 @@ extension BoundMatmul {
     }
 
     /// OpenBLAS (one thread per call) on the fp32 weights, a slice of rows per call; the products `fewRows` names
-    /// by its ISA's fp32 kernel. Decode's single row included: two threads of the kernel's four-row GEMV streamed
-    /// SmolLM2's matrices at 70-75 GB/s where `cblas_sgemv` (OpenBLAS's Haswell core) took 46-54, and equal to
-    /// its SkylakeX core.
+    /// by its ISA's fp32 kernel. Decode's single row included: two threads of the kernel's four-row GEMV (AVX-512;
+    /// AVX2 builds read one row at a time) streamed SmolLM2's matrices at 70-75 GB/s where `cblas_sgemv` (OpenBLAS's
+    /// Haswell core) took 46-54, and equal to its SkylakeX core.
     static func blas(_ w: WeightMatrix, fewRows: FewRows? = nil, placement: Placement,
                      pool: WorkerPool?) throws -> BoundMatmul {
         let (kernel, limit, columns) = (fewRows?.isa.cValue, fewRows?.limit ?? 0, fewRows?.anyRowsUpToColumns ?? 0)

@@ -92,10 +92,12 @@ final class StageGroup: @unchecked Sendable {
 }
 
 /// A place in a pass where the region's threads deal a matmul's output columns out among themselves: site `index`
-/// of `ranges`, reset with the matmul's columns in units of ``unit``.
+/// of `ranges`, reset with the matmul's columns in units of ``unit`` among `threads` threads (a region of another
+/// count takes the even split).
 struct StealSite {
     let ranges: WorkRanges
     let index: Int
+    let threads: Int
     /// Columns per unit: the static split's alignment (the packed layouts' sixteen rows).
     static let unit = 16
 
@@ -208,7 +210,7 @@ struct PassStages {
 
     /// Calls `body` with each piece of `matmul`'s output columns this lane computes (as the matmul above).
     func forEachPiece(_ lane: PassLane, of matmul: BoundMatmul, site: StealSite?, _ body: (Range<Int>) -> Void) {
-        guard let site, matmul.splittable, !lane.ownsRows, lane.thread.count == site.ranges.threads else {
+        guard let site, matmul.splittable, !lane.ownsRows, lane.thread.count == site.threads else {
             let columns = Self.ownColumns(lane, matmul)
             if !columns.isEmpty { body(columns) }
             return

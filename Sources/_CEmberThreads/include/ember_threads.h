@@ -95,17 +95,18 @@ void et_barrier_wait(et_barrier *barrier, int64_t spin_ns);
 
 /*
  * Work a region's threads deal out among themselves, at several sites (a decode step's matmuls): at each site
- * thread t's range starts as its even share of the site's units, its owner claims pieces from the front (half of
- * what is left, at least one unit, so it reads its share front to back in a few calls), and a thread whose range is
- * empty takes half of what is left of another's from its end. A thread slowed by its neighbour on the host then
+ * thread t's range starts as its even share of the site's units, its owner claims pieces from the front (three
+ * quarters of what is left, all of the last three units, so it reads its share front to back in a few calls), and a
+ * thread whose range is empty takes half of what is left of another's from its end. A thread slowed by its neighbour on the host then
  * does less, where an even split made the other wait at the next barrier.
  */
 typedef struct et_work_ranges et_work_ranges;
 /* Ranges for `sites` sites of `threads` threads (each range its own cache line); NULL when out of memory. */
 et_work_ranges *et_work_ranges_create(int32_t sites, int32_t threads);
 void et_work_ranges_destroy(et_work_ranges *ranges);
-/* Deals `units` (0 … 2³¹−1) at `site` afresh; not concurrent with claims at that site. */
-void et_work_ranges_reset(et_work_ranges *ranges, int32_t site, int64_t units);
+/* Deals `units` (0 … 2³¹−1) at `site` afresh among the first `active` threads (1 … the ranges' threads; the others'
+   ranges empty, and they must not claim); not concurrent with claims at that site. */
+void et_work_ranges_reset(et_work_ranges *ranges, int32_t site, int64_t units, int32_t active);
 /* Thread `self`'s next piece at `site`, in units: true and [*begin, *end), or false once every range is empty. */
 bool et_work_ranges_claim(et_work_ranges *ranges, int32_t site, int32_t self, int64_t *begin, int64_t *end);
 

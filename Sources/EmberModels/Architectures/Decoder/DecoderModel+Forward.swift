@@ -114,7 +114,7 @@ extension DecoderModel {
         let outputRows = lastLogits
         var logits = try Tensor(zeros: [outputRows, config.vocabulary])
         try logits.makeWritable(argument: "logits")
-        let pass = DecoderPass(model: self, plan: plan, rows: rows, workspace: workspace, tokens: tokens,
+        let pass = DecoderPass(model: self, plan: plan, rows: rows, workspace: workspace, tokens: tokens, threads: threads,
                                outputRows: outputRows, logits: logits.baseAddress.assumingMemoryBound(to: Float.self))
         let meter = context.energyMeter()
         try context.routes.run(on: plan.route, qos: qos) {
@@ -161,7 +161,9 @@ final class DecoderPass: @unchecked Sendable {
     let stages: PassStages
     var failure: KernelError? { stages.failure.error }
 
-    init(model: DecoderModel, plan: DecoderPlan, rows: PassRows, workspace: DecoderWorkspace, tokens: [Int],
+    /// A pass for a region of `threads` threads (its work dealt out among that many; a region that ends up with
+    /// another count splits evenly).
+    init(model: DecoderModel, plan: DecoderPlan, rows: PassRows, workspace: DecoderWorkspace, tokens: [Int], threads: Int,
          outputRows: Int, logits: UnsafeMutablePointer<Float>) {
         self.model = model
         self.plan = plan
@@ -173,11 +175,12 @@ final class DecoderPass: @unchecked Sendable {
         stages = PassStages(buffers: workspace.stages, failure: PassFailure())
         // A few rows (a decode step): the threads deal each matmul's columns out as they go. A prompt's GEMMs keep
         // the even split (their pieces would cost more calls and repacking than the barriers' waits).
-        ranges = tokens.count <= StageBuffers.privateRows ? workspace.workRanges : nil
+        ranges = tokens.count <= StageBuffers.privateRows && threads > 1 ? workspace.workRanges : nil
+        sharing = min(threads, workspace.workRanges?.threads ?? 1) // a workspace made for more threads serves fewer
         if let ranges {
             // Sites in the order of stealSite's slots (no array of the matmuls: each copy retains its references).
             func reset(_ layer: Int, _ slot: Int, _ rows: Int) {
-                ranges.reset(site: layer * Self.sitesPerLayer + slot, units: StealSite.units(rows))
+                ranges.reset(site: layer * Self.sitesPerLayer + slot, units: StealSite.units(rows), sharing: sharing)
             }
             for index in plan.layers.indices {
                 reset(index, 0, plan.layers[index].q.rows)
@@ -194,8 +197,9 @@ final class DecoderPass: @unchecked Sendable {
     /// How long a thread of a pass of `rows` rows spins at a barrier before it parks. A decode step's stages are a few
     /// microseconds each, so a longer wait means the other thread is not running — another process has its core —
     /// and parking at once lets the kernel move that thread onto the idle one. SmolLM2 int4 decode on a 2-core Zen 3
-    /// with a busy loop pinned to one core: 43–49 tok/s spinning 200 µs, 83–85 at 20 µs, 96–109 at 5 µs (one thread
-    /// alone: 124); without the busy loop 6 alternating runs gave medians 170 (200 µs) and 165 (10 µs), noise. A
+    /// with a busy loop pinned to one core: 43–49 tok/s spinning 200 µs, 83–85 at 20 µs, 87–101 at 10 µs, 96–109 at 5 µs
+    /// (one thread alone: 124); without the busy loop 6 alternating runs gave medians 170 (200 µs) and 165 (10 µs),
+    /// noise. A
     /// prompt's stages wait longer on each other, and parking costs a wake-up: pp128 ran 13 % slower at 10 µs, so
     /// prompts keep the default (200 µs).
     static func barrierSpin(rows: Int) -> Int64 {
@@ -204,6 +208,8 @@ final class DecoderPass: @unchecked Sendable {
 
     /// Where this pass's threads deal out work: nil for the even split.
     private let ranges: WorkRanges?
+    /// How many threads the sites are dealt among.
+    private let sharing: Int
     /// Sites per layer: Q, K, V, the output projection, gate and up together, down; then one for the logits.
     private static let sitesPerLayer = 6
 
@@ -212,7 +218,7 @@ final class DecoderPass: @unchecked Sendable {
 
     /// The site of matmul `slot` (0 Q … 5 down) of `layer` (the logits: layer = the layer count, slot 0).
     private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? {
-        ranges.map { StealSite(ranges: $0, index: layer * Self.sitesPerLayer + slot) }
+        ranges.map { StealSite(ranges: $0, index: layer * Self.sitesPerLayer + slot, threads: sharing) }
     }
 
     func run(on thread: RegionThread) {
