@@ -53,38 +53,30 @@ void et_work_ranges_reset(et_work_ranges *ranges, int32_t site, int64_t units, i
     }
 }
 
+/* Takes a piece of `range`: from the front, three quarters of what is left (all of the last three units) — its
+   owner, which so reads its share front to back; from the end, half of what is left (at least a unit) — a thread
+   that has run out. False when the range is empty. */
+static bool take(et_work_range *range, bool front, int64_t *begin, int64_t *end) {
+    uint64_t old = atomic_load_explicit(&range->bounds, memory_order_acquire);
+    for (;;) {
+        const int64_t b = begin_of(old), e = end_of(old), left = e - b;
+        if (left <= 0) return false;
+        const int64_t n = front ? (left < 4 ? left : left - left / 4) : (left + 1) / 2;
+        const uint64_t rest = front ? pack(b + n, e) : pack(b, e - n);
+        if (atomic_compare_exchange_weak_explicit(&range->bounds, &old, rest, memory_order_acq_rel, memory_order_acquire)) {
+            *begin = front ? b : e - n;
+            *end = front ? b + n : e;
+            return true;
+        }
+    }
+}
+
 bool et_work_ranges_claim(et_work_ranges *ranges, int32_t site, int32_t self, int64_t *begin, int64_t *end) {
     if (site < 0 || site >= ranges->sites || self < 0 || self >= ranges->threads) return false;
     const int32_t threads = ranges->threads;
     et_work_range *row = ranges->ranges + (size_t)site * (size_t)threads;
-    /* Its own range from the front: three quarters of what is left (all of the last three units). */
-    uint64_t old = atomic_load_explicit(&row[self].bounds, memory_order_acquire);
-    for (;;) {
-        const int64_t b = begin_of(old), e = end_of(old);
-        if (b >= e) break;
-        const int64_t n = e - b < 4 ? e - b : e - b - (e - b) / 4;
-        if (atomic_compare_exchange_weak_explicit(&row[self].bounds, &old, pack(b + n, e), memory_order_acq_rel,
-                                                  memory_order_acquire)) {
-            *begin = b;
-            *end = b + n;
-            return true;
-        }
-    }
-    /* Another's from the end: half of what is left, at least a unit — the owner keeps reading front to back. */
-    for (int32_t step = 1; step < threads; step++) {
-        et_work_range *victim = &row[(self + step) % threads];
-        old = atomic_load_explicit(&victim->bounds, memory_order_acquire);
-        for (;;) {
-            const int64_t b = begin_of(old), e = end_of(old);
-            if (b >= e) break;
-            const int64_t n = (e - b + 1) / 2;
-            if (atomic_compare_exchange_weak_explicit(&victim->bounds, &old, pack(b, e - n), memory_order_acq_rel,
-                                                      memory_order_acquire)) {
-                *begin = e - n;
-                *end = e;
-                return true;
-            }
-        }
-    }
+    if (take(&row[self], true, begin, end)) return true;
+    for (int32_t step = 1; step < threads; step++)
+        if (take(&row[(self + step) % threads], false, begin, end)) return true;
     return false;
 }

@@ -26,7 +26,7 @@ package final class WorkRanges: @unchecked Sendable {
     /// before any of them claims.
     package func reset(site: Int, units: Int, sharing: Int) {
         guard (0..<sites).contains(site) else { return }
-        et_work_ranges_reset(handle, Int32(site), Int64(min(max(0, units), Int(Int32.max))), Int32(min(max(1, sharing), threads)))
+        et_work_ranges_reset(handle, Int32(site), Int64(units), Int32(clamping: sharing)) // both clamped there
     }
 
     /// The next piece of `thread` at `site`, in units; nil once the site's work is all claimed (or no such site or
