@@ -289,10 +289,15 @@ int main(int argc, char **argv) {
     run(isa, EK_FORMAT_Q8_0, 6, 35, 512, 1);
     run_rows(isa, EK_FORMAT_Q8_0, 9, 70, 256, 0, 5, 61);
     run_rows(isa, EK_FORMAT_Q8_0, 6, 70, 96, 1, 21, 70);
+    /* more than 16 rows: whole groups take the sixteen-column tiles (every tile size), partial ones the half tiles */
+    run_rows(isa, EK_FORMAT_Q8_0, 19, 70, 256, 0, 5, 61);
+    run_rows(isa, EK_FORMAT_Q8_0, 18, 70, 96, 1, 21, 70);
+    run_rows(isa, EK_FORMAT_Q8_0, 23, 48, 384, 1, 0, 48);
     seven_bits = 0;
     /* row-scaled Q8_0: full range and seven bits, with and without column scales, odd shapes and row ranges */
     static const int row_scaled_shapes[][5] = {{1, 17, 576, 0, 17}, {3, 16, 128, 0, 16}, {4, 33, 96, 0, 33},
-                                               {7, 70, 384, 5, 61}, {17, 31, 160, 0, 31}, {9, 100, 1536, 16, 96}};
+                                               {7, 70, 384, 5, 61}, {17, 31, 160, 0, 31}, {9, 100, 1536, 16, 96},
+                                               {18, 48, 384, 0, 48}, {19, 70, 256, 5, 61}, {22, 64, 96, 16, 64}};
     for (int limit = 127; limit >= 63; limit -= 64)
         for (size_t s = 0; s < sizeof row_scaled_shapes / sizeof row_scaled_shapes[0]; s++) {
             const int *r = row_scaled_shapes[s];

@@ -191,13 +191,15 @@ struct QuantizedKernelTests {
             }
             blocks += block
         }
-        var x = (0..<(m * k)).map { i in i % 3 == 0 ? Float(i % 2 == 0 ? 127 : -127) : Float(Int(generator.next() % 255) - 127) }
-        for block in 0..<(m * k / 32) { x[block * 32 + 1] = 127 } // block maximum 127: scale exactly 1
         let w = try blocks.withUnsafeBytes { try QuantizedMatrix(type: .q8_0, rows: n, columns: k, blocks: $0) }
         #expect(w.flags == EK_PACKED_Q8_SEVEN_BITS | EK_PACKED_Q8_ROW_SCALES) // every block's scale is 1: one scale a row too
-        let expected = Quant.referenceGEMM(.q8_0, blocks, x, m: m, n: n, k: k)
-        let got = try matmul(try Tensor(shape: [m, k], values: x), w, isa: isa, threads: 2).scalars()
-        #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa)")
+        for rows in [m, 19] { // 19: more than 16 rows, the sixteen-column tiles of AVX2 without VNNI (tiles of 4 and 3)
+            var x = (0..<(rows * k)).map { i in i % 3 == 0 ? Float(i % 2 == 0 ? 127 : -127) : Float(Int(generator.next() % 255) - 127) }
+            for block in 0..<(rows * k / 32) { x[block * 32 + 1] = 127 } // block maximum 127: scale exactly 1
+            let expected = Quant.referenceGEMM(.q8_0, blocks, x, m: rows, n: n, k: k)
+            let got = try matmul(try Tensor(shape: [rows, k], values: x), w, isa: isa, threads: 2).scalars()
+            #expect(got.map(\.bitPattern) == expected.map(\.bitPattern), "\(isa), \(rows) rows")
+        }
 
         var values = Quant.randomValues(n * k, &generator)
         values[3] = 2 // a block whose largest value is alone: 127 in full range
