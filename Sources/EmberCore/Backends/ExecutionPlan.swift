@@ -6,7 +6,8 @@ public struct ExecutionOptions: Sendable, Hashable {
     public var units: ComputeUnits
     /// The weights' precision; nil runs the model file's own types.
     public var precision: Precision?
-    /// Threads a forward pass runs on (at most the context's per class).
+    /// Threads a forward pass runs on (at most the context's per class). A decoder session's single-token steps may
+    /// run on one instead when one measured faster (another process holding a core: see `StepThreadChooser`).
     public var threads: Int
     /// The QoS class the work runs at.
     public var qos: QoSClass

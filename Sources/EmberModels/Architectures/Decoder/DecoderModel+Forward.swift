@@ -75,10 +75,14 @@ extension DecoderModel {
         }
         let plan = try boundPlan(options, cacheType: session.cacheType)
         let qos = options.qos.resolved
-        let threads = max(1, min(options.threads, context.maximumThreads))
+        let allowed = max(1, min(options.threads, context.maximumThreads))
+        // One session's single-token step: on the allowed threads, or one when one measured faster (StepThreadChooser).
+        let measuredStep = t == 1 && allowed > 1
+        var chooser = session.stepThreads ?? StepThreadChooser(allowed: allowed)
+        let threads = measuredStep ? chooser.threads(allowed: allowed) : allowed
         let needed = plan.preparedBytes(t, max(d, config.feedForward, config.queryWidth))
-        if session.workspace.map({ $0.rows < t || $0.threads < threads || $0.preparedBytes < needed }) ?? true {
-            session.workspace = DecoderWorkspace(config: config, rows: t, threads: threads, preparedBytes: plan.preparedBytes)
+        if session.workspace.map({ $0.rows < t || $0.threads < allowed || $0.preparedBytes < needed }) ?? true {
+            session.workspace = DecoderWorkspace(config: config, rows: t, threads: allowed, preparedBytes: plan.preparedBytes)
         }
         let workspace = session.workspace!
 
@@ -117,10 +121,15 @@ extension DecoderModel {
         let pass = DecoderPass(model: self, plan: plan, rows: rows, workspace: workspace, tokens: tokens, threads: threads,
                                outputRows: outputRows, logits: logits.baseAddress.assumingMemoryBound(to: Float.self))
         let meter = context.energyMeter()
+        let start = DispatchTime.now().uptimeNanoseconds
         try context.routes.run(on: plan.route, qos: qos) {
             context.pool.region(threads: threads, qos: qos, barrierSpinNanoseconds: DecoderPass.barrierSpin(rows: t)) { pass.run(on: $0) }
         }
         if let failure = pass.failure { throw failure }
+        if measuredStep {
+            chooser.record(threads: threads, seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            session.stepThreads = chooser
+        }
         let values = logits.baseAddress.assumingMemoryBound(to: Float.self)
         if let row = (0..<outputRows).first(where: { !Self.allFinite(values + $0 * config.vocabulary, count: config.vocabulary) }) {
             throw KernelError.rejected(kernel: "decoder", argument: "logits[\(row)]",

@@ -20,6 +20,8 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     /// Per layer: keys then values, each [capacity × kvWidth] of fp16 or fp32.
     let cache: [UnsafeMutableRawPointer]
     var workspace: DecoderWorkspace?
+    /// The threads of this session's single-token steps, from their measured times (nil before the first).
+    var stepThreads: StepThreadChooser?
 
     init(config: DecoderModel.Config, capacity: Int, halfPrecision: Bool) {
         self.capacity = capacity
