@@ -8,7 +8,8 @@
  *
  * A 256-bit register holds eight rows: each 64-byte chunk of a packed group
  * is two halves, rows 0–7 then rows 8–15, processed one after the other (a
- * decode GEMV over a large group takes both in one pass).
+ * decode GEMV takes both in one pass, and so does the seven-bit Q8_0 GEMM of
+ * more than 16 activation rows: seven_group_tile).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -393,7 +394,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool sev
                                               _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
 #if !EK_AVX2_VNNI
-        if (format == EK_FORMAT_Q8_0 && seven && m > 16 && half == 0 && first >= row_begin && first + 16 <= row_end) {
+        if (format == EK_FORMAT_Q8_0 && seven && !prefetch && half == 0 && first >= row_begin && first + 16 <= row_end) {
             EK_AVX2_NAME(seven_group)(rows_scaled, gb, blocks, act, m, y + first, ldy);
             first += 8;
             continue;

@@ -77,9 +77,8 @@ extension DecoderModel {
         let qos = options.qos.resolved
         let allowed = max(1, min(options.threads, context.maximumThreads))
         // One session's single-token step: on the allowed threads, or one when one measured faster (StepThreadChooser).
-        let measuredStep = t == 1 && allowed > 1
-        var chooser = session.stepThreads ?? StepThreadChooser(allowed: allowed)
-        let threads = measuredStep ? chooser.threads(allowed: allowed) : allowed
+        var chooser = t == 1 && allowed > 1 ? session.stepThreads ?? StepThreadChooser(allowed: allowed) : nil
+        let threads = chooser?.threads(allowed: allowed) ?? allowed
         let needed = plan.preparedBytes(t, max(d, config.feedForward, config.queryWidth))
         if session.workspace.map({ $0.rows < t || $0.threads < allowed || $0.preparedBytes < needed }) ?? true {
             session.workspace = DecoderWorkspace(config: config, rows: t, threads: allowed, preparedBytes: plan.preparedBytes)
@@ -128,7 +127,7 @@ extension DecoderModel {
             stepNanoseconds = DispatchTime.now().uptimeNanoseconds - start
         }
         if let failure = pass.failure { throw failure }
-        if measuredStep {
+        if var chooser {
             chooser.record(threads: threads, seconds: Double(stepNanoseconds) / 1e9)
             session.stepThreads = chooser
         }
