@@ -160,7 +160,8 @@ public final class WeightMatrix: @unchecked Sendable {
         }
     }
 
-    /// The weights as fp32 [rows, columns] (converted once, then cached; f32 weights are borrowed).
+    /// The weights as fp32 [rows, columns] (converted once, then cached; f32 weights are borrowed): the linear map
+    /// itself, so smoothed weights (``activationColumnScales``) come back with their columns multiplied by the scales.
     public func fp32() throws -> Tensor {
         try lock.withLock {
             if let fp32Variant { return fp32Variant }
@@ -171,9 +172,14 @@ public final class WeightMatrix: @unchecked Sendable {
                 var values = Tensor(shape: [rows, columns], dtype: .float32, // every row is written below
                                     storage: try TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
                 let rowBytes = rowBytes
+                let columnScales = try activationColumnScales?.scalars()
                 try values.withUnsafeMutableBufferPointer { out in
                     for row in 0..<rows {
-                        try type.dequantizeRow(bytes.baseAddress! + row * rowBytes, columns: columns, into: out.baseAddress! + row * columns)
+                        let values = out.baseAddress! + row * columns
+                        try type.dequantizeRow(bytes.baseAddress! + row * rowBytes, columns: columns, into: values)
+                        // Smoothed weights: their columns were divided by what the activations are multiplied by; fp32
+                        // products take the activations as they are, so the columns are multiplied back here.
+                        if let columnScales { for column in 0..<columns { values[column] *= columnScales[column] } }
                     }
                 }
                 made = values
