@@ -52,6 +52,31 @@ struct LlamaForwardTests {
         #expect(Self.maxDifference(batch, stepwise) <= 1e-3 * scale, "\(precision) on \(units)")
     }
 
+    /// Every route the policy may pick runs the same weights at a precision: the GPU route the quantized weights
+    /// converted to fp32, the neural-engine route (SIMD) and the CPU route (scalar reference) their integer products
+    /// with 8-bit activations — the last two equal but for the order of additions, and all a few percent of the logit
+    /// range from fp32, never another model. (An encoder's smoothed int8 weights once came out wrong on the GPU route
+    /// alone.)
+    @Test(arguments: [Precision.int8, .int4])
+    func everyRouteRunsTheSameWeights(precision: Precision) throws {
+        let model = try Self.tinyModel()
+        let tokens = [5, 17, 3, 40, 22, 9, 30]
+        func logits(_ units: ComputeUnits, _ precision: Precision) throws -> [Float] {
+            try model.forward(tokens, session: model.makeSession(contextLength: 16), units: units, precision: precision,
+                              allLogits: true).scalars()
+        }
+        let fp32 = try logits(.cpuAndGPU, .fp32)
+        let (gpu, engine, cpu) = (try logits(.cpuAndGPU, precision), try logits(.cpuAndNeuralEngine, precision), try logits(.cpuOnly, precision))
+        let scale = fp32.map(abs).max()!
+        let (engineVsCPU, gpuVsEngine, gpuVsFP32) = (Self.maxDifference(engine, cpu), Self.maxDifference(gpu, engine), Self.maxDifference(gpu, fp32))
+        print("\(precision): neural engine vs CPU \(engineVsCPU), GPU vs neural engine \(gpuVsEngine), GPU vs fp32 \(gpuVsFP32) of \(scale)")
+        #expect(engineVsCPU <= 1e-3 * scale, "\(precision): neural-engine vs CPU route \(engineVsCPU) of \(scale)")
+        #expect(gpuVsEngine <= 0.05 * scale, "\(precision): GPU vs neural-engine route \(gpuVsEngine) of \(scale)")
+        // Rounding itself: 0.8 % of the range at int8, 11.5 % at int4 on these random weights; a wrong model is ~100 %.
+        let rounding: Float = precision == .int8 ? 0.05 : 0.25
+        #expect(gpuVsFP32 <= rounding * scale, "\(precision): GPU route vs fp32 \(gpuVsFP32) of \(scale)")
+    }
+
     /// Threads split rows and heads, never a sum: the thread count cannot change a bit.
     @Test(arguments: [1, 5]) // 1 row: private stage inputs; 5 rows: shared ones
     func threadCountDoesNotChangeResults(rows: Int) throws {
