@@ -288,6 +288,17 @@ static void unpark_all(et_work_slot *slot, _Atomic uint32_t *word) {
 #endif
 }
 
+/* Wakes at most `count` of the threads parked on `word` (all of them off Linux, where a condition variable cannot count). */
+static void unpark_some(et_work_slot *slot, _Atomic uint32_t *word, int count) {
+#if defined(__linux__)
+    (void)slot;
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+#else
+    (void)count;
+    unpark_all(slot, word);
+#endif
+}
+
 et_work_slot *et_work_slot_create(int max_spinners) {
     et_work_slot *slot = calloc(1, sizeof *slot);
     if (slot) slot->max_spinners = max_spinners;
@@ -324,10 +335,13 @@ uint64_t et_work_slot_publish(et_work_slot *slot, int count, int helpers_needed)
     uint64_t generation = (atomic_load_explicit(&slot->ticket, memory_order_relaxed) >> 32) + 1;
     atomic_store_explicit(&slot->ticket, (generation & 0xffffffffu) << 32, memory_order_seq_cst);
     atomic_fetch_add_explicit(&slot->wake, 1, memory_order_seq_cst);
-    /* Spinning workers see the new generation by themselves; wake the parked ones only if more are needed. */
-    if (atomic_load_explicit(&slot->sleepers, memory_order_seq_cst) > 0 &&
-        helpers_needed > atomic_load_explicit(&slot->spinning, memory_order_seq_cst)) {
-        unpark_all(slot, &slot->wake);
+    /* Spinning workers see the new generation by themselves; wake only as many parked ones as are still needed. Waking
+       them all woke a pool's spare workers for every job of fewer parts — a decode step's two threads, say — and each
+       spare, finding nothing to claim, spun for the next job on a core the computing threads needed. (A worker counted
+       as a sleeper but not yet parked sees the new word and does not park: more may come than are woken, never fewer.) */
+    const int spinning = atomic_load_explicit(&slot->spinning, memory_order_seq_cst);
+    if (atomic_load_explicit(&slot->sleepers, memory_order_seq_cst) > 0 && helpers_needed > spinning) {
+        unpark_some(slot, &slot->wake, helpers_needed - spinning);
     }
     return generation & 0xffffffffu;
 }
