@@ -106,7 +106,11 @@ struct ReadmeHostSnippetTests {
         }
         let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
         let embedded = try await runtime.embedding(minilm, ["a cat"], tier: .critical)
-        #expect(embedded.decision.precision != .fp32 && embedded.output.count == 1 && embedded.output[0].count == 384)
+        // The reduced budget holds the embedding too. Which precision that allows comes from the measured costs: for one
+        // short sentence fp32 on the GPU route and int8 measure within 1.25× each other's energy, and a loaded machine
+        // (the test run itself) has chosen either.
+        #expect(embedded.decision.explanation.contains("reduced budget"), "\(embedded.decision.explanation)")
+        #expect(embedded.output.count == 1 && embedded.output[0].count == 384)
         // Standard work waits at 15 %; cancelling it ends the wait.
         let waiting = Task { try await runtime.embedding(minilm, ["later"], tier: .standard) }
         #expect(await eventually { await runtime.scheduler.deferredCount == 1 })
