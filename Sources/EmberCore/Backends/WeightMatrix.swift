@@ -175,11 +175,11 @@ public final class WeightMatrix: @unchecked Sendable {
                 let columnScales = try activationColumnScales?.scalars()
                 try values.withUnsafeMutableBufferPointer { out in
                     for row in 0..<rows {
-                        let values = out.baseAddress! + row * columns
-                        try type.dequantizeRow(bytes.baseAddress! + row * rowBytes, columns: columns, into: values)
+                        let rowValues = out.baseAddress! + row * columns
+                        try type.dequantizeRow(bytes.baseAddress! + row * rowBytes, columns: columns, into: rowValues)
                         // Smoothed weights: their columns were divided by what the activations are multiplied by; fp32
                         // products take the activations as they are, so the columns are multiplied back here.
-                        if let columnScales { for column in 0..<columns { values[column] *= columnScales[column] } }
+                        if let columnScales { for column in 0..<columns { rowValues[column] *= columnScales[column] } }
                     }
                 }
                 made = values
