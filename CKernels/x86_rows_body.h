@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "quant_impl.h"
+#include "x86_prefetch.h"
+#include "x86_prefetch.h"
 #include "rows_impl.h"
 
 #ifndef EK_ROWS_INLINE
@@ -130,7 +132,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
 
 /* The lines of the `bytes` at `block`, EK_ROWS_AHEAD bytes on, into L1. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *block, size_t bytes) {
-    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_ROWS_AHEAD + line, _MM_HINT_T0);
+    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_ROWS_AHEAD + line, EK_PREFETCH_HINT);
 }
 
 /* Every quantized kernel is a *tile* function — one weight row against `tile` activation rows, `tile` a
@@ -143,7 +145,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
             const block_type *row = (const block_type *)(w + (size_t)r * row_bytes);                                \
             if (!EK_ROWS_SMOOTH_PREFETCH && m <= 16 && r + 2 < row_end) { /* decode: fetch two rows ahead */       \
                 const char *ahead = (const char *)w + (size_t)(r + 2) * row_bytes;                                  \
-                for (size_t line = 0; line < row_bytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);       \
+                for (size_t line = 0; line < row_bytes; line += 64) _mm_prefetch(ahead + line, EK_PREFETCH_HINT);       \
             }                                                                                                        \
             for (int64_t i0 = 0; i0 < m; i0 += EK_ROWS_TILE) {                                                       \
                 const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
