@@ -37,6 +37,7 @@ ek_cpu_features ek_cpu_features_detect(void) {
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
     f.avxvnni = __builtin_cpu_supports("avxvnni");
+    f.amd = __builtin_cpu_is("amd");
 #elif defined(__aarch64__)
     f.neon = true; /* Advanced SIMD is mandatory on AArch64. */
 #if defined(__linux__)

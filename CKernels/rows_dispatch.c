@@ -112,7 +112,10 @@ ek_status ek_gemm_f32(ek_isa isa, const float *w, int64_t n, int64_t k, const fl
                       int64_t row_begin, int64_t row_end) {
     const ek_row_kernels *kernels;
     ek_status status = check_float_call(isa, w, n, k, x, m, y, ldy, row_begin, row_end, &kernels);
-    if (kernels != NULL) (kernels->f32 ? kernels->f32 : ek_gemm_f32_scalar)(w, k, x, m, y, ldy, row_begin, row_end);
+    if (kernels == NULL) return status;
+    ek_f32_kernel kernel = kernels->f32 ? kernels->f32 : ek_gemm_f32_scalar;
+    if (m == 1 && kernels->f32_one_row != NULL && ek_cpu_features_detect().amd) kernel = kernels->f32_one_row;
+    kernel(w, k, x, m, y, ldy, row_begin, row_end);
     return status;
 }
 

@@ -22,7 +22,6 @@
 #include <string.h>
 #include "quant_impl.h"
 #include "x86_prefetch.h"
-#include "x86_prefetch.h"
 #include "rows_impl.h"
 
 #ifndef EK_ROWS_INLINE
@@ -583,7 +582,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
 /* Rows longer than 1.5 × EK_F32_CHUNK columns are taken in near-equal chunks of about EK_F32_CHUNK (rounded up to
    the vector width): a tile's activation and weight rows, with the next chunk's weights coming in, then fit L1 —
    six 1,536-wide activation rows alone are 36 KB of its 48 (MiniLM's FFN output, 19 rows out of cache: 110 → 137
-   GFLOP/s). Each chunk's sums are added to y. Two activation rows (two sequences decoding; one row runs
+   GFLOP/s). Each chunk's sums are added to y. Two activation rows (two sequences decoding; one row runs stream_rows:
    float_stream), with no reuse to keep in L1, take whole rows and no prefetching: that loop streams at the memory's rate already, and the extra work slowed
    SmolLM2's fp32 decode by 7-20 %. Only the first four tiles over a chunk prefetch (each would repeat it from L1:
    batch-32 MiniLM 3 % slower when all 100 did). */
@@ -658,7 +657,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
 #define EK_F32_OUTER_ROWS 40
 #define EK_F32_OUTER_COLS (2 * EK_OUTER_NR)
 
-/* fp32 decode (one activation row) on AVX-512 builds (AVX2 builds: float_row, below) — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
+/* fp32 decode (one activation row) on AVX-512 builds off AMD cores (AVX2 builds and AMD: float_row, below) — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
    ymm half_rows measured slower): `rows` (4, or 1 for the last few) weight rows at once, one accumulator each, a
    vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights, alternating, every
    SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep with the activation
@@ -682,12 +681,14 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
     }
 }
 
-/* fp32 decode on AVX2 builds: one weight row at a time, read front to back with four accumulators, so a thread's
-   share of a matrix is one sequential stream. AMD Zen 3 (the kind that runs this build natively), 2 threads, every
-   SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9 alternating rounds against a read
-   loop of the same bytes and barriers: float_stream's four rows side by side (four streams 2,304 bytes apart)
-   0.83-0.84 of the read loop, this loop 0.95 (eight accumulators 0.97, software prefetch ahead 0.81). The
-   Emerald Rapids measurement above went the other way, so AVX-512 builds keep float_stream. */
+/* fp32 decode on AVX2 builds, and on AVX-512 builds running on AMD cores (gemm_f32_one_row): one weight row at a
+   time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
+   Zen 3 (AVX2), 2 threads, every SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9
+   alternating rounds against a read loop of the same bytes and barriers: float_stream's four rows side by side (four
+   streams 2,304 bytes apart) 0.83-0.84 of the read loop, this loop 0.95 (eight accumulators 0.97, software prefetch
+   ahead 0.81). AMD Zen 4 (AVX-512), SmolLM2 fp32 decode, 2 threads, 5 alternating rounds: float_stream 39.8-44.4
+   tok/s, this loop on 512-bit registers 48.9-61.5 (median 56.7; the AVX2 build's 256-bit loop 54.6-58.6). The
+   Emerald Rapids measurement above went the other way, so AVX-512 builds keep float_stream on other vendors. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const float *w, int64_t k, const float *x, float *y) {
     EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
     int64_t j = 0;
@@ -703,19 +704,17 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const float *w, int64
     *y = sum;
 }
 
-/* One activation row over rows [row_begin, row_end) of weights of `kind`, four rows at a time (fp32 on AVX2 builds:
-   a row at a time, float_row). */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const void *w, int64_t k, const float *x,
-                                                             float *y, int64_t row_begin, int64_t row_end) {
+/* One activation row over rows [row_begin, row_end) of weights of `kind`: fp32 a row at a time when `one_row` (a
+   constant after inlining; float_row), otherwise four rows at a time (float_stream). */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const bool one_row, const void *w, int64_t k,
+                                                             const float *x, float *y, int64_t row_begin, int64_t row_end) {
     const size_t row_bytes = (size_t)k * EK_ROWS_NAME(weight_bytes)(kind);
     const uint8_t *base = (const uint8_t *)w;
     int64_t r = row_begin;
-#if !defined(EK_ROWS_512)
-    if (kind == 0) {
+    if (kind == 0 && one_row) {
         for (; r < row_end; r++) EK_ROWS_NAME(float_row)((const float *)(base + (size_t)r * row_bytes), k, x, y + r);
         return;
     }
-#endif
     for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(kind, 4, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
     for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(kind, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
 }
@@ -725,10 +724,11 @@ EK_ROWS_TARGET EK_ROWS_INLINE bool EK_ROWS_NAME(outer_pays)(int64_t m, int64_t k
     return m >= EK_F32_OUTER_ROWS && row_end - row_begin >= EK_F32_OUTER_COLS && k > 0;
 }
 
-EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
-                                                  int64_t ldy, int64_t row_begin, int64_t row_end) {
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_f32_rows)(const bool one_row, const float *w, int64_t k,
+                                                               const float *x, int64_t m, float *y, int64_t ldy,
+                                                               int64_t row_begin, int64_t row_end) {
     if (m == 1) {
-        EK_ROWS_NAME(stream_rows)(0, w, k, x, y, row_begin, row_end);
+        EK_ROWS_NAME(stream_rows)(0, one_row, w, k, x, y, row_begin, row_end);
         return;
     }
     if (EK_ROWS_NAME(outer_pays)(m, k, row_begin, row_end) &&
@@ -736,6 +736,25 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
         return;
     EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
 }
+
+/* AVX2 builds read decode's row one weight row at a time everywhere; AVX-512 builds four rows side by side, and one
+   row at a time on AMD cores (gemm_f32_one_row, chosen by ek_gemm_f32). */
+#if defined(EK_ROWS_512)
+#define EK_ROWS_F32_ONE_ROW false
+#else
+#define EK_ROWS_F32_ONE_ROW true
+#endif
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
+                                                  int64_t ldy, int64_t row_begin, int64_t row_end) {
+    EK_ROWS_NAME(gemm_f32_rows)(EK_ROWS_F32_ONE_ROW, w, k, x, m, y, ldy, row_begin, row_end);
+}
+#undef EK_ROWS_F32_ONE_ROW
+#if defined(EK_ROWS_512)
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32_one_row)(const float *w, int64_t k, const float *x, int64_t m, float *y,
+                                                          int64_t ldy, int64_t row_begin, int64_t row_end) {
+    EK_ROWS_NAME(gemm_f32_rows)(true, w, k, x, m, y, ldy, row_begin, row_end);
+}
+#endif
 
 /* fp16/bf16 decode (m ≤ 2, `bf16` a constant after inlining): half_rows over four-row groups and the remainder. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_decode)(const bool bf16, const uint16_t *w, int64_t k, const float *x,
@@ -779,8 +798,8 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
                                                    float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
 #if defined(EK_ROWS_512)
     if (m == 1) {
-        if (bf16) EK_ROWS_NAME(stream_rows)(2, w, k, x, y, row_begin, row_end);
-        else EK_ROWS_NAME(stream_rows)(1, w, k, x, y, row_begin, row_end);
+        if (bf16) EK_ROWS_NAME(stream_rows)(2, false, w, k, x, y, row_begin, row_end);
+        else EK_ROWS_NAME(stream_rows)(1, false, w, k, x, y, row_begin, row_end);
         return;
     }
 #endif
@@ -843,4 +862,7 @@ const ek_row_kernels EK_ROWS_TABLE = {
     .quantize_q8_k = EK_ROWS_NAME(quantize_q8_k),
     .half = EK_ROWS_NAME(gemm_half),
     .f32 = EK_ROWS_NAME(gemm_f32),
+#if defined(EK_ROWS_512)
+    .f32_one_row = EK_ROWS_NAME(gemm_f32_one_row),
+#endif
 };

@@ -24,6 +24,7 @@ typedef struct ek_cpu_features {
     bool avx512vl;
     bool avx512vnni;
     bool avxvnni;
+    bool amd; /* an AMD core (CPUID vendor): fp32 decode reads one weight row at a time there (ek_gemm_f32) */
     /* arm64 */
     bool neon;
     bool dotprod;

@@ -22,6 +22,9 @@ public struct CPUFeatures: Sendable, Equatable {
     public var avx512vnni = false
     /// x86-64 AVX-VNNI: the VNNI int8 dot products on 256-bit AVX registers.
     public var avxvnni = false
+    /// An AMD x86 core (the CPUID vendor), whose fp32 decode streams fastest one weight row at a time; not a
+    /// feature, so not in ``all``.
+    public var amd = false
     /// arm64 Advanced SIMD (NEON).
     public var neon = false
     /// arm64 dot-product instructions (SDOT/UDOT).
@@ -36,14 +39,14 @@ public struct CPUFeatures: Sendable, Equatable {
     init(_ c: ek_cpu_features) {
         avx2 = c.avx2; fma = c.fma; f16c = c.f16c
         avx512f = c.avx512f; avx512bw = c.avx512bw; avx512vl = c.avx512vl
-        avx512vnni = c.avx512vnni; avxvnni = c.avxvnni
+        avx512vnni = c.avx512vnni; avxvnni = c.avxvnni; amd = c.amd
         neon = c.neon; dotprod = c.dotprod
     }
 
     var cValue: ek_cpu_features {
         ek_cpu_features(
             avx2: avx2, fma: fma, f16c: f16c, avx512f: avx512f, avx512bw: avx512bw,
-            avx512vl: avx512vl, avx512vnni: avx512vnni, avxvnni: avxvnni, neon: neon, dotprod: dotprod)
+            avx512vl: avx512vl, avx512vnni: avx512vnni, avxvnni: avxvnni, amd: amd, neon: neon, dotprod: dotprod)
     }
 
     /// Every feature by the name Linux's `/proc/cpuinfo` style would give it, in a stable order.
