@@ -339,8 +339,10 @@ ek_status ek_gemm_interleaved(ek_isa isa, ek_format format, const void *w, int64
         return EK_OK;
     }
     const size_t act_row_bytes = ek_row_activation_size(format, 1, k);
-    if (kernels->gemm[format] != NULL) {
-        kernels->gemm[format](w, blocks, act, act_row_bytes, m, y, ldy, row_begin, row_end);
+    ek_il_kernel kernel = kernels->gemm[format];
+    if (m == 1 && kernels->gemv_amd[format] != NULL && ek_cpu_features_detect().amd) kernel = kernels->gemv_amd[format];
+    if (kernel != NULL) {
+        kernel(w, blocks, act, act_row_bytes, m, y, ldy, row_begin, row_end);
     } else {
         gemm_interleaved_oracle(format, w, blocks, act, act_row_bytes, m, y, ldy, row_begin, row_end);
     }

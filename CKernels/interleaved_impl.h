@@ -56,6 +56,9 @@ typedef void (*ek_il_kernel)(const uint8_t *w, int64_t blocks, const void *act, 
 /* What one ISA provides; NULL entries run the oracle. */
 typedef struct ek_il_kernels {
     ek_il_kernel gemm[EK_FORMAT_COUNT];
+    /* The decode GEMV (one activation row) on AMD cores, where it differs: the AVX-512 build's 256-bit tiles, one
+       group of eight rows as one stream, which stream faster there than the 512-bit pairs (x86_interleaved_wide.h). */
+    ek_il_kernel gemv_amd[EK_FORMAT_COUNT];
 } ek_il_kernels;
 
 #if defined(__x86_64__)
