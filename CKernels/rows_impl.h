@@ -42,8 +42,8 @@ typedef struct ek_row_kernels {
     void (*quantize_q8_k)(const float *x, int64_t blocks, ek_block_q8_k *act);
     ek_half_kernel half;
     ek_f32_kernel f32;
-    /* The same product with a single activation row read one weight row at a time, front to back: what AMD cores
-       stream fastest (ek_gemm_f32 takes it there); NULL where f32 already does so. */
+    /* The same product with a single activation row of up to 8 KB read one weight row at a time, front to back:
+       what AMD cores stream fastest (ek_gemm_f32 takes it there); NULL where f32 already does so. */
     ek_f32_kernel f32_one_row;
 } ek_row_kernels;
 

@@ -681,7 +681,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
     }
 }
 
-/* fp32 decode on AVX2 builds, and on AVX-512 builds running on AMD cores (gemm_f32_one_row): one weight row at a
+/* fp32 decode on AVX2 builds, and on AVX-512 builds running on AMD cores for rows of up to 8 KB (gemm_f32_one_row): one weight row at a
    time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
    Zen 3 (AVX2), 2 threads, every SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9
    alternating rounds against a read loop of the same bytes and barriers: float_stream's four rows side by side (four
@@ -738,7 +738,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_f32_rows)(const bool one_ro
 }
 
 /* AVX2 builds read decode's row one weight row at a time everywhere; AVX-512 builds four rows side by side, and one
-   row at a time on AMD cores (gemm_f32_one_row, chosen by ek_gemm_f32). */
+   row at a time for short rows on AMD cores (gemm_f32_one_row, chosen by ek_gemm_f32). */
 #if defined(EK_ROWS_512)
 #define EK_ROWS_F32_ONE_ROW false
 #else
@@ -750,9 +750,14 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
 }
 #undef EK_ROWS_F32_ONE_ROW
 #if defined(EK_ROWS_512)
+/* Rows up to this many bytes run float_row on AMD; longer ones keep float_stream, whose four rows are then four
+   streams far apart that the prefetchers fetch side by side. One Zen 4, 2 threads, matrices cycled from memory,
+   GB/s over three rounds, float_row vs float_stream: 1536×576 16.6-19.8 vs 12.9-13.9, 576×1536 17.8-22.8 vs
+   14.9-18.1, 8192×2048 26.2-29.9 vs 25.0-27.8, 4096×4096 23.2-24.4 vs 25.7-27.5, 16384×8192 21.6-25.5 vs 25.6-28.5. */
+#define EK_F32_ONE_ROW_BYTES 8192
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32_one_row)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                           int64_t ldy, int64_t row_begin, int64_t row_end) {
-    EK_ROWS_NAME(gemm_f32_rows)(true, w, k, x, m, y, ldy, row_begin, row_end);
+    EK_ROWS_NAME(gemm_f32_rows)(k * (int64_t)sizeof(float) <= EK_F32_ONE_ROW_BYTES, w, k, x, m, y, ldy, row_begin, row_end);
 }
 #endif
 

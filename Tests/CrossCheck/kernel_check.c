@@ -325,7 +325,9 @@ int main(int argc, char **argv) {
         }
     static const int f32_shapes[][5] = {{7, 13, 384, 3, 13}, {45, 77, 300, 2, 77}, {40, 70, 8, 0, 70},
                                         {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66},
-                                        {1, 9, 77, 0, 9}, {1, 7, 40, 2, 7}, {1, 6, 1539, 0, 6}};
+                                        {1, 9, 77, 0, 9}, {1, 7, 40, 2, 7}, {1, 6, 1539, 0, 6},
+                                        /* one row either side of the 8 KB rows AMD cores read one at a time */
+                                        {1, 5, 2048, 0, 5}, {1, 7, 2051, 1, 7}};
     for (size_t s = 0; s < sizeof f32_shapes / sizeof f32_shapes[0]; s++) {
         const int *f = f32_shapes[s];
         run_f32(isa, f[0], f[1], f[2], f[3], f[4]);
