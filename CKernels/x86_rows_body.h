@@ -129,7 +129,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
 #define EK_ROWS_AHEAD 4096
 #endif
 
-/* The lines of the `bytes` at `block`, EK_ROWS_AHEAD bytes on, into L1. */
+/* The lines of the `bytes` at `block`, EK_ROWS_AHEAD bytes on, into L2 (x86_prefetch.h). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *block, size_t bytes) {
     for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_ROWS_AHEAD + line, EK_PREFETCH_HINT);
 }
@@ -705,7 +705,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const float *w, int64
 }
 
 /* One activation row over rows [row_begin, row_end) of weights of `kind`: fp32 a row at a time when `one_row` (a
-   constant after inlining; float_row), otherwise four rows at a time (float_stream). */
+   constant after inlining, or the row length's test in gemm_f32_one_row; float_row), otherwise four rows at a time
+   (float_stream). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const bool one_row, const void *w, int64_t k,
                                                              const float *x, float *y, int64_t row_begin, int64_t row_end) {
     const size_t row_bytes = (size_t)k * EK_ROWS_NAME(weight_bytes)(kind);

@@ -24,7 +24,8 @@ typedef struct ek_cpu_features {
     bool avx512vl;
     bool avx512vnni;
     bool avxvnni;
-    bool amd; /* an AMD core (CPUID vendor): fp32 decode reads one weight row at a time there (ek_gemm_f32) */
+    bool amd; /* an AMD core (CPUID vendor): decode GEMVs stream in the form measured fastest there (ek_gemm_f32,
+                 ek_gemm_interleaved) */
     /* arm64 */
     bool neon;
     bool dotprod;

@@ -22,8 +22,8 @@ public struct CPUFeatures: Sendable, Equatable {
     public var avx512vnni = false
     /// x86-64 AVX-VNNI: the VNNI int8 dot products on 256-bit AVX registers.
     public var avxvnni = false
-    /// An AMD x86 core (the CPUID vendor), whose fp32 decode streams fastest one weight row at a time; not a
-    /// feature, so not in ``all``.
+    /// An AMD x86 core (the CPUID vendor): the decode GEMVs take the forms measured fastest there (one fp32 weight
+    /// row, one interleaved group at a time). Not a feature, so not in ``all``.
     public var amd = false
     /// arm64 Advanced SIMD (NEON).
     public var neon = false
