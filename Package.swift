@@ -95,7 +95,7 @@ let implementationTargets: [Target] = [
     .executableTarget(
         name: "EmberCLI",
         dependencies: [
-            "Ember", "EmberCatalog", "EmberServer", "EmberHTTP", "EmberBenchmarks", "_CEmberCLIStartup", "CEditLine",
+            "Ember", "EmberCatalog", "EmberServer", "EmberHTTP", "EmberBenchmarks", "_CEmberCLIStartup", "_CEmberThreads", "CEditLine",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ],
         path: "Sources/ember"

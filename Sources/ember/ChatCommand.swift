@@ -1,5 +1,6 @@
 import ArgumentParser
 import CEditLine
+import _CEmberThreads
 import Ember
 import Foundation
 
@@ -144,24 +145,16 @@ struct ChatCommand: ParsableCommand {
 }
 
 /// Set by Ctrl-C while a reply is written: the reply stops at its next token and the conversation goes on.
-/// (SIGINT is caught for the life of the chat; at the prompt it only reminds how to leave.)
+/// (SIGINT is caught for the life of the chat, by a handler any thread may run; at the prompt it only reminds how to
+/// leave. The notice is written before the signal is counted, so a reply that stops prints its statistics after it.)
 final class InterruptFlag: @unchecked Sendable {
     private let lock = NSLock()
-    private var value = false
-    private let source: DispatchSourceSignal
+    private var seen: UInt = 0
 
     init() {
-        signal(SIGINT, SIG_IGN)
-        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler { [weak self] in self?.set() }
-        source.resume()
+        _ = et_interrupts_catch("\n[interrupted — /exit or Ctrl-D leaves]\n")
     }
 
-    private func set() {
-        lock.withLock { value = true }
-        FileHandle.standardError.write(Data("\n[interrupted — /exit or Ctrl-D leaves]\n".utf8))
-    }
-
-    func clear() { lock.withLock { value = false } }
-    var isSet: Bool { lock.withLock { value } }
+    func clear() { lock.withLock { seen = et_interrupts_count() } }
+    var isSet: Bool { lock.withLock { et_interrupts_count() != seen } }
 }

@@ -118,4 +118,11 @@ void et_pool_nesting_add(int delta);
 unsigned int et_current_qos(void);
 void et_set_current_qos(unsigned int raw_qos_class);
 
+/* Ctrl-C for an interactive tool: a SIGINT handler (process-wide, as signal dispositions are) that writes `notice`
+   to standard error, then counts the signal. Whichever thread the kernel hands the signal to runs it, so none is
+   lost (a dispatch source needs the signal blocked in every thread, and lost it in one reply in four). 0 or errno. */
+int et_interrupts_catch(const char *notice);
+/* SIGINTs counted since et_interrupts_catch. */
+unsigned long et_interrupts_count(void);
+
 #endif
