@@ -148,10 +148,10 @@ int et_release_free_memory(void) {
 struct et_start { void (*body)(void *); void *context; char name[16]; };
 
 /* Ember's threads compute for the host; the host's asynchronous signals (Ctrl-C's SIGINT, SIGTERM, SIGHUP, …) are
-   for its own threads. A process-directed signal goes to any thread that does not block it, and a host that waits for
-   one through a signalfd or a dispatch source (which block it where they run, the handler's disposition left at
-   SIG_IGN) loses it when the kernel picks one of ours: `ember chat` missed a Ctrl-C in about one reply in four while
-   the workers decoded. Faults and SIGPROF stay deliverable (they belong to the thread that caused them, or to any). */
+   for its own threads. A process-directed signal goes to any thread that does not block it, so a host that waits for
+   one through a signalfd (which needs it blocked everywhere) would lose it to ours. (This alone did not cure `ember
+   chat`'s lost Ctrl-C — other threads still dropped it: et_interrupts_catch below did.) Faults and SIGPROF stay
+   deliverable (they belong to the thread that caused them, or to any). */
 static void et_block_host_signals(void) {
     sigset_t signals;
     sigfillset(&signals);
