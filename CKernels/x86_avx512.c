@@ -18,7 +18,6 @@
 
 #define EK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")))
 #define EK_INLINE static inline __attribute__((always_inline))
-#define EK_PREFETCH 4096 /* bytes ahead the GEMV prefetches the packed weights */
 
 EK_AVX512 EK_INLINE __m512i broadcast4(const int8_t *p) {
     int32_t v;
@@ -244,7 +243,7 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, bool rows_scaled, int tile
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *quants = gb + scale_bytes;
         if (first_pass) { /* the group's first tile streams its weights from memory: fetch ahead of the hardware prefetcher */
-            for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_PREFETCH + line, EK_PREFETCH_HINT);
+            for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
         }
         __m512i w[8];
         if (format == EK_FORMAT_Q8_0) {
@@ -303,7 +302,7 @@ EK_AVX512 EK_INLINE void pair_tile(ek_format format, bool rows_scaled, int tile,
         if (first_pass) {
             for (int g = 0; g < 2; g++)
                 for (size_t line = 0; line < group_block; line += 64)
-                    _mm_prefetch((const char *)block[g] + EK_PREFETCH + line, EK_PREFETCH_HINT);
+                    _mm_prefetch((const char *)block[g] + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
         }
         __m512i s[2][EK_TILE];
         for (int i = 0; i < tile; i++) {
@@ -412,7 +411,7 @@ EK_AVX512_GEMM(gemm_q4_0_avx512, EK_FORMAT_Q4_0, false)
 EK_AVX512_GEMM(gemm_q4_1_avx512, EK_FORMAT_Q4_1, false)
 EK_AVX512_GEMM(gemm_q8_0_row_scaled_avx512, EK_FORMAT_Q8_0, true)
 
-/* Eight independent accumulators and a prefetch 4 KiB ahead, at the kernels' level (x86_prefetch.h): the fastest plain
+/* Eight independent accumulators and a prefetch as far ahead as the kernels' (EK_PREFETCH_AHEAD), at their level (x86_prefetch.h): the fastest plain
    read loop found here (on a Zen 4, two threads: T1 24–42 GB/s where T0 made 23–31 and none 26–34, three rounds). */
 EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
     const uint8_t *p = data;
@@ -421,7 +420,7 @@ EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
     size_t i = 0;
     for (; i + 512 <= bytes; i += 512) {
         for (int j = 0; j < 8; j++) {
-            _mm_prefetch((const char *)p + i + 4096 + 64 * j, EK_PREFETCH_HINT);
+            _mm_prefetch((const char *)p + i + EK_PREFETCH_AHEAD + 64 * j, EK_PREFETCH_HINT);
             acc[j] = _mm512_xor_si512(acc[j], _mm512_loadu_si512(p + i + 64 * j));
         }
     }

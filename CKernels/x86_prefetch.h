@@ -16,4 +16,15 @@
 #define EK_PREFETCH_HINT _MM_HINT_T1
 #endif
 
+/* How far ahead of its loads a kernel streaming weights asks for them, in bytes — one distance for every kernel and
+   for the bandwidth reference's read loop. 8 KB, not the 4 KB tuned with T0 prefetches: with T1 the longer distance
+   keeps more lines in flight per core. One Zen 4 core, 16384×8192 from memory, medians of 5 alternating rounds:
+   interleaved Q4_K 16.0 → 20.5 GB/s, Q6_K 12.2 → 17.9 (16 KB: 20.2 and 13.7). Two threads, `ember bench kernels`,
+   3 alternating rounds, weight GB/s: AVX-512 Q4_0 22.6 → 27.4, Q4_K 24.2 → 28.3, Q5_K 20.8 → 23.1, Q6_K 19.7 → 24.8,
+   Q5_0 22.5 → 26.7, Q8_0 22.4 → 26.8; avx2 Q4_0 22.4 → 26.2, Q5_K 24.1 → 26.6, the others within noise. SmolLM2
+   decode moved within noise but for Q4_K_M (+6–9 %). An experiment may override it with -D. */
+#ifndef EK_PREFETCH_AHEAD
+#define EK_PREFETCH_AHEAD 8192
+#endif
+
 #endif /* EK_X86_PREFETCH_H */

@@ -112,7 +112,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
 }
 
 /* How a decode GEMV (at most 16 activation rows) asks for the weights ahead of the kernel. AVX2: each block's lines
-   EK_ROWS_AHEAD bytes ahead as its turn comes (the rows lie one after another, so that is the stream's future).
+   EK_PREFETCH_AHEAD bytes (x86_prefetch.h) ahead as its turn comes (the rows lie one after another, so that is the stream's future).
    AVX-512: a whole row two rows ahead, at the row's start. On a Zen 3 core (AVX2, 16384×8192 out of memory, medians
    of 5 calls, alternating builds) the burst of a whole row's lines read 7.8-9.6 GB/s of Q6_K, 6.8-7.9 of Q3_K;
    per block 4 KB ahead 12.9-13.9 and 8.5-9.1 (no software prefetch at all, Q6_K: 10.5-12.6). AVX2 runs only Q2_K and
@@ -125,13 +125,10 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
 #else
 #define EK_ROWS_SMOOTH_PREFETCH 1
 #endif
-#ifndef EK_ROWS_AHEAD
-#define EK_ROWS_AHEAD 4096
-#endif
 
-/* The lines of the `bytes` at `block`, EK_ROWS_AHEAD bytes on, into L2 (x86_prefetch.h). */
+/* The lines of the `bytes` at `block`, EK_PREFETCH_AHEAD bytes on, into L2 (x86_prefetch.h). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *block, size_t bytes) {
-    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_ROWS_AHEAD + line, EK_PREFETCH_HINT);
+    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
 }
 
 /* Every quantized kernel is a *tile* function — one weight row against `tile` activation rows, `tile` a
