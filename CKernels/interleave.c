@@ -102,6 +102,38 @@ static void encode_iq4_xs_scales(const int8_t value[8], ek_block_iq4_xs *block) 
     block->scales_h = high;
 }
 
+/* Q6_K's quants ⇄ the interleaved layout's: for each element position l (0…31) of half h the four 6-bit values
+   u0…u3 (quarters: elements 128h + 32q + l) go as three bytes — A = u0 | (u3's bits 4-5) << 6 at ql[64h + l],
+   B = u1 | (u3's bits 2-3) << 6 at ql[64h + 32 + l], C = u2 | (u3's bits 0-1) << 6 at qh[32h + l] — so that a
+   register of three quarters' values is one AND, and only the fourth's is put together (x86_interleaved_body.h). */
+static void encode_q6_k_quants(const ek_block_q6_k *b, uint8_t ql[128], uint8_t qh[64]) {
+    for (int h = 0; h < 2; h++) {
+        for (int l = 0; l < 32; l++) {
+            uint8_t u[4];
+            for (int q = 0; q < 4; q++) {
+                const uint8_t low = b->ql[64 * h + 32 * (q & 1) + l];
+                u[q] = (uint8_t)((q < 2 ? low & 15 : low >> 4) | ((b->qh[32 * h + l] >> (2 * q)) & 3) << 4);
+            }
+            ql[64 * h + l] = (uint8_t)(u[0] | (u[3] >> 4) << 6);
+            ql[64 * h + 32 + l] = (uint8_t)(u[1] | ((u[3] >> 2) & 3) << 6);
+            qh[32 * h + l] = (uint8_t)(u[2] | (u[3] & 3) << 6);
+        }
+    }
+}
+
+static void decode_q6_k_quants(const uint8_t ql[128], const uint8_t qh[64], ek_block_q6_k *b) {
+    for (int h = 0; h < 2; h++) {
+        for (int l = 0; l < 32; l++) {
+            const uint8_t a = ql[64 * h + l], c = ql[64 * h + 32 + l], e = qh[32 * h + l];
+            const uint8_t u[4] = {(uint8_t)(a & 63), (uint8_t)(c & 63), (uint8_t)(e & 63),
+                                  (uint8_t)((a >> 6) << 4 | (c >> 6) << 2 | e >> 6)};
+            b->ql[64 * h + l] = (uint8_t)((u[0] & 15) | (u[2] & 15) << 4);
+            b->ql[64 * h + 32 + l] = (uint8_t)((u[1] & 15) | (u[3] & 15) << 4);
+            b->qh[32 * h + l] = (uint8_t)(u[0] >> 4 | (u[1] >> 4) << 2 | (u[2] >> 4) << 4 | (u[3] >> 4) << 6);
+        }
+    }
+}
+
 /* Block `src` (GGUF) of row r into group-block gb; src NULL: a zero row. */
 static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) {
     if (src == NULL) {
@@ -164,8 +196,10 @@ static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) 
         const ek_block_q6_k *b = (const ek_block_q6_k *)src;
         memcpy(gb + 2 * r, &b->d, 2);
         for (int s = 0; s < 16; s++) gb[EK_IL_Q6_K_SCALES + 16 * (s / 2) + 2 * r + s % 2] = (uint8_t)b->scales[s];
-        spread_lanes(b->ql, 128, gb + EK_IL_Q6_K_QUANTS, r);
-        spread_lanes(b->qh, 64, gb + EK_IL_Q6_K_HIGH, r);
+        uint8_t ql[128], qh[64];
+        encode_q6_k_quants(b, ql, qh);
+        spread_lanes(ql, 128, gb + EK_IL_Q6_K_QUANTS, r);
+        spread_lanes(qh, 64, gb + EK_IL_Q6_K_HIGH, r);
         break;
     }
     case EK_FORMAT_IQ4_XS: {
@@ -236,8 +270,10 @@ static void get_block(ek_format format, const uint8_t *gb, int r, uint8_t *dst) 
         ek_block_q6_k *b = (ek_block_q6_k *)dst;
         memcpy(&b->d, gb + 2 * r, 2);
         for (int s = 0; s < 16; s++) b->scales[s] = (int8_t)gb[EK_IL_Q6_K_SCALES + 16 * (s / 2) + 2 * r + s % 2];
-        gather_lanes(gb + EK_IL_Q6_K_QUANTS, 128, b->ql, r);
-        gather_lanes(gb + EK_IL_Q6_K_HIGH, 64, b->qh, r);
+        uint8_t ql[128], qh[64];
+        gather_lanes(gb + EK_IL_Q6_K_QUANTS, 128, ql, r);
+        gather_lanes(gb + EK_IL_Q6_K_HIGH, 64, qh, r);
+        decode_q6_k_quants(ql, qh, b);
         break;
     }
     case EK_FORMAT_IQ4_XS: {

@@ -34,8 +34,10 @@
 #define EK_IL_Q5_K_QUANTS 416
 #define EK_IL_Q5_K_BYTES 1440
 
-/* Q6_K: d[8] at 0, scales[pair p][r][2] (int8, sub-blocks 2p and 2p + 1) at 16, ql (32 registers) at 144,
-   qh (16 registers) at 1168: the GGUF block's 210 bytes per row, nothing added. */
+/* Q6_K: d[8] at 0, scales[pair p][r][2] (int8, sub-blocks 2p and 2p + 1) at 16, then the quants in GGUF's 192 bytes
+   per row re-coded (interleave.c, encode_q6_k_quants): "ql" (32 registers) at 144 holds quarter 0's and 1's 6-bit
+   values, "qh" (16 registers) at 1168 quarter 2's, and the top two bits of each byte quarter 3's — the GGUF block's
+   210 bytes per row, nothing added. */
 #define EK_IL_Q6_K_SCALES 16
 #define EK_IL_Q6_K_QUANTS 144
 #define EK_IL_Q6_K_HIGH 1168

@@ -331,16 +331,19 @@ EK_IL_WIDE_K45(gemm_q5_k, 1)
    Σ u·a per sub-block of sixteen (four registers), × the rows' signed scales, −32·Σ s·(sum of 16) once per block. */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q6_k_values)(const uint8_t *gb, size_t group_bytes, const int h,
                                                                const int q, const int g) {
-    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_QUANTS + 32 * (16 * h + 8 * (q & 1) + g));
-    __m512i bits = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_HIGH + 32 * (8 * h + g));
-    const __m512i low = EK_IL_NAME(wide_nibbles)(raw, q >= 2);
-    switch (q) { /* bits 2q, 2q + 1 of each byte to bits 4, 5 */
-    case 0: bits = _mm512_slli_epi16(bits, 4); break;
-    case 1: bits = _mm512_slli_epi16(bits, 2); break;
-    case 2: break;
-    default: bits = _mm512_srli_epi16(bits, 2); break;
+    const __m512i six = _mm512_set1_epi8(0x3f);
+    const __m512i a = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_QUANTS + 32 * (16 * h + g));
+    const __m512i b = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_QUANTS + 32 * (16 * h + 8 + g));
+    const __m512i c = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q6_K_HIGH + 32 * (8 * h + g));
+    switch (q) { /* the re-coded layout (interleaved_impl.h): quarters 0–2 one AND, quarter 3 from bits 6-7 */
+    case 0: return _mm512_and_si512(a, six);
+    case 1: return _mm512_and_si512(b, six);
+    case 2: return _mm512_and_si512(c, six);
+    default:
+        return _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 2), _mm512_set1_epi8(0x30)),
+                                               _mm512_and_si512(_mm512_srli_epi16(b, 4), _mm512_set1_epi8(0x0c))),
+                               _mm512_and_si512(_mm512_srli_epi16(c, 6), _mm512_set1_epi8(0x03)));
     }
-    return EK_IL_NAME(wide_merge_bits)(low, bits, 0x30);
 }
 
 /* Decoded: register g of quarter q of half h at values + 64·(32h + 8q + g). */
