@@ -45,6 +45,9 @@ typedef struct ek_row_kernels {
     /* The same product with a single activation row of up to 8 KB read one weight row at a time, front to back:
        what AMD cores stream fastest (ek_gemm_f32 takes it there); NULL where f32 already does so. */
     ek_f32_kernel f32_one_row;
+    /* A decode step's product (at most 16 activation rows) on AMD cores, where it differs: each block's lines asked
+       for as its turn comes rather than a whole row two rows ahead (x86_rows_body.h); NULL entries take gemm. */
+    ek_row_kernel decode_amd[EK_FORMAT_COUNT];
 } ek_row_kernels;
 
 #if defined(__x86_64__)

@@ -118,14 +118,11 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
    per block 4 KB ahead 12.9-13.9 and 8.5-9.1 (no software prefetch at all, Q6_K: 10.5-12.6). AVX2 runs only Q2_K and
    Q3_K here (the others have interleaved kernels): two threads, `ember bench kernels`, 0.49-0.51 → 0.59-0.72 of the
    read bandwidth for Q3_K, 0.50-0.53 → 0.57-0.58 for Q2_K, whose kernels are near a core's compute rate. The
-   AVX-512 builds keep the burst, measured at the streaming rate there (not re-measured). */
-#undef EK_ROWS_SMOOTH_PREFETCH /* this file is included once per ISA */
-#if defined(EK_ROWS_512)
-#define EK_ROWS_SMOOTH_PREFETCH 0
-#else
-#define EK_ROWS_SMOOTH_PREFETCH 1
-#endif
-
+   AVX-512 builds keep the burst on other vendors, measured at the streaming rate on an Emerald Rapids; on AMD cores
+   they take the per-block prefetch too (the `decode_amd` entries): one Zen 4, two threads, `ember bench kernels`, 3
+   alternating rounds, burst → per block, GB/s: Q2_K 11.4 → 16.0 at 576×1536, 19.2 → 19.8 at 16384×8192; Q3_K
+   9.9 → 18.7 and 19.8 → 22.4 (a second run of the final build: Q2_K 13.4 → 11.5 and 20.4 → 26.4, Q3_K 14.3 → 16.5
+   and 25.1 → 27.5). */
 /* The lines of the `bytes` at `block`, EK_PREFETCH_AHEAD bytes on, into L2 (x86_prefetch.h). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *block, size_t bytes) {
     for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
@@ -133,13 +130,13 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
 
 /* Every quantized kernel is a *tile* function — one weight row against `tile` activation rows, `tile` a
    constant 1…4 after inlining so the accumulators live in registers — and a driver over rows and tiles. */
-#define EK_ROWS_DRIVER(name, block_type)                                                                              \
-    EK_ROWS_TARGET static void EK_ROWS_NAME(name)(const uint8_t *w, size_t row_bytes, int64_t blocks, const void *act, \
-                                                  size_t act_row_bytes, int64_t m, float *y, int64_t ldy,            \
-                                                  int64_t row_begin, int64_t row_end) {                              \
+#define EK_ROWS_DRIVER_AS(function, name, block_type, smooth)                                                         \
+    EK_ROWS_TARGET static void function(const uint8_t *w, size_t row_bytes, int64_t blocks, const void *act,         \
+                                        size_t act_row_bytes, int64_t m, float *y, int64_t ldy, int64_t row_begin,  \
+                                        int64_t row_end) {                                                           \
         for (int64_t r = row_begin; r < row_end; r++) {                                                              \
             const block_type *row = (const block_type *)(w + (size_t)r * row_bytes);                                \
-            if (!EK_ROWS_SMOOTH_PREFETCH && m <= 16 && r + 2 < row_end) { /* decode: fetch two rows ahead */       \
+            if (!(smooth) && m <= 16 && r + 2 < row_end) { /* decode: fetch two rows ahead */                         \
                 const char *ahead = (const char *)w + (size_t)(r + 2) * row_bytes;                                  \
                 for (size_t line = 0; line < row_bytes; line += 64) _mm_prefetch(ahead + line, EK_PREFETCH_HINT);       \
             }                                                                                                        \
@@ -147,7 +144,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
                 const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
                 float out[EK_ROWS_TILE];                                                                             \
                 int tile = (int)(m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE);                                     \
-                const bool ahead = EK_ROWS_SMOOTH_PREFETCH && m <= 16 && i0 == 0;                                    \
+                const bool ahead = (smooth) && m <= 16 && i0 == 0;                                                   \
                 switch (tile) {                                                                                      \
                 case 4: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 4, ahead, out); break;              \
                 case 3: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 3, ahead, out); break;              \
@@ -158,6 +155,16 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
             }                                                                                                        \
         }                                                                                                            \
     }
+
+/* Each format's driver: AVX2 prefetches per block; AVX-512 by whole rows, and per block in its `_amd` twin. */
+#undef EK_ROWS_DRIVER /* this file is included once per ISA */
+#if defined(EK_ROWS_512)
+#define EK_ROWS_DRIVER(name, block_type)                                                                              \
+    EK_ROWS_DRIVER_AS(EK_ROWS_NAME(name), name, block_type, 0)                                                      \
+    EK_ROWS_DRIVER_AS(EK_ROWS_NAME(name##_amd), name, block_type, 1)
+#else
+#define EK_ROWS_DRIVER(name, block_type) EK_ROWS_DRIVER_AS(EK_ROWS_NAME(name), name, block_type, 1)
+#endif
 
 #define EK_ROWS_TILE_ARGS const uint8_t *act, size_t act_row_bytes, const int tile, const bool ahead, float *out
 
@@ -867,5 +874,16 @@ const ek_row_kernels EK_ROWS_TABLE = {
     .f32 = EK_ROWS_NAME(gemm_f32),
 #if defined(EK_ROWS_512)
     .f32_one_row = EK_ROWS_NAME(gemm_f32_one_row),
+    .decode_amd = {
+        [EK_FORMAT_Q5_0] = EK_ROWS_NAME(gemm_q5_0_amd),
+        [EK_FORMAT_Q5_1] = EK_ROWS_NAME(gemm_q5_1_amd),
+        [EK_FORMAT_IQ4_NL] = EK_ROWS_NAME(gemm_iq4_nl_amd),
+        [EK_FORMAT_Q2_K] = EK_ROWS_NAME(gemm_q2_k_amd),
+        [EK_FORMAT_Q3_K] = EK_ROWS_NAME(gemm_q3_k_amd),
+        [EK_FORMAT_Q4_K] = EK_ROWS_NAME(gemm_q4_k_amd),
+        [EK_FORMAT_Q5_K] = EK_ROWS_NAME(gemm_q5_k_amd),
+        [EK_FORMAT_Q6_K] = EK_ROWS_NAME(gemm_q6_k_amd),
+        [EK_FORMAT_IQ4_XS] = EK_ROWS_NAME(gemm_iq4_xs_amd),
+    },
 #endif
 };
