@@ -857,33 +857,24 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
 #undef EK_F32_ZERO
 #undef EK_F32_HSUM
 
+/* Every quantized format's driver, as [format] = entries, each named by `driver`. */
+#define EK_ROWS_FORMAT_ENTRIES(driver)                                                                                \
+    [EK_FORMAT_Q5_0] = driver(gemm_q5_0), [EK_FORMAT_Q5_1] = driver(gemm_q5_1),                                       \
+    [EK_FORMAT_IQ4_NL] = driver(gemm_iq4_nl), [EK_FORMAT_Q2_K] = driver(gemm_q2_k),                                   \
+    [EK_FORMAT_Q3_K] = driver(gemm_q3_k), [EK_FORMAT_Q4_K] = driver(gemm_q4_k),                                       \
+    [EK_FORMAT_Q5_K] = driver(gemm_q5_k), [EK_FORMAT_Q6_K] = driver(gemm_q6_k),                                       \
+    [EK_FORMAT_IQ4_XS] = driver(gemm_iq4_xs)
+#define EK_ROWS_AMD_NAME(x) EK_ROWS_NAME(x##_amd)
+
 const ek_row_kernels EK_ROWS_TABLE = {
-    .gemm = {
-        [EK_FORMAT_Q5_0] = EK_ROWS_NAME(gemm_q5_0),
-        [EK_FORMAT_Q5_1] = EK_ROWS_NAME(gemm_q5_1),
-        [EK_FORMAT_IQ4_NL] = EK_ROWS_NAME(gemm_iq4_nl),
-        [EK_FORMAT_Q2_K] = EK_ROWS_NAME(gemm_q2_k),
-        [EK_FORMAT_Q3_K] = EK_ROWS_NAME(gemm_q3_k),
-        [EK_FORMAT_Q4_K] = EK_ROWS_NAME(gemm_q4_k),
-        [EK_FORMAT_Q5_K] = EK_ROWS_NAME(gemm_q5_k),
-        [EK_FORMAT_Q6_K] = EK_ROWS_NAME(gemm_q6_k),
-        [EK_FORMAT_IQ4_XS] = EK_ROWS_NAME(gemm_iq4_xs),
-    },
+    .gemm = {EK_ROWS_FORMAT_ENTRIES(EK_ROWS_NAME)},
     .quantize_q8_k = EK_ROWS_NAME(quantize_q8_k),
     .half = EK_ROWS_NAME(gemm_half),
     .f32 = EK_ROWS_NAME(gemm_f32),
 #if defined(EK_ROWS_512)
     .f32_one_row = EK_ROWS_NAME(gemm_f32_one_row),
-    .decode_amd = {
-        [EK_FORMAT_Q5_0] = EK_ROWS_NAME(gemm_q5_0_amd),
-        [EK_FORMAT_Q5_1] = EK_ROWS_NAME(gemm_q5_1_amd),
-        [EK_FORMAT_IQ4_NL] = EK_ROWS_NAME(gemm_iq4_nl_amd),
-        [EK_FORMAT_Q2_K] = EK_ROWS_NAME(gemm_q2_k_amd),
-        [EK_FORMAT_Q3_K] = EK_ROWS_NAME(gemm_q3_k_amd),
-        [EK_FORMAT_Q4_K] = EK_ROWS_NAME(gemm_q4_k_amd),
-        [EK_FORMAT_Q5_K] = EK_ROWS_NAME(gemm_q5_k_amd),
-        [EK_FORMAT_Q6_K] = EK_ROWS_NAME(gemm_q6_k_amd),
-        [EK_FORMAT_IQ4_XS] = EK_ROWS_NAME(gemm_iq4_xs_amd),
-    },
+    .decode_amd = {EK_ROWS_FORMAT_ENTRIES(EK_ROWS_AMD_NAME)},
 #endif
 };
+#undef EK_ROWS_FORMAT_ENTRIES
+#undef EK_ROWS_AMD_NAME
