@@ -75,7 +75,8 @@ ek_status ek_gemm_rows(ek_isa isa, ek_format format, const void *w, int64_t n, i
     size_t row_bytes = (size_t)blocks * ek_format_block_bytes(format);
     size_t act_row_bytes = (size_t)blocks * activation_block_bytes(format);
     ek_row_kernel kernel = kernels->gemm[format];
-    if (kernel != NULL && m <= 16 && kernels->decode_amd[format] != NULL && ek_cpu_features_detect().amd)
+    const bool decode = m <= EK_ROWS_DECODE_ROWS;
+    if (kernel != NULL && decode && kernels->decode_amd[format] != NULL && ek_cpu_features_detect().amd)
         kernel = kernels->decode_amd[format];
     if (kernel != NULL) {
         kernel(w, row_bytes, blocks, act, act_row_bytes, m, y, ldy, row_begin, row_end);

@@ -36,6 +36,10 @@ typedef void (*ek_half_kernel)(bool bf16, const uint16_t *w, int64_t k, const fl
 typedef void (*ek_f32_kernel)(const float *w, int64_t k, const float *x, int64_t m, float *y, int64_t ldy,
                               int64_t row_begin, int64_t row_end);
 
+/* Up to this many activation rows a product is a decode step's: the row kernels prefetch the weights ahead of
+   themselves (x86_rows_body.h), and AMD cores take `decode_amd`. */
+#define EK_ROWS_DECODE_ROWS 16
+
 /* What one ISA provides; NULL entries run the scalar oracle. */
 typedef struct ek_row_kernels {
     ek_row_kernel gemm[EK_FORMAT_COUNT];
@@ -45,8 +49,9 @@ typedef struct ek_row_kernels {
     /* The same product with a single activation row of up to 8 KB read one weight row at a time, front to back:
        what AMD cores stream fastest (ek_gemm_f32 takes it there); NULL where f32 already does so. */
     ek_f32_kernel f32_one_row;
-    /* A decode step's product (at most 16 activation rows) on AMD cores, where it differs: each block's lines asked
-       for as its turn comes rather than a whole row two rows ahead (x86_rows_body.h); NULL entries take gemm. */
+    /* A decode step's product (at most EK_ROWS_DECODE_ROWS activation rows) on AMD cores, where it differs: each
+       block's lines asked for as its turn comes rather than a whole row two rows ahead (x86_rows_body.h); NULL
+       entries take gemm. */
     ek_row_kernel decode_amd[EK_FORMAT_COUNT];
 } ek_row_kernels;
 

@@ -136,7 +136,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
                                         int64_t row_end) {                                                           \
         for (int64_t r = row_begin; r < row_end; r++) {                                                              \
             const block_type *row = (const block_type *)(w + (size_t)r * row_bytes);                                \
-            if (!(smooth) && m <= 16 && r + 2 < row_end) { /* decode: fetch two rows ahead */                         \
+            if (!(smooth) && m <= EK_ROWS_DECODE_ROWS && r + 2 < row_end) { /* decode: two rows ahead */            \
                 const char *ahead = (const char *)w + (size_t)(r + 2) * row_bytes;                                  \
                 for (size_t line = 0; line < row_bytes; line += 64) _mm_prefetch(ahead + line, EK_PREFETCH_HINT);       \
             }                                                                                                        \
@@ -144,7 +144,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
                 const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                               \
                 float out[EK_ROWS_TILE];                                                                             \
                 int tile = (int)(m - i0 < EK_ROWS_TILE ? m - i0 : EK_ROWS_TILE);                                     \
-                const bool ahead = (smooth) && m <= 16 && i0 == 0;                                                   \
+                const bool ahead = (smooth) && m <= EK_ROWS_DECODE_ROWS && i0 == 0;                                  \
                 switch (tile) {                                                                                      \
                 case 4: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 4, ahead, out); break;              \
                 case 3: EK_ROWS_NAME(name##_tile)(row, blocks, a, act_row_bytes, 3, ahead, out); break;              \
