@@ -203,7 +203,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
         for (int h = half; h < half + halves; h++) {
             const uint8_t *quants = gb + scale_bytes + 32 * h;
             if (first_pass && h == half) { /* the weights come from memory once per group: fetch ahead of the prefetcher */
-                for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
+                ek_prefetch_ahead(gb, group_block);
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16 * h)));
             const __m256 mins = format == EK_FORMAT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 32 + 16 * h)))

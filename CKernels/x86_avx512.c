@@ -243,7 +243,7 @@ EK_AVX512 EK_INLINE void group_tile(ek_format format, bool rows_scaled, int tile
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *quants = gb + scale_bytes;
         if (first_pass) { /* the group's first tile streams its weights from memory: fetch ahead of the hardware prefetcher */
-            for (size_t line = 0; line < group_block; line += 64) _mm_prefetch((const char *)gb + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
+            ek_prefetch_ahead(gb, group_block);
         }
         __m512i w[8];
         if (format == EK_FORMAT_Q8_0) {
@@ -300,9 +300,7 @@ EK_AVX512 EK_INLINE void pair_tile(ek_format format, bool rows_scaled, int tile,
     for (int64_t b = 0; b < blocks; b++, gb += group_block) {
         const uint8_t *block[2] = {gb, gb + group_bytes};
         if (first_pass) {
-            for (int g = 0; g < 2; g++)
-                for (size_t line = 0; line < group_block; line += 64)
-                    _mm_prefetch((const char *)block[g] + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
+            for (int g = 0; g < 2; g++) ek_prefetch_ahead(block[g], group_block);
         }
         __m512i s[2][EK_TILE];
         for (int i = 0; i < tile; i++) {

@@ -45,13 +45,10 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(dot_add)(__m256i acc, __m256i u, __
 #endif
 }
 
-/* The bytes EK_PREFETCH_AHEAD past a group-block of `bytes`, asked into L2 (x86_prefetch.h) as its turn comes: a group's blocks lie one
-   after another, so every line of the stream is asked for once, EK_PREFETCH_AHEAD (8 KB) before the kernel reads it. The decode
-   GEMV computes enough per byte that the hardware prefetcher alone left memory idle between requests: Q4_K and Q5_K
-   at 16384×8192 read 0.84-0.91 of the measured bandwidth without, 0.95-1.0 with. */
-EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(prefetch_ahead)(const uint8_t *block, size_t bytes) {
-    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
-}
+/* Packed kernels ask for the bytes past each group-block as its turn comes (ek_prefetch_ahead, x86_prefetch.h): a
+   group's blocks lie one after another, so every line of the stream is asked for once, ahead of the kernel. The
+   decode GEMV computes enough per byte that the hardware prefetcher alone left memory idle between requests: Q4_K
+   and Q5_K at 16384×8192 read 0.84-0.91 of the measured bandwidth without, 0.95-1.0 with. */
 
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(broadcast4)(const int8_t *p) {
     int32_t v;
@@ -220,7 +217,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
             if (decoded) {                                                                                          \
                 for (int v = 0; v < 8; v++) u[v] = _mm256_load_si256((const __m256i *)(gb + 32 + 32 * v));          \
             } else {                                                                                                \
-                EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                              \
+                ek_prefetch_ahead(gb, bytes);                                                              \
                 EK_IL_NAME(name##_values)(gb, u);                                                                   \
             }                                                                                                       \
             const __m256 d = EK_IL_NAME(halves)(gb);                                                                \
@@ -274,7 +271,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_nl_tile)(EK_IL_TILE_ARGS) {
     for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_NL_BYTES;
-        EK_IL_NAME(prefetch_ahead)(gb, EK_IL_IQ4_NL_BYTES);
+        ek_prefetch_ahead(gb, EK_IL_IQ4_NL_BYTES);
         __m256i sums[EK_IL_TILE];
         for (int t = 0; t < tile; t++) sums[t] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -369,7 +366,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
         for (int t = 0; t < tile; t++) acc[t] = acc_min[t] = _mm256_setzero_ps();                                   \
         for (int64_t b = 0; b < blocks; b++) {                                                                      \
             const uint8_t *gb = group + (size_t)b * stride;                                                         \
-            if (!decoded) EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                    \
+            if (!decoded) ek_prefetch_ahead(gb, bytes);                                                    \
             const int8_t *aq[EK_IL_TILE];                                                                           \
             __m256i sums[EK_IL_TILE];                                                                               \
             for (int t = 0; t < tile; t++) {                                                                        \
@@ -496,7 +493,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_tile)(EK_IL_TILE_ARGS) {
     for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *gb = group + (size_t)b * stride;
-        if (!decoded) EK_IL_NAME(prefetch_ahead)(gb, EK_IL_Q6_K_BYTES);
+        if (!decoded) ek_prefetch_ahead(gb, EK_IL_Q6_K_BYTES);
         const ek_block_q8_k *ab[EK_IL_TILE];
         const int8_t *aq[EK_IL_TILE];
         __m256i sums[EK_IL_TILE];
@@ -541,7 +538,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_iq4_xs_tile)(EK_IL_TILE_ARGS) {
     for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *gb = group + (size_t)b * EK_IL_IQ4_XS_BYTES;
-        EK_IL_NAME(prefetch_ahead)(gb, EK_IL_IQ4_XS_BYTES);
+        ek_prefetch_ahead(gb, EK_IL_IQ4_XS_BYTES);
         const int8_t *aq[EK_IL_TILE];
         __m256i sums[EK_IL_TILE];
         for (int t = 0; t < tile; t++) {

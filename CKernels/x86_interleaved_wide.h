@@ -188,8 +188,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb,
             if (decoded) {                                                                                          \
                 for (int v = 0; v < 8; v++) u[v] = _mm512_load_si512((const __m512i *)(values + EK_IL_WIDE_VALUES(32) * b + 64 * v)); \
             } else {                                                                                                \
-                EK_IL_NAME(prefetch_ahead)(gb, bytes);                                                              \
-                EK_IL_NAME(prefetch_ahead)(gb + group_bytes, bytes);                                                \
+                ek_prefetch_ahead(gb, bytes);                                                              \
+                ek_prefetch_ahead(gb + group_bytes, bytes);                                                \
                 EK_IL_NAME(values_of)(gb, group_bytes, quants, high, u);                                            \
             }                                                                                                       \
             const __m512 d = EK_IL_NAME(wide_halves)(gb, group_bytes, 0);                                           \
@@ -224,8 +224,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *gb, s
                                                             int64_t b, const int tile, const ek_block_q8_k **ab,
                                                             const int8_t **aq) {
     if (!decoded) {
-        EK_IL_NAME(prefetch_ahead)(gb, block_bytes);
-        EK_IL_NAME(prefetch_ahead)(gb + group_bytes, block_bytes);
+        ek_prefetch_ahead(gb, block_bytes);
+        ek_prefetch_ahead(gb + group_bytes, block_bytes);
     }
     for (int t = 0; t < tile; t++) {
         ab[t] = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;

@@ -5,6 +5,7 @@
 #define EK_X86_PREFETCH_H
 
 #include <immintrin.h>
+#include <stddef.h>
 
 /* The level every x86 kernel's software prefetch of weights asks for: L2 (T1), not L1 (T0). The weights are read
    once, so L1 gains nothing from holding them early, and on AMD cores a T0 prefetch holds one of L1's few miss
@@ -26,5 +27,11 @@
 #ifndef EK_PREFETCH_AHEAD
 #define EK_PREFETCH_AHEAD 8192
 #endif
+
+/* Asks for the `bytes` that lie EK_PREFETCH_AHEAD past `block`, a line at a time: how every streaming kernel fetches
+   ahead of the block it is about to read. */
+static inline __attribute__((always_inline)) void ek_prefetch_ahead(const void *block, size_t bytes) {
+    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
+}
 
 #endif /* EK_X86_PREFETCH_H */

@@ -123,11 +123,6 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(quantize_q8_k)(const float *x, int64_t b
    alternating rounds, burst → per block, GB/s: Q2_K 11.4 → 16.0 at 576×1536, 19.2 → 19.8 at 16384×8192; Q3_K
    9.9 → 18.7 and 19.8 → 22.4 (a second run of the final build: Q2_K 13.4 → 11.5 and 20.4 → 26.4, Q3_K 14.3 → 16.5
    and 25.1 → 27.5). */
-/* The lines of the `bytes` at `block`, EK_PREFETCH_AHEAD bytes on, into L2 (x86_prefetch.h). */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *block, size_t bytes) {
-    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
-}
-
 /* Every quantized kernel is a *tile* function — one weight row against `tile` activation rows, `tile` a
    constant 1…4 after inlining so the accumulators live in registers — and a driver over rows and tiles. */
 #define EK_ROWS_DRIVER_AS(function, name, block_type, smooth)                                                         \
@@ -182,7 +177,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(prefetch_block)(const void *bloc
             offset[t] = 0.0f;                                                                                        \
         }                                                                                                            \
         for (int64_t b = 0; b < blocks; b++) {                                                                       \
-            if (ahead) EK_ROWS_NAME(prefetch_block)(&row[b], sizeof(block_type));                                    \
+            if (ahead) ek_prefetch_ahead(&row[b], sizeof(block_type));                                    \
             uint32_t high;                                                                                           \
             memcpy(&high, row[b].qh, 4);                                                                             \
             __m256i u = _mm256_or_si256(EK_ROWS_NAME(nibbles32)(row[b].qs), EK_ROWS_NAME(bit4_bytes)(high));         \
@@ -211,7 +206,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_iq4_nl_tile)(const ek_block
     __m256 acc[EK_ROWS_TILE];
     for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        if (ahead) EK_ROWS_NAME(prefetch_block)(&row[b], sizeof(ek_block_iq4_nl));
+        if (ahead) ek_prefetch_ahead(&row[b], sizeof(ek_block_iq4_nl));
         __m256i v = _mm256_shuffle_epi8(table, EK_ROWS_NAME(nibbles32)(row[b].qs));
         __m256i magnitude = _mm256_sign_epi8(v, v);
         float d = EK_ROWS_NAME(load_f16)(&row[b].d);
@@ -236,7 +231,7 @@ EK_ROWS_DRIVER(gemm_iq4_nl, ek_block_iq4_nl)
         for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                             \
         for (int64_t b = 0; b < blocks; b++) {                                                                   \
             const block_type *wb = &row[b];                                                                      \
-            if (ahead) EK_ROWS_NAME(prefetch_block)(wb, sizeof(block_type));                                     \
+            if (ahead) ek_prefetch_ahead(wb, sizeof(block_type));                                     \
             const ek_block_q8_k *ab[EK_ROWS_TILE];                                                               \
             for (int t = 0; t < tile; t++) ab[t] = (const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b;
 #define EK_ROWS_SUPER_TILE_END(name, block_type)                                                                 \
