@@ -421,11 +421,11 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
     return value;
 }
 
-/* Decode (AVX2; on AVX-512 only two activation rows — one runs float_stream, 512-bit: SmolLM2 F16 decode +5 %,
-   BF16 +18 %, 5 alternating runs): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows,
-   each activation load shared by the rows — eight FMA chains, four streams. One row at a time, a row's two chains
-   waited on the FMA latency (the fp16 GEMV read 0.35 of the bandwidth); the blocks below with one activation row
-   have four chains, 15 % slower on AVX2 at SmolLM2's shapes. */
+/* Two activation rows (two sequences decoding; one row runs float_stream on AVX-512, 512-bit: SmolLM2 F16 decode
+   +5 %, BF16 +18 %, 5 alternating runs — and float_row on AVX2, below): `rows` (1 or 4) weight rows at a time
+   against `tile` (1 or 2) activation rows, each activation load shared by the rows — eight FMA chains, four
+   streams. One row at a time with two chains waited on the FMA latency (the fp16 GEMV read 0.35 of the bandwidth);
+   with four (float_row) it streams. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
                                                             const uint8_t *w, size_t row_bytes, int64_t k,
                                                             const float *x, float *y, int64_t ldy) {
@@ -680,30 +680,34 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
     }
 }
 
-/* fp32 decode on AVX2 builds, and on AVX-512 builds running on AMD cores for rows of up to 8 KB (gemm_f32_one_row): one weight row at a
-   time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
+/* fp32, fp16 and bf16 decode on AVX2 builds (`kind` as load_weights), and fp32 on AVX-512 builds running on AMD cores for rows of up to
+   8 KB (gemm_f32_one_row): one weight row at a time, read front to back with four accumulators, so a thread's share
+   of a matrix is one sequential stream. fp16/bf16 came here from half_rows' four rows side by side: AMD Zen 3, 2
+   threads, every SmolLM2 matrix of a token (269 MB) with a barrier after each, cold weights, 10 alternating rounds,
+   F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24). AMD
    Zen 3 (AVX2), 2 threads, every SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9
    alternating rounds against a read loop of the same bytes and barriers: float_stream's four rows side by side (four
    streams 2,304 bytes apart) 0.83-0.84 of the read loop, this loop 0.95 (eight accumulators 0.97, software prefetch
    ahead 0.81). AMD Zen 4 (AVX-512), SmolLM2 fp32 decode, 2 threads, 5 alternating rounds: float_stream 39.8-44.4
    tok/s, this loop on 512-bit registers 48.9-61.5 (median 56.7; the AVX2 build's 256-bit loop 54.6-58.6). The
    Emerald Rapids measurement above went the other way, so AVX-512 builds keep float_stream on other vendors. */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const float *w, int64_t k, const float *x, float *y) {
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const int kind, const uint8_t *w, int64_t k, const float *x,
+                                                           float *y) {
     EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
     int64_t j = 0;
     for (; j + 4 * EK_F32_WIDTH <= k; j += 4 * EK_F32_WIDTH) {
-        a0 = EK_F32_FMA(EK_F32_LOAD(w + j), EK_F32_LOAD(x + j), a0);
-        a1 = EK_F32_FMA(EK_F32_LOAD(w + j + EK_F32_WIDTH), EK_F32_LOAD(x + j + EK_F32_WIDTH), a1);
-        a2 = EK_F32_FMA(EK_F32_LOAD(w + j + 2 * EK_F32_WIDTH), EK_F32_LOAD(x + j + 2 * EK_F32_WIDTH), a2);
-        a3 = EK_F32_FMA(EK_F32_LOAD(w + j + 3 * EK_F32_WIDTH), EK_F32_LOAD(x + j + 3 * EK_F32_WIDTH), a3);
+        a0 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j, kind), EK_F32_LOAD(x + j), a0);
+        a1 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j + EK_F32_WIDTH, kind), EK_F32_LOAD(x + j + EK_F32_WIDTH), a1);
+        a2 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j + 2 * EK_F32_WIDTH, kind), EK_F32_LOAD(x + j + 2 * EK_F32_WIDTH), a2);
+        a3 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j + 3 * EK_F32_WIDTH, kind), EK_F32_LOAD(x + j + 3 * EK_F32_WIDTH), a3);
     }
-    for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) a0 = EK_F32_FMA(EK_F32_LOAD(w + j), EK_F32_LOAD(x + j), a0);
+    for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) a0 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j, kind), EK_F32_LOAD(x + j), a0);
     float sum = EK_F32_HSUM(EK_F32_ADD(EK_F32_ADD(a0, a1), EK_F32_ADD(a2, a3)));
-    for (; j < k; j++) sum += w[j] * x[j];
+    for (; j < k; j++) sum += EK_ROWS_NAME(weight_at)(w, j, kind) * x[j];
     *y = sum;
 }
 
-/* One activation row over rows [row_begin, row_end) of weights of `kind`: fp32 a row at a time when `one_row` (a
+/* One activation row over rows [row_begin, row_end) of weights of `kind`: a row at a time when `one_row` (a
    constant after inlining, or the row length's test in gemm_f32_one_row; float_row), otherwise four rows at a time
    (float_stream). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const bool one_row, const void *w, int64_t k,
@@ -711,8 +715,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, con
     const size_t row_bytes = (size_t)k * EK_ROWS_NAME(weight_bytes)(kind);
     const uint8_t *base = (const uint8_t *)w;
     int64_t r = row_begin;
-    if (kind == 0 && one_row) {
-        for (; r < row_end; r++) EK_ROWS_NAME(float_row)((const float *)(base + (size_t)r * row_bytes), k, x, y + r);
+    if (one_row) {
+        for (; r < row_end; r++) EK_ROWS_NAME(float_row)(kind, base + (size_t)r * row_bytes, k, x, y + r);
         return;
     }
     for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(kind, 4, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
@@ -761,7 +765,8 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32_one_row)(const float *w, int64_
 }
 #endif
 
-/* fp16/bf16 decode (m ≤ 2, `bf16` a constant after inlining): half_rows over four-row groups and the remainder. */
+/* fp16/bf16 decode (m ≤ 2 — one row only on AVX-512 builds from here, `bf16` a constant after inlining): half_rows
+   over four-row groups and the remainder. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_decode)(const bool bf16, const uint16_t *w, int64_t k, const float *x,
                                                              int64_t m, float *y, int64_t ldy, int64_t row_begin,
                                                              int64_t row_end) {
@@ -790,8 +795,9 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
     }
 }
 
-/* fp16/bf16: decode by half_rows; from EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's
-   packed outer products, each panel widened as it is packed — once per call, then fp32 arithmetic at fp32's rate:
+/* fp16/bf16: one activation row by float_row (AVX2) or float_stream (AVX-512), two by half_rows; from
+   EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's packed outer products, each panel
+   widened as it is packed — once per call, then fp32 arithmetic at fp32's rate:
    GEMM 128×16384×8192 on an Emerald Rapids, two alternating runs, AVX-512 0.33-0.45 → 0.87-1.00× SkylakeX sgemm
    (equal to the fp32 kernel's ratio in the same runs), avx2-novnni 0.62-0.70 → 0.81-0.83× Haswell sgemm. Fewer rows
    than that but more than one activation tile on AVX2: every four weight rows widened once into an fp32 buffer and
@@ -805,6 +811,12 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
     if (m == 1) {
         if (bf16) EK_ROWS_NAME(stream_rows)(2, false, w, k, x, y, row_begin, row_end);
         else EK_ROWS_NAME(stream_rows)(1, false, w, k, x, y, row_begin, row_end);
+        return;
+    }
+#else
+    if (m == 1) { /* as fp32 on AVX2 builds: a row at a time (float_row) */
+        if (bf16) EK_ROWS_NAME(stream_rows)(2, true, w, k, x, y, row_begin, row_end);
+        else EK_ROWS_NAME(stream_rows)(1, true, w, k, x, y, row_begin, row_end);
         return;
     }
 #endif
