@@ -316,8 +316,9 @@ int main(int argc, char **argv) {
         }
     }
     /* decode (m ≤ 2), tiles, and from 40 rows the packed outer products (k over one 256-column block, edges) */
-    static const int half_shapes[][5] = {{1, 9, 77, 0, 9}, {1, 10, 576, 1, 9}, {1, 5, 135, 0, 5}, {2, 13, 64, 3, 13},
-                                         {5, 11, 40, 0, 11}, {7, 6, 257, 1, 5}, {45, 77, 300, 2, 77}, {41, 70, 517, 0, 70}};
+    static const int half_shapes[][5] = {{1, 9, 77, 0, 9}, {1, 10, 576, 1, 9}, {1, 5, 135, 0, 5}, {1, 6, 1600, 1, 6},
+                                         {2, 13, 64, 3, 13}, {5, 11, 40, 0, 11}, {7, 6, 257, 1, 5}, {45, 77, 300, 2, 77},
+                                         {41, 70, 517, 0, 70}};
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (size_t s = 0; s < sizeof half_shapes / sizeof half_shapes[0]; s++) {
             const int *h = half_shapes[s];

@@ -127,13 +127,14 @@ struct GGUFTypeTests {
     @Test func halfPrecisionKernelsMatchTheScalarLoop() throws {
         var generator = SplitMix64(seed: 9)
         for bf16 in [false, true] {
-            // decode's single row (AVX2: a row at a time, four vectors a step, then one, then scalars: k 576, 135),
+            // decode's single row (AVX2: a row at a time up to 3 KB, four vectors a step, then one, then scalars: k
+            // 576, 135; longer rows four side by side: k 1600),
             // two rows' four-row groups and their remainders, the prefill tiles (m > 2), row sub-ranges;
             // more rows than one tile (AVX2: 3, AVX-512: 6) widen each four weight rows once, remainders included;
             // from 40 rows and 64 weight rows the packed outer products widen each panel (edge rows, two column blocks)
             for (m, n, k, rows) in [(1, 9, 77, 0..<9), (3, 5, 16, 0..<5), (6, 4, 200, 0..<4), (2, 11, 45, 1..<10),
                                     (1, 13, 24, 3..<13), (2, 8, 16, 0..<8), (7, 11, 77, 2..<11), (13, 6, 33, 0..<6),
-                                    (1, 10, 576, 1..<9), (1, 5, 135, 0..<5),
+                                    (1, 10, 576, 1..<9), (1, 5, 135, 0..<5), (1, 6, 1600, 1..<6),
                                     (9, 10, 1000, 0..<10), // columns in two chunks, the second with a remainder
                                     (43, 77, 300, 3..<77), (40, 64, 16, 0..<64)] {
                 let w: [UInt16] = (0..<(n * k)).map { _ in
