@@ -421,11 +421,11 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
     return value;
 }
 
-/* Two activation rows (two sequences decoding), and one on AVX2 for rows over 3 KB (one row runs float_stream on
-   AVX-512, 512-bit: SmolLM2 F16 decode +5 %, BF16 +18 %, 5 alternating runs — and float_row on AVX2, below): `rows` (1 or 4) weight rows at a time
-   against `tile` (1 or 2) activation rows, each activation load shared by the rows — eight FMA chains, four
-   streams. One row at a time with two chains waited on the FMA latency (the fp16 GEMV read 0.35 of the bandwidth);
-   with four (float_row) it streams. */
+/* fp16/bf16 decode of two activation rows (two sequences), and of one on AVX2 for rows over EK_HALF_ONE_ROW_BYTES
+   (one row otherwise runs float_stream on AVX-512, 512-bit: SmolLM2 F16 decode +5 %, BF16 +18 %, 5 alternating
+   runs; float_row on AVX2): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each
+   activation load shared by the rows — eight FMA chains, four streams. One row at a time with two chains waited on
+   the FMA latency (the fp16 GEMV read 0.35 of the bandwidth); with four (float_row) it streams. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
                                                             const uint8_t *w, size_t row_bytes, int64_t k,
                                                             const float *x, float *y, int64_t ldy) {
@@ -680,18 +680,17 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
     }
 }
 
-/* fp32, fp16 and bf16 decode on AVX2 builds (`kind` as load_weights), and fp32 on AVX-512 builds running on AMD cores for rows of up to
-   8 KB (gemm_f32_one_row): one weight row at a time, read front to back with four accumulators, so a thread's share
-   of a matrix is one sequential stream. fp16/bf16 came here from half_rows' four rows side by side: AMD Zen 3, 2
-   threads, every SmolLM2 matrix of a token (269 MB) with a barrier after each, cold weights, 10 alternating rounds,
-   F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24) — for rows up to 3 KB
-   (EK_HALF_ONE_ROW_BYTES). AMD
+/* fp32 decode on AVX2 builds, and on AVX-512 builds running on AMD cores for rows of up to 8 KB (gemm_f32_one_row);
+   fp16/bf16 decode on AVX2 builds for rows up to EK_HALF_ONE_ROW_BYTES (`kind` as load_weights): one weight row at a
+   time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
    Zen 3 (AVX2), 2 threads, every SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9
    alternating rounds against a read loop of the same bytes and barriers: float_stream's four rows side by side (four
    streams 2,304 bytes apart) 0.83-0.84 of the read loop, this loop 0.95 (eight accumulators 0.97, software prefetch
    ahead 0.81). AMD Zen 4 (AVX-512), SmolLM2 fp32 decode, 2 threads, 5 alternating rounds: float_stream 39.8-44.4
    tok/s, this loop on 512-bit registers 48.9-61.5 (median 56.7; the AVX2 build's 256-bit loop 54.6-58.6). The
-   Emerald Rapids measurement above went the other way, so AVX-512 builds keep float_stream on other vendors. */
+   Emerald Rapids measurement above went the other way, so AVX-512 builds keep float_stream on other vendors.
+   fp16/bf16 on the same Zen 3, the same token's matrices (269 MB), 10 alternating rounds against half_rows' four
+   rows side by side: F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const int kind, const uint8_t *w, int64_t k, const float *x,
                                                            float *y) {
     EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
@@ -796,8 +795,14 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
     }
 }
 
-/* fp16/bf16: one activation row by float_row (AVX2, rows up to 3 KB) or float_stream (AVX-512), two by half_rows; from
-   EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's packed outer products, each panel
+/* Rows of up to this many bytes of fp16/bf16 decode one at a time on AVX2 builds; longer ones keep half_rows' four
+   rows side by side. One Zen 3, 2 threads, a matrix cycled from memory, 8 alternating rounds, one row ÷ four rows:
+   F16 49152×576 1.42, 16384×1024 1.32, 16384×1536 1.12, 576×1536 1.05, 12288×2048 0.97, 8192×2048 0.91,
+   4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). */
+#define EK_HALF_ONE_ROW_BYTES 3072
+
+/* fp16/bf16: one activation row by float_row (AVX2, rows up to 3 KB) or float_stream (AVX-512), two by half_rows;
+   from EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's packed outer products, each panel
    widened as it is packed — once per call, then fp32 arithmetic at fp32's rate:
    GEMM 128×16384×8192 on an Emerald Rapids, two alternating runs, AVX-512 0.33-0.45 → 0.87-1.00× SkylakeX sgemm
    (equal to the fp32 kernel's ratio in the same runs), avx2-novnni 0.62-0.70 → 0.81-0.83× Haswell sgemm. Fewer rows
@@ -806,11 +811,6 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
    three rows — GEMM 0.55 → 0.86-0.89× sgemm, SmolLM2's shapes 0.53 → 1.0-1.15×. AVX-512's tiles of six keep
    widening as they go (widened once it measured 1.32 → 1.10×). Without the buffer (allocation failed) the blocks
    widen as they go too. */
-/* Rows of up to this many bytes of fp16/bf16 decode one at a time on AVX2 builds; longer ones keep half_rows' four
-   rows side by side. One Zen 3, 2 threads, a matrix cycled from memory, 8 alternating rounds, one row ÷ four rows:
-   F16 49152×576 1.42, 16384×1024 1.32, 16384×1536 1.12, 576×1536 1.05, 12288×2048 0.97, 8192×2048 0.91,
-   4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). */
-#define EK_HALF_ONE_ROW_BYTES 3072
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
                                                    float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
 #if defined(EK_ROWS_512)
