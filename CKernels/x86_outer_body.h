@@ -10,6 +10,15 @@
  * vectors of sums stay in registers for a whole KC block, two vector loads and MR broadcasts per 2·MR FMAs, with no
  * reduction at the end. A packed panel (32 KB on AVX-512) stays in L1 while every activation row passes it.
  * Activation rows are taken in blocks of EK_OUTER_MC so that a block's KC columns stay in L2 across panels.
+ *
+ * AVX2 builds also take the weight rows EK_OUTER_NB at a time, every KC block of a group of rows before the next
+ * group, so the sums those rows add to (m × NB floats: 128 KB at 128 rows) stay in L2 from one KC block to the next
+ * rather than coming back from L3 or memory; and they split K evenly into blocks of at most 512 columns (K = 576:
+ * two of 288, not 256 + 256 + 64). While the tiles of one panel run, the next panel's weight lines are asked for
+ * (outer_prefetch): packing had waited on memory for its loads. One Zen 3 core, 128 activation rows, GFLOP/s before
+ * → after: fp16 16384 × 8192 54 → 75, bf16 52 → 75, fp32 57 → 72 (OpenBLAS's Zen sgemm 73–79); figures and the
+ * two-thread ones in docs/KERNELS.md. AVX-512 builds keep KC = 256 over all their rows and no prefetch: their
+ * 12-row tiles and 32-wide panels were not measured with these changes.
  */
 
 #undef EK_OUTER_MR /* this header is included once per ISA */
@@ -26,8 +35,20 @@
 #define EK_F32_SET1 _mm256_set1_ps
 #endif
 #define EK_OUTER_NR (2 * EK_F32_WIDTH)
-#ifndef EK_OUTER_KC
-#define EK_OUTER_KC 256
+#undef EK_OUTER_KC
+#undef EK_OUTER_NB
+#undef EK_OUTER_EVEN_K
+#undef EK_OUTER_PREFETCH
+#if defined(EK_ROWS_512)
+#define EK_OUTER_KC 256 /* columns per block */
+#define EK_OUTER_NB 0 /* weight rows per group: 0, all of them */
+#define EK_OUTER_EVEN_K 0 /* blocks of exactly KC columns, the last one shorter */
+#define EK_OUTER_PREFETCH 0 /* the next panel's weights not asked for */
+#else
+#define EK_OUTER_KC 512 /* at most */
+#define EK_OUTER_NB 256
+#define EK_OUTER_EVEN_K 1 /* K split into equal blocks of at most KC columns */
+#define EK_OUTER_PREFETCH 1
 #endif
 #define EK_OUTER_MC 480 /* rows per block: 480 × 256 × 4 B = 480 KB of activations */
 
@@ -111,6 +132,20 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_pack)(const int kind, cons
     }
 }
 
+/* Asks for slice `part` of `parts` of the cache lines of weight rows [r, r + cols) × columns [k0, k0 + kn): the next
+   panel's, a slice after each tile of the current one, so its packing finds them in L2. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_prefetch)(const int kind, const void *w, int64_t k, int64_t r,
+                                                               int64_t cols, int64_t k0, int64_t kn, int64_t part,
+                                                               int64_t parts) {
+    const size_t bytes = EK_ROWS_NAME(weight_bytes)(kind);
+    const int64_t lines_per_row = (int64_t)(((size_t)kn * bytes + 63) / 64);
+    const int64_t lines = cols * lines_per_row;
+    for (int64_t line = part * lines / parts; line < (part + 1) * lines / parts; line++) {
+        const char *row = (const char *)w + ((size_t)(r + line / lines_per_row) * (size_t)k + (size_t)k0) * bytes;
+        _mm_prefetch(row + (line % lines_per_row) * 64, EK_PREFETCH_HINT);
+    }
+}
+
 #define EK_OUTER_CASE(n) \
     case n: EK_ROWS_NAME(outer_tile)(n, panel, kn, xi, k, yi, ldy, cols, accumulate); break;
 
@@ -122,25 +157,49 @@ EK_ROWS_TARGET EK_ROWS_INLINE bool EK_ROWS_NAME(gemm_float_outer)(const int kind
     float *panel = aligned_alloc(64, (EK_OUTER_KC * EK_OUTER_NR + (kind == 0 ? 0 : 8 * EK_OUTER_KC)) * sizeof(float));
     if (panel == NULL) return false;
     float *widened = panel + EK_OUTER_KC * EK_OUTER_NR;
-    for (int64_t k0 = 0; k0 < k; k0 += EK_OUTER_KC) {
-        const int64_t kn = k - k0 < EK_OUTER_KC ? k - k0 : EK_OUTER_KC;
-        const bool accumulate = k0 > 0;
-        for (int64_t i0 = 0; i0 < m; i0 += EK_OUTER_MC) {
-            const int64_t mc = m - i0 < EK_OUTER_MC ? m - i0 : EK_OUTER_MC;
-            for (int64_t r = row_begin; r < row_end; r += EK_OUTER_NR) {
-                const int64_t cols = row_end - r < EK_OUTER_NR ? row_end - r : EK_OUTER_NR;
-                EK_ROWS_NAME(outer_pack)(kind, w, k, r, cols, k0, kn, widened, panel);
-                for (int64_t i = i0; i < i0 + mc; i += EK_OUTER_MR) {
-                    const float *xi = x + i * k + k0;
-                    float *yi = y + i * ldy + r;
-                    switch (i0 + mc - i < EK_OUTER_MR ? (int)(i0 + mc - i) : EK_OUTER_MR) {
+    const int64_t kblocks = (k + EK_OUTER_KC - 1) / EK_OUTER_KC;
+    const int64_t kc = EK_OUTER_EVEN_K ? ((k + kblocks - 1) / kblocks + 7) / 8 * 8 : EK_OUTER_KC; /* ≤ EK_OUTER_KC */
+    const int64_t group = EK_OUTER_NB > 0 ? EK_OUTER_NB : row_end - row_begin;
+    for (int64_t n0 = row_begin; n0 < row_end; n0 += group) {
+        const int64_t n1 = row_end - n0 < group ? row_end : n0 + group;
+        for (int64_t k0 = 0; k0 < k; k0 += kc) {
+            const int64_t kn = k - k0 < kc ? k - k0 : kc;
+            const bool accumulate = k0 > 0;
+            for (int64_t i0 = 0; i0 < m; i0 += EK_OUTER_MC) {
+                const int64_t mc = m - i0 < EK_OUTER_MC ? m - i0 : EK_OUTER_MC;
+                const int64_t tiles = (mc + EK_OUTER_MR - 1) / EK_OUTER_MR;
+                for (int64_t r = n0; r < n1; r += EK_OUTER_NR) {
+                    const int64_t cols = n1 - r < EK_OUTER_NR ? n1 - r : EK_OUTER_NR;
+                    EK_ROWS_NAME(outer_pack)(kind, w, k, r, cols, k0, kn, widened, panel);
+                    /* the panel packed next: the group's next rows, else its first rows' next block, else the next
+                       group's first rows */
+                    int64_t next = r + EK_OUTER_NR, next_k0 = k0, next_end = n1;
+                    if (next >= n1 && k0 + kn < k) {
+                        next = n0;
+                        next_k0 = k0 + kn;
+                    } else if (next >= n1) {
+                        next = n1;
+                        next_k0 = 0;
+                        next_end = row_end - n1 < group ? row_end : n1 + group;
+                    }
+                    const int64_t next_kn = k - next_k0 < kc ? k - next_k0 : kc;
+                    const int64_t next_cols = EK_OUTER_PREFETCH && next < next_end
+                                                  ? (next_end - next < EK_OUTER_NR ? next_end - next : EK_OUTER_NR) : 0;
+                    for (int64_t i = i0; i < i0 + mc; i += EK_OUTER_MR) {
+                        const float *xi = x + i * k + k0;
+                        float *yi = y + i * ldy + r;
+                        switch (i0 + mc - i < EK_OUTER_MR ? (int)(i0 + mc - i) : EK_OUTER_MR) {
 #if defined(EK_ROWS_512)
-                        EK_OUTER_CASE(12) EK_OUTER_CASE(11) EK_OUTER_CASE(10) EK_OUTER_CASE(9) EK_OUTER_CASE(8)
-                        EK_OUTER_CASE(7)
+                            EK_OUTER_CASE(12) EK_OUTER_CASE(11) EK_OUTER_CASE(10) EK_OUTER_CASE(9) EK_OUTER_CASE(8)
+                            EK_OUTER_CASE(7)
 #endif
-                        EK_OUTER_CASE(6) EK_OUTER_CASE(5) EK_OUTER_CASE(4) EK_OUTER_CASE(3) EK_OUTER_CASE(2)
-                        EK_OUTER_CASE(1)
-                    default: break;
+                            EK_OUTER_CASE(6) EK_OUTER_CASE(5) EK_OUTER_CASE(4) EK_OUTER_CASE(3) EK_OUTER_CASE(2)
+                            EK_OUTER_CASE(1)
+                        default: break;
+                        }
+                        if (next_cols > 0)
+                            EK_ROWS_NAME(outer_prefetch)(kind, w, k, next, next_cols, next_k0, next_kn, (i - i0) / EK_OUTER_MR,
+                                                         tiles);
                     }
                 }
             }
