@@ -316,17 +316,18 @@ int main(int argc, char **argv) {
         }
     }
     /* decode (m ≤ 2), tiles, and from 40 rows the packed outer products (k over one or more column blocks, edges;
-       more than 256 weight rows: AVX2's groups of rows, the last one and its last panel partial) */
+       more than 256 weight rows: AVX2's groups of rows, the last one and its last panel partial; 360 activation rows
+       over three column blocks) */
     static const int half_shapes[][5] = {{1, 9, 77, 0, 9}, {1, 10, 576, 1, 9}, {1, 5, 135, 0, 5}, {1, 6, 1600, 1, 6},
                                          {2, 13, 64, 3, 13}, {5, 11, 40, 0, 11}, {7, 6, 257, 1, 5}, {45, 77, 300, 2, 77},
-                                         {41, 70, 517, 0, 70}, {41, 300, 1100, 5, 299}};
+                                         {41, 70, 517, 0, 70}, {41, 300, 1100, 5, 299}, {360, 34, 1030, 1, 33}};
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (size_t s = 0; s < sizeof half_shapes / sizeof half_shapes[0]; s++) {
             const int *h = half_shapes[s];
             run_half(isa, bf16, h[0], h[1], h[2], h[3], h[4]);
         }
     static const int f32_shapes[][5] = {{7, 13, 384, 3, 13}, {45, 77, 300, 2, 77}, {40, 70, 8, 0, 70},
-                                        {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66}, {45, 530, 600, 3, 529},
+                                        {517, 64, 20, 0, 64}, {43, 66, 257, 0, 66}, {45, 530, 600, 3, 529}, {360, 40, 1030, 0, 40},
                                         {1, 9, 77, 0, 9}, {1, 7, 40, 2, 7}, {1, 6, 1539, 0, 6},
                                         /* one row either side of the 8 KB rows AMD cores read one at a time */
                                         {1, 5, 2048, 0, 5}, {1, 7, 2051, 1, 7}};
