@@ -9,7 +9,9 @@
  * NR weights side by side — and each activation row's value at k is broadcast against them: EK_OUTER_MR rows × two
  * vectors of sums stay in registers for a whole KC block, two vector loads and MR broadcasts per 2·MR FMAs, with no
  * reduction at the end. A packed panel (32 KB on AVX-512) stays in L1 while every activation row passes it.
- * Activation rows are taken in blocks of EK_OUTER_MC so that a block's KC columns stay in L2 across panels.
+ * Activation rows are taken in blocks of EK_OUTER_MC so that a block's KC columns stay in L2 across panels (AVX-512's
+ * 256 columns: 480 KB; AVX2's blocks of up to 512 columns make that up to 960 KB — fewer rows a block, to keep
+ * 480 KB, measured slower: docs/KERNELS.md).
  *
  * AVX2 builds also take the weight rows EK_OUTER_NB at a time, every KC block of a group of rows before the next
  * group, so the sums those rows add to (m × NB floats: 128 KB at 128 rows) stay in L2 from one KC block to the next
@@ -50,7 +52,7 @@
 #define EK_OUTER_EVEN_K 1 /* K split into equal blocks of at most KC columns */
 #define EK_OUTER_PREFETCH 1
 #endif
-#define EK_OUTER_MC 480 /* rows per block: 480 × 256 × 4 B = 480 KB of activations */
+#define EK_OUTER_MC 480 /* rows per block: 480 × 256 × 4 B = 480 KB of activations at 256 columns */
 
 /* Stores `cols` (≤ 2 vectors) sums into y, adding to what is there when `accumulate`. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_store)(float *y, EK_F32_VEC s0, EK_F32_VEC s1, int64_t cols,
@@ -132,16 +134,49 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_pack)(const int kind, cons
     }
 }
 
-/* Asks for slice `part` of `parts` of the cache lines of weight rows [r, r + cols) × columns [k0, k0 + kn): the next
-   panel's, a slice after each tile of the current one, so its packing finds them in L2. */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_prefetch)(const int kind, const void *w, int64_t k, int64_t r,
-                                                               int64_t cols, int64_t k0, int64_t kn, int64_t part,
-                                                               int64_t parts) {
+/* A panel of weights: rows [row, row + cols) × columns [k0, k0 + kn); cols 0 for none. */
+#ifndef EK_OUTER_PANEL_DEFINED
+#define EK_OUTER_PANEL_DEFINED
+typedef struct {
+    int64_t row, cols, k0, kn;
+} ek_outer_panel;
+#endif
+
+/* How much of a block of `step` starting at `begin` lies below `end`. */
+EK_ROWS_TARGET EK_ROWS_INLINE int64_t EK_ROWS_NAME(outer_span)(int64_t begin, int64_t end, int64_t step) {
+    return end - begin < step ? end - begin : step;
+}
+
+/* The panel packed after rows [r, r + NR) of column block [k0, k0 + kn) of the group [n0, n1) (groups of `group` rows
+   up to row_end, blocks of kc of k columns): the group's next rows, else its first rows' next block, else the next
+   group's first rows, else none. */
+EK_ROWS_TARGET EK_ROWS_INLINE ek_outer_panel EK_ROWS_NAME(outer_next)(int64_t r, int64_t n0, int64_t n1, int64_t row_end,
+                                                                     int64_t group, int64_t k0, int64_t kn, int64_t k,
+                                                                     int64_t kc) {
+    ek_outer_panel next = {r + EK_OUTER_NR, 0, k0, kn};
+    int64_t end = n1;
+    if (next.row >= n1 && k0 + kn < k) {
+        next.row = n0;
+        next.k0 = k0 + kn;
+    } else if (next.row >= n1) {
+        next.row = n1;
+        next.k0 = 0;
+        end = n1 + EK_ROWS_NAME(outer_span)(n1, row_end, group);
+    }
+    next.kn = EK_ROWS_NAME(outer_span)(next.k0, k, kc);
+    next.cols = next.row < end ? EK_ROWS_NAME(outer_span)(next.row, end, EK_OUTER_NR) : 0;
+    return next;
+}
+
+/* Asks for slice `part` of `parts` of the cache lines of `panel` (the next one, a slice after each tile of the
+   current one, so its packing finds them in L2). */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(outer_prefetch)(const int kind, const void *w, int64_t k,
+                                                               ek_outer_panel panel, int64_t part, int64_t parts) {
     const size_t bytes = EK_ROWS_NAME(weight_bytes)(kind);
-    const int64_t lines_per_row = (int64_t)(((size_t)kn * bytes + 63) / 64);
-    const int64_t lines = cols * lines_per_row;
+    const int64_t lines_per_row = (int64_t)(((size_t)panel.kn * bytes + 63) / 64);
+    const int64_t lines = panel.cols * lines_per_row;
     for (int64_t line = part * lines / parts; line < (part + 1) * lines / parts; line++) {
-        const char *row = (const char *)w + ((size_t)(r + line / lines_per_row) * (size_t)k + (size_t)k0) * bytes;
+        const char *row = (const char *)w + ((size_t)(panel.row + line / lines_per_row) * (size_t)k + (size_t)panel.k0) * bytes;
         _mm_prefetch(row + (line % lines_per_row) * 64, EK_PREFETCH_HINT);
     }
 }
@@ -161,34 +196,22 @@ EK_ROWS_TARGET EK_ROWS_INLINE bool EK_ROWS_NAME(gemm_float_outer)(const int kind
     const int64_t kc = EK_OUTER_EVEN_K ? ((k + kblocks - 1) / kblocks + 7) / 8 * 8 : EK_OUTER_KC; /* ≤ EK_OUTER_KC */
     const int64_t group = EK_OUTER_NB > 0 ? EK_OUTER_NB : row_end - row_begin;
     for (int64_t n0 = row_begin; n0 < row_end; n0 += group) {
-        const int64_t n1 = row_end - n0 < group ? row_end : n0 + group;
+        const int64_t n1 = n0 + EK_ROWS_NAME(outer_span)(n0, row_end, group);
         for (int64_t k0 = 0; k0 < k; k0 += kc) {
-            const int64_t kn = k - k0 < kc ? k - k0 : kc;
+            const int64_t kn = EK_ROWS_NAME(outer_span)(k0, k, kc);
             const bool accumulate = k0 > 0;
             for (int64_t i0 = 0; i0 < m; i0 += EK_OUTER_MC) {
-                const int64_t mc = m - i0 < EK_OUTER_MC ? m - i0 : EK_OUTER_MC;
+                const int64_t mc = EK_ROWS_NAME(outer_span)(i0, m, EK_OUTER_MC);
                 const int64_t tiles = (mc + EK_OUTER_MR - 1) / EK_OUTER_MR;
                 for (int64_t r = n0; r < n1; r += EK_OUTER_NR) {
-                    const int64_t cols = n1 - r < EK_OUTER_NR ? n1 - r : EK_OUTER_NR;
+                    const int64_t cols = EK_ROWS_NAME(outer_span)(r, n1, EK_OUTER_NR);
                     EK_ROWS_NAME(outer_pack)(kind, w, k, r, cols, k0, kn, widened, panel);
-                    /* the panel packed next: the group's next rows, else its first rows' next block, else the next
-                       group's first rows */
-                    int64_t next = r + EK_OUTER_NR, next_k0 = k0, next_end = n1;
-                    if (next >= n1 && k0 + kn < k) {
-                        next = n0;
-                        next_k0 = k0 + kn;
-                    } else if (next >= n1) {
-                        next = n1;
-                        next_k0 = 0;
-                        next_end = row_end - n1 < group ? row_end : n1 + group;
-                    }
-                    const int64_t next_kn = k - next_k0 < kc ? k - next_k0 : kc;
-                    const int64_t next_cols = EK_OUTER_PREFETCH && next < next_end
-                                                  ? (next_end - next < EK_OUTER_NR ? next_end - next : EK_OUTER_NR) : 0;
+                    const ek_outer_panel next = EK_OUTER_PREFETCH ? EK_ROWS_NAME(outer_next)(r, n0, n1, row_end, group, k0, kn, k, kc)
+                                                                  : (ek_outer_panel){0, 0, 0, 0};
                     for (int64_t i = i0; i < i0 + mc; i += EK_OUTER_MR) {
                         const float *xi = x + i * k + k0;
                         float *yi = y + i * ldy + r;
-                        switch (i0 + mc - i < EK_OUTER_MR ? (int)(i0 + mc - i) : EK_OUTER_MR) {
+                        switch ((int)EK_ROWS_NAME(outer_span)(i, i0 + mc, EK_OUTER_MR)) {
 #if defined(EK_ROWS_512)
                             EK_OUTER_CASE(12) EK_OUTER_CASE(11) EK_OUTER_CASE(10) EK_OUTER_CASE(9) EK_OUTER_CASE(8)
                             EK_OUTER_CASE(7)
@@ -197,9 +220,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE bool EK_ROWS_NAME(gemm_float_outer)(const int kind
                             EK_OUTER_CASE(1)
                         default: break;
                         }
-                        if (next_cols > 0)
-                            EK_ROWS_NAME(outer_prefetch)(kind, w, k, next, next_cols, next_k0, next_kn, (i - i0) / EK_OUTER_MR,
-                                                         tiles);
+                        if (next.cols > 0) EK_ROWS_NAME(outer_prefetch)(kind, w, k, next, (i - i0) / EK_OUTER_MR, tiles);
                     }
                 }
             }
