@@ -99,18 +99,22 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         break;
 /* Every activation tile of the m rows over `nblocks` group-blocks at `grp`, from activation block `b0`; the outputs
    are stored, or added to what is stored when `accumulate`. */
-#define EK_IL_RUN_TILES(name, grp, nblocks, b0, decoded, accumulate)                                                \
-    for (int64_t i0 = 0; i0 < m; i0 += EK_IL_TILE) {                                                                \
-        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * EK_IL_NAME(name##_act_block_bytes); \
-        __m256 out[EK_IL_TILE];                                                                                     \
-        int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                                \
-        switch (tile) { /* a constant tile per call (registers, not arrays); cases above EK_IL_TILE are dead */     \
+/* One tile of `tile` activation rows from `a` into out[]: a constant tile per call (registers, not arrays); cases
+   above EK_IL_TILE are dead. */
+#define EK_IL_TILE_SWITCH(name, grp, nblocks, decoded)                                                              \
+        switch (tile) {                                                                                             \
         EK_IL_TILE_CASE(name, 8, grp, nblocks, decoded) EK_IL_TILE_CASE(name, 7, grp, nblocks, decoded)              \
         EK_IL_TILE_CASE(name, 6, grp, nblocks, decoded) EK_IL_TILE_CASE(name, 5, grp, nblocks, decoded)              \
         EK_IL_TILE_CASE(name, 4, grp, nblocks, decoded) EK_IL_TILE_CASE(name, 3, grp, nblocks, decoded)              \
         EK_IL_TILE_CASE(name, 2, grp, nblocks, decoded)                                                             \
         default: EK_IL_NAME(name##_tile)(grp, nblocks, a, act_row_bytes, 1, decoded, out); break;                   \
-        }                                                                                                           \
+        }
+#define EK_IL_RUN_TILES(name, grp, nblocks, b0, decoded, accumulate)                                                \
+    for (int64_t i0 = 0; i0 < m; i0 += EK_IL_TILE) {                                                                \
+        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * EK_IL_NAME(name##_act_block_bytes); \
+        __m256 out[EK_IL_TILE];                                                                                     \
+        int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                                \
+        EK_IL_TILE_SWITCH(name, grp, nblocks, decoded)                                                              \
         for (int t = 0; t < tile; t++) {                                                                            \
             float *row = y + (i0 + t) * ldy + first;                                                                \
             _mm256_maskstore_ps(row, mask, (accumulate) ? _mm256_add_ps(out[t], _mm256_maskload_ps(row, mask)) : out[t]); \
@@ -149,6 +153,20 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
 /* eight value bytes per column and the headers: at most 32 bytes per 32 columns (Q5_x), 160 per 256 (K-quants) */
 #define EK_IL_DECODE_BUFFER (EK_IL_DECODE_ELEMENTS * 9)
 #define EK_IL_DECODED_BYTES(header, elements) ((size_t)(header) + 8 * (size_t)(elements))
+/* A group's sums over several chunks stay in `sums` (eight lanes per activation row, EK_IL_SUM_ROWS rows at a time)
+   and go to Y once: added to Y chunk after chunk, the eight columns of every activation row lay a row stride
+   apart — 64 KB for 16384 outputs — so the rows' lines fell in one set of L1 and of L2 and were read back from L3
+   for every chunk. The same fp32 additions in the same order: the results are bit for bit the former ones. */
+#define EK_IL_SUM_ROWS 256
+#define EK_IL_RUN_TILES_SUMMED(name, grp, nblocks, b0, r0, rows, accumulate)                                        \
+    for (int64_t i0 = 0; i0 < (rows); i0 += EK_IL_TILE) {                                                           \
+        const uint8_t *a = (const uint8_t *)act + (size_t)((r0) + i0) * act_row_bytes                               \
+                           + (size_t)(b0) * EK_IL_NAME(name##_act_block_bytes);                                     \
+        __m256 out[EK_IL_TILE];                                                                                     \
+        int tile = (int)((rows) - i0 < EK_IL_TILE ? (rows) - i0 : EK_IL_TILE);                                      \
+        EK_IL_TILE_SWITCH(name, grp, nblocks, 1)                                                                    \
+        for (int t = 0; t < tile; t++) sums[i0 + t] = (accumulate) ? _mm256_add_ps(out[t], sums[i0 + t]) : out[t];   \
+    }
 #define EK_IL_DRIVER_DECODING(name)                                                                                 \
     EK_IL_DRIVER_HEAD(name)                                                                                         \
             if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes)) {                                                   \
@@ -158,12 +176,24 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
             const int64_t chunk = EK_IL_DECODE_ELEMENTS / EK_IL_NAME(name##_block_elements);                        \
             _Static_assert(EK_IL_DECODE_ELEMENTS % 256 == 0, "whole K-quant blocks per chunk");                      \
             uint8_t buffer[EK_IL_DECODE_BUFFER] __attribute__((aligned(64)));                                       \
-            for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {                                                        \
-                const int64_t n = blocks - b0 < chunk ? blocks - b0 : chunk;                                        \
-                for (int64_t b = 0; b < n; b++)                                                                     \
-                    EK_IL_NAME(name##_decode)(group + (size_t)(b0 + b) * EK_IL_NAME(name##_block_bytes),             \
+            if (blocks <= chunk) { /* one chunk: nothing to add up, the tiles store to Y */                         \
+                for (int64_t b = 0; b < blocks; b++)                                                                \
+                    EK_IL_NAME(name##_decode)(group + (size_t)b * EK_IL_NAME(name##_block_bytes),                   \
                                               buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));               \
-                EK_IL_RUN_TILES(name, buffer, n, b0, 1, b0 > 0)                                                     \
+                EK_IL_RUN_TILES(name, buffer, blocks, 0, 1, false)                                                  \
+                continue;                                                                                           \
+            }                                                                                                       \
+            __m256 sums[EK_IL_SUM_ROWS];                                                                            \
+            for (int64_t r0 = 0; r0 < m; r0 += EK_IL_SUM_ROWS) {                                                    \
+                const int64_t rows = m - r0 < EK_IL_SUM_ROWS ? m - r0 : EK_IL_SUM_ROWS;                             \
+                for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {                                                    \
+                    const int64_t n = blocks - b0 < chunk ? blocks - b0 : chunk;                                    \
+                    for (int64_t b = 0; b < n; b++)                                                                 \
+                        EK_IL_NAME(name##_decode)(group + (size_t)(b0 + b) * EK_IL_NAME(name##_block_bytes),         \
+                                                  buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));           \
+                    EK_IL_RUN_TILES_SUMMED(name, buffer, n, b0, r0, rows, b0 > 0)                                   \
+                }                                                                                                   \
+                for (int64_t i = 0; i < rows; i++) _mm256_maskstore_ps(y + (r0 + i) * ldy + first, mask, sums[i]);   \
             }                                                                                                       \
         }                                                                                                           \
     }

@@ -6,7 +6,8 @@ import EmberTestSupport
 /// The interleaved layout of the row formats (ek_interleaved.h): lossless, and every ISA's kernels over it equal
 /// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
 /// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders), and more rows than a
-/// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial. On
+/// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial (and
+/// 262 rows: more than the 256 whose sums the AVX2 driver keeps at a time across the chunks). On
 /// AVX-512 the 512-bit kernels take groups in pairs: ranges whose pair ends inside its second group
 /// (3..<13) or leave a lone group to the 256-bit tile (16..<40).
 @Suite("Interleaved kernels")
@@ -50,7 +51,8 @@ struct InterleavedKernelTests {
         for isa in [KernelISA.scalar] + Quant.simdISAs {
             for (m, n, blocksPerRow, rows) in [(1, 37, 1, 2..<36), (3, 19, 3, 0..<19), (5, 17, 2, 9..<16), (4, 33, 1, 1..<33),
                                                (2, 7, 5, 0..<7), (6, 64, 2, 16..<40), (11, 21, 2, 3..<21),
-                                               (10, 19, 2304 / type.blockSize, 2..<19), (9, 29, 2, 3..<13)] {
+                                               (10, 19, 2304 / type.blockSize, 2..<19), (9, 29, 2, 3..<13),
+                                               (262, 11, 2304 / type.blockSize, 2..<11)] {
                 let k = blocksPerRow * type.blockSize
                 let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
                 let x = Quant.randomValues(m * k, &generator, scale: 3)
