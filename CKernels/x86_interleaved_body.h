@@ -97,8 +97,8 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
     case n:                                                                                                         \
         if (n <= EK_IL_TILE) EK_IL_NAME(name##_tile)(grp, nblocks, a, act_row_bytes, n <= EK_IL_TILE ? n : 1, decoded, out); \
         break;
-/* Every activation tile of the m rows over `nblocks` group-blocks at `grp`, from activation block `b0`; the outputs
-   are stored, or added to what is stored when `accumulate`. */
+/* Every activation tile of the m rows over all `nblocks` group-blocks at `grp`, the outputs stored to Y (masked to
+   the group's rows in range). */
 /* One tile of `tile` activation rows from `a` into out[]: a constant tile per call (registers, not arrays); cases
    above EK_IL_TILE are dead. */
 #define EK_IL_TILE_SWITCH(name, grp, nblocks, decoded)                                                              \
@@ -109,16 +109,13 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         EK_IL_TILE_CASE(name, 2, grp, nblocks, decoded)                                                             \
         default: EK_IL_NAME(name##_tile)(grp, nblocks, a, act_row_bytes, 1, decoded, out); break;                   \
         }
-#define EK_IL_RUN_TILES(name, grp, nblocks, b0, decoded, accumulate)                                                \
+#define EK_IL_RUN_TILES(name, grp, nblocks, decoded)                                                                \
     for (int64_t i0 = 0; i0 < m; i0 += EK_IL_TILE) {                                                                \
-        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes + (size_t)(b0) * EK_IL_NAME(name##_act_block_bytes); \
+        const uint8_t *a = (const uint8_t *)act + (size_t)i0 * act_row_bytes;                                      \
         __m256 out[EK_IL_TILE];                                                                                     \
         int tile = (int)(m - i0 < EK_IL_TILE ? m - i0 : EK_IL_TILE);                                                \
         EK_IL_TILE_SWITCH(name, grp, nblocks, decoded)                                                              \
-        for (int t = 0; t < tile; t++) {                                                                            \
-            float *row = y + (i0 + t) * ldy + first;                                                                \
-            _mm256_maskstore_ps(row, mask, (accumulate) ? _mm256_add_ps(out[t], _mm256_maskload_ps(row, mask)) : out[t]); \
-        }                                                                                                           \
+        for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + (i0 + t) * ldy + first, mask, out[t]);                \
     }
 #define EK_IL_DRIVER_HEAD(name)                                                                                     \
     EK_IL_TARGET static void EK_IL_NAME(name)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, \
@@ -133,7 +130,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
             const uint8_t *group = w + (size_t)(first / 8) * group_bytes;
 #define EK_IL_DRIVER(name)                                                                                          \
     EK_IL_DRIVER_HEAD(name)                                                                                         \
-            EK_IL_RUN_TILES(name, group, blocks, 0, 0, false)                                                       \
+            EK_IL_RUN_TILES(name, group, blocks, 0)                                                                 \
         }                                                                                                           \
     }
 
@@ -170,7 +167,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
 #define EK_IL_DRIVER_DECODING(name)                                                                                 \
     EK_IL_DRIVER_HEAD(name)                                                                                         \
             if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes)) {                                                   \
-                EK_IL_RUN_TILES(name, group, blocks, 0, 0, false)                                                   \
+                EK_IL_RUN_TILES(name, group, blocks, 0)                                                             \
                 continue;                                                                                           \
             }                                                                                                       \
             const int64_t chunk = EK_IL_DECODE_ELEMENTS / EK_IL_NAME(name##_block_elements);                        \
@@ -180,7 +177,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
                 for (int64_t b = 0; b < blocks; b++)                                                                \
                     EK_IL_NAME(name##_decode)(group + (size_t)b * EK_IL_NAME(name##_block_bytes),                   \
                                               buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));               \
-                EK_IL_RUN_TILES(name, buffer, blocks, 0, 1, false)                                                  \
+                EK_IL_RUN_TILES(name, buffer, blocks, 1)                                                            \
                 continue;                                                                                           \
             }                                                                                                       \
             __m256 sums[EK_IL_SUM_ROWS];                                                                            \
