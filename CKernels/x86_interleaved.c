@@ -18,6 +18,7 @@
 #undef EK_IL_RUN_TILES_SUMMED
 #undef EK_IL_TILE_SWITCH
 #undef EK_IL_SUM_ROWS
+#undef EK_IL_DECODE_CHUNK
 #undef EK_IL_TILE_CASE
 #undef EK_IL_Q5
 #undef EK_IL_PER32

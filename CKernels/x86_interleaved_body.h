@@ -164,6 +164,11 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         EK_IL_TILE_SWITCH(name, grp, nblocks, 1)                                                                    \
         for (int t = 0; t < tile; t++) sums[i0 + t] = (accumulate) ? _mm256_add_ps(out[t], sums[i0 + t]) : out[t];   \
     }
+/* Group-blocks [b0, b0 + n) of `group` decoded into `buffer`. */
+#define EK_IL_DECODE_CHUNK(name, b0, n)                                                                             \
+    for (int64_t b = 0; b < (n); b++)                                                                               \
+        EK_IL_NAME(name##_decode)(group + (size_t)((b0) + b) * EK_IL_NAME(name##_block_bytes),                       \
+                                  buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));
 #define EK_IL_DRIVER_DECODING(name)                                                                                 \
     EK_IL_DRIVER_HEAD(name)                                                                                         \
             if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes)) {                                                   \
@@ -174,9 +179,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
             _Static_assert(EK_IL_DECODE_ELEMENTS % 256 == 0, "whole K-quant blocks per chunk");                      \
             uint8_t buffer[EK_IL_DECODE_BUFFER] __attribute__((aligned(64)));                                       \
             if (blocks <= chunk) { /* one chunk: nothing to add up, the tiles store to Y */                         \
-                for (int64_t b = 0; b < blocks; b++)                                                                \
-                    EK_IL_NAME(name##_decode)(group + (size_t)b * EK_IL_NAME(name##_block_bytes),                   \
-                                              buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));               \
+                EK_IL_DECODE_CHUNK(name, 0, blocks)                                                                 \
                 EK_IL_RUN_TILES(name, buffer, blocks, 1)                                                            \
                 continue;                                                                                           \
             }                                                                                                       \
@@ -185,9 +188,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
                 const int64_t rows = m - r0 < EK_IL_SUM_ROWS ? m - r0 : EK_IL_SUM_ROWS;                             \
                 for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {                                                    \
                     const int64_t n = blocks - b0 < chunk ? blocks - b0 : chunk;                                    \
-                    for (int64_t b = 0; b < n; b++)                                                                 \
-                        EK_IL_NAME(name##_decode)(group + (size_t)(b0 + b) * EK_IL_NAME(name##_block_bytes),         \
-                                                  buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));           \
+                    EK_IL_DECODE_CHUNK(name, b0, n)                                                                 \
                     EK_IL_RUN_TILES_SUMMED(name, buffer, n, b0, r0, rows, b0 > 0)                                   \
                 }                                                                                                   \
                 for (int64_t i = 0; i < rows; i++) _mm256_maskstore_ps(y + (r0 + i) * ldy + first, mask, sums[i]);   \
