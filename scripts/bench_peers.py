@@ -13,6 +13,7 @@ Text generation (llama-bench's pp128 / tg64, both at --threads):
   fp32    Ember on the F32 file            vs llama.cpp on the same F32 file
   int8    Ember on the Q8_0 file           vs llama.cpp on the same Q8_0 file
   int4    Ember int4 on the Q4_1 file      vs llama.cpp's best 4-bit file, Q4_0 (repacked at load)
+  int4-q4_0  Ember int4 on that Q4_0 file  vs llama.cpp on the same Q4_0 file (the same bytes a token on both sides)
   q4_k_m  Ember native on the Q4_K_M file  vs llama.cpp on the same Q4_K_M file
 Embeddings (all-MiniLM-L6-v2, the same 256 sentences, tokenization and pooling included), batch 1 and 32:
   fp32    Ember fp32 vs ONNX Runtime fp32 (transformer-optimized)
@@ -27,6 +28,7 @@ TEXT_CASES = [  # name, Ember's file, Ember's precision, llama.cpp's file
     ("fp32", "smollm2-135m-F32.gguf", "native", "smollm2-135m-F32.gguf"),
     ("int8", "smollm2-135m-Q8_0.gguf", "native", "smollm2-135m-Q8_0.gguf"),
     ("int4", None, "int4", "smollm2-135m-Q4_0.gguf"),
+    ("int4-q4_0", "smollm2-135m-Q4_0.gguf", "int4", "smollm2-135m-Q4_0.gguf"),
     ("q4_k_m", "smollm2-135m-Q4_K_M.gguf", "native", "smollm2-135m-Q4_K_M.gguf"),
 ]
 
@@ -116,7 +118,7 @@ def main():
                                "llama_pp128": theirs["pp128"], "llama_tg64": theirs["tg64"]})
             pp = summary(rounds, "ember_pp128", "llama_pp128")
             tg = summary(rounds, "ember_tg64", "llama_tg64")
-            print("text %-7s pp128 Ember %7.1f  llama.cpp %7.1f tok/s  ratio %.2f×   tg64 Ember %6.1f  llama.cpp %6.1f tok/s  ratio %.2f×   (%s vs %s; kernels %s, BLAS %s)"
+            print("text %-9s pp128 Ember %7.1f  llama.cpp %7.1f tok/s  ratio %.2f×   tg64 Ember %6.1f  llama.cpp %6.1f tok/s  ratio %.2f×   (%s vs %s; kernels %s, BLAS %s)"
                   % (name, pp[0], pp[1], pp[2], tg[0], tg[1], tg[2], os.path.basename(ember_model) + (" " + precision if precision != "native" else ""),
                      os.path.basename(peer_model), ours.get("kernel_isa"), ours.get("blas_core")), flush=True)
             report["text"].append({"case": name, "ember_file": os.path.basename(ember_model), "ember_precision": precision,
