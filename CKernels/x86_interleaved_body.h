@@ -9,7 +9,8 @@
  *
  * A register is eight rows × four bytes. One broadcast of four activation
  * bytes meets eight rows at once (VPMADDUBSW: unsigned weight × signed
- * activation, or |w| × sign-moved activation for the signed IQ4 values);
+ * activation, or |w| × sign-moved activation for the signed IQ4 values;
+ * the decoded Q4_0/Q5_0 GEMM: activation + 128 × signed weight);
  * int16 pair sums are added while they cannot overflow, then VPMADDWD
  * applies each row's integer sub-block scale (or 1) into int32 lanes, one
  * lane per row; the fp32 scaling happens once per block, and no horizontal
@@ -17,6 +18,7 @@
  * rows share each decoded weight register (the prefill GEMM).
  */
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 #include "interleaved_impl.h"
 #include "rows_impl.h"
@@ -121,6 +123,9 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
     EK_IL_TARGET static void EK_IL_NAME(name)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, \
                                               int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) { \
         const size_t group_bytes = (size_t)blocks * EK_IL_NAME(name##_block_bytes);                                 \
+        uint8_t *unsigned_act = NULL; /* the decoding drivers' activations + 128, where the format's tiles take them */ \
+        bool unsigned_failed = false;                                                                               \
+        (void)unsigned_act; (void)unsigned_failed;                                                                  \
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                             \
         for (int64_t first = (row_begin / 8) * 8; first < row_end; first += 8) {                                    \
             const int64_t lo = row_begin > first ? row_begin - first : 0;                                          \
@@ -134,21 +139,43 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         }                                                                                                           \
     }
 
+/* A copy of m rows of Q8 activation blocks with every value v as the unsigned byte v + 128 (v ^ 0x80), for the
+   decoded per-32 tiles of formats with an offset (Q4_0, Q5_0): they multiply these by signed weights and take
+   128·Σw back (EK_IL_PER32). NULL when it cannot be allocated or the rows are not whole blocks (the caller then
+   runs the packed tiles on the signed activations). */
+EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int64_t m, size_t act_row_bytes) {
+    const size_t block = sizeof(ek_block_q8_act), bytes = (size_t)m * act_row_bytes;
+    if (act_row_bytes % block != 0) return NULL;
+    uint8_t *copy = malloc(bytes);
+    if (copy == NULL) return NULL;
+    memcpy(copy, act, bytes);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (size_t at = 0; at < bytes; at += block) {
+        ek_block_q8_act *b = (ek_block_q8_act *)(copy + at);
+        _mm256_storeu_si256((__m256i *)b->qs, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
+    }
+    return copy;
+}
+
 /*
  * Decoding once per GEMM. Each activation tile of a prefill GEMM met the packed weights anew, so the unpacking of
  * 5- and 6-bit values (shifts, masks, the high bits merged: about one instruction per register per tile row beside
  * the two or three of the dot product) was paid m/tile times. With more rows than one tile the driver decodes
  * EK_IL_DECODE_ELEMENTS columns of a group at a time into a buffer on the stack — each group-block's header
- * (scales, minimums) padded to 32 bytes, then one unsigned byte per value, register after register in the order the
- * tile reads them — and runs every tile over that, which stays in L1. Whether a format does is measured per
+ * (K-quants: scales and minimums padded to 160 bytes; per-32 formats: d, m and 128·Σw widened to 96), then one byte
+ * per value, register after register in the order the tile reads them — and runs every tile over that, which stays
+ * in L1. Whether a format does is measured per
  * variant (`name_decodes`): on AVX2 (tiles of four) every one of them gains (GEMM 128×16384×8192 vs sgemm, avx2-novnni:
  * Q5_K 1.75 → 2.63×, Q6_K 1.60 → 2.31×, Q5_0 1.88 → 2.15×, Q4_K 2.55 → 2.79×); on AVX-512, whose tiles of eight
  * already share each unpacked register among eight rows, only Q5_K does (2.03 → 2.68×; Q5_0 2.58 → 2.43×,
  * Q6_K 2.33 → 2.16×, Q4_K unchanged).
  */
 #define EK_IL_DECODE_ELEMENTS 1024
-/* eight value bytes per column and the headers: at most 32 bytes per 32 columns (Q5_x), 160 per 256 (K-quants) */
-#define EK_IL_DECODE_BUFFER (EK_IL_DECODE_ELEMENTS * 9)
+/* A per-32 group-block's decoded header: d and m in fp32, 128·Σw in int32, eight rows each (x86 per-32 tiles). */
+#define EK_IL_PER32_DECODED_HEADER 96
+/* eight value bytes per column and the headers: at most 96 bytes per 32 columns (per-32 formats), 160 per 256
+   (K-quants) */
+#define EK_IL_DECODE_BUFFER (EK_IL_DECODE_ELEMENTS * 11)
 #define EK_IL_DECODED_BYTES(header, elements) ((size_t)(header) + 8 * (size_t)(elements))
 /* A group's sums over several chunks stay in `sums` (eight lanes per activation row, EK_IL_SUM_ROWS rows at a time)
    and go to Y once: added to Y chunk after chunk, the eight columns of every activation row lay a row stride
@@ -171,7 +198,12 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
                                   buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));
 #define EK_IL_DRIVER_DECODING(name)                                                                                 \
     EK_IL_DRIVER_HEAD(name)                                                                                         \
-            if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes)) {                                                   \
+            if (EK_IL_NAME(name##_unsigned_act) && m > EK_IL_TILE && unsigned_act == NULL && !unsigned_failed) {    \
+                unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes);                               \
+                unsigned_failed = unsigned_act == NULL;                                                             \
+                if (unsigned_act) act = unsigned_act;                                                               \
+            }                                                                                                       \
+            if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes) || unsigned_failed) {                                \
                 EK_IL_RUN_TILES(name, group, blocks, 0)                                                             \
                 continue;                                                                                           \
             }                                                                                                       \
@@ -194,6 +226,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
                 for (int64_t i = 0; i < rows; i++) _mm256_maskstore_ps(y + (r0 + i) * ldy + first, mask, sums[i]);   \
             }                                                                                                       \
         }                                                                                                           \
+        free(unsigned_act);                                                                                         \
     }
 
 /* The same for a bit number known only at run time (`shift` = v, as a shift count): two shifts and a mask, where
@@ -205,6 +238,19 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
 
 /* ------------------------------------------------------ per-32 formats -- */
 
+/* Σ u·a of a block's value registers 0–3 (s0) and 4–7 (s1) as int16 pair sums: u unsigned (at most 31), qs the
+   block's 32 signed activations (four registers of 2·31·127 stay below 2¹⁵). */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(pair_sums)(const __m256i *u, const int8_t *qs, __m256i *s0, __m256i *s1) {
+    __m256i low = _mm256_maddubs_epi16(u[0], EK_IL_NAME(broadcast4)(qs));
+    __m256i high = _mm256_maddubs_epi16(u[4], EK_IL_NAME(broadcast4)(qs + 16));
+    for (int v = 1; v < 4; v++) {
+        low = _mm256_add_epi16(low, _mm256_maddubs_epi16(u[v], EK_IL_NAME(broadcast4)(qs + 4 * v)));
+        high = _mm256_add_epi16(high, _mm256_maddubs_epi16(u[4 + v], EK_IL_NAME(broadcast4)(qs + 16 + 4 * v)));
+    }
+    *s0 = low;
+    *s1 = high;
+}
+
 /* Q5_0 ((u − 16)·d), Q5_1 (u·d + m): unsigned 5-bit u from the nibbles and the high-bit register (`high` > 0);
    Q4_0 ((u − 8)·d) and Q4_1 (u·d + m) the same without it. Σ u·a in int16 for four registers at a time
    (≤ 4·2·31·127 < 2¹⁵), the −offset·Σa of Q5_0 and Q4_0 from the activation block's exact sum. */
@@ -213,8 +259,9 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
     static const size_t EK_IL_NAME(name##_block_bytes) = bytes;                                                     \
     static const size_t EK_IL_NAME(name##_block_elements) = 32;                                                     \
     static const size_t EK_IL_NAME(name##_act_block_bytes) = sizeof(ek_block_q8_act);                               \
-    static const size_t EK_IL_NAME(name##_decoded_bytes) = EK_IL_DECODED_BYTES(32, 32);                             \
+    static const size_t EK_IL_NAME(name##_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_PER32_DECODED_HEADER, 32);     \
     static const bool EK_IL_NAME(name##_decodes) = EK_IL_TILE <= 4;                                                 \
+    static const bool EK_IL_NAME(name##_unsigned_act) = !(five_one) && EK_IL_TILE <= 4;                             \
     /* the eight registers of unsigned 5-bit values of one group-block */                                          \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_values)(const uint8_t *gb, __m256i *u) {                       \
         const __m256i low_mask = _mm256_set1_epi8(0x0f);                                                            \
@@ -228,26 +275,75 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
             for (int v = 0; v < 8; v++) u[v] = _mm256_or_si256(u[v], EK_IL_NAME(bit_to_16)(high_bits, v));          \
         }                                                                                                           \
     }                                                                                                               \
+    /* Decoded (EK_IL_PER32_DECODED_HEADER): the scales d and the minimums m in fp32, then 128·Σw per row (the   \
+       formats with an offset), then the values: Q4_1 and Q5_1 unsigned u, Q4_0 and Q5_0 signed w = u − offset. */  \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_decode)(const uint8_t *gb, uint8_t *out) {                     \
         __m256i u[8];                                                                                               \
         EK_IL_NAME(name##_values)(gb, u);                                                                           \
-        memcpy(out, gb, quants);                                                                                    \
-        for (int v = 0; v < 8; v++) _mm256_store_si256((__m256i *)(out + 32 + 32 * v), u[v]);                       \
+        _mm256_store_ps((float *)out, EK_IL_NAME(halves)(gb));                                                      \
+        if (five_one) {                                                                                             \
+            _mm256_store_ps((float *)(out + 32), EK_IL_NAME(halves)(gb + EK_IL_Q5_1_MINS));                         \
+            for (int v = 0; v < 8; v++) _mm256_store_si256((__m256i *)(out + 96 + 32 * v), u[v]);                   \
+            return;                                                                                                 \
+        }                                                                                                           \
+        __m256i total = _mm256_setzero_si256();                                                                     \
+        for (int v = 0; v < 8; v++) {                                                                               \
+            const __m256i w = _mm256_sub_epi8(u[v], _mm256_set1_epi8(offset));                                     \
+            total = _mm256_add_epi32(total, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), w),         \
+                                                              _mm256_set1_epi16(1)));                               \
+            _mm256_store_si256((__m256i *)(out + 96 + 32 * v), w);                                                  \
+        }                                                                                                           \
+        _mm256_store_si256((__m256i *)(out + 64), _mm256_slli_epi32(total, 7));                                     \
     }                                                                                                               \
-    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_decoded_tile)(const uint8_t *group, int64_t blocks,             \
+                                                                   const uint8_t *act, size_t act_row_bytes,        \
+                                                                   const int tile, __m256 *out) {                   \
         const __m256i ones = _mm256_set1_epi16(1);                                                                  \
-        const size_t stride = decoded ? EK_IL_NAME(name##_decoded_bytes) : bytes;                                   \
         __m256 acc[EK_IL_TILE];                                                                                     \
         for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
         for (int64_t b = 0; b < blocks; b++) {                                                                      \
-            const uint8_t *gb = group + (size_t)b * stride;                                                         \
-            __m256i u[8];                                                                                           \
-            if (decoded) {                                                                                          \
-                for (int v = 0; v < 8; v++) u[v] = _mm256_load_si256((const __m256i *)(gb + 32 + 32 * v));          \
-            } else {                                                                                                \
-                ek_prefetch_ahead(gb, bytes);                                                              \
-                EK_IL_NAME(name##_values)(gb, u);                                                                   \
+            const uint8_t *gb = group + (size_t)b * EK_IL_NAME(name##_decoded_bytes);                               \
+            const __m256 d = _mm256_load_ps((const float *)gb);                                                     \
+            const __m256i *values = (const __m256i *)(gb + EK_IL_PER32_DECODED_HEADER);                             \
+            _Pragma("clang loop unroll(full)") /* the rows' accumulators in registers, not an array in memory */    \
+            for (int t = 0; t < tile; t++) {                                                                        \
+                const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;         \
+                __m256i dot = _mm256_setzero_si256();                                                               \
+                if (five_one) { /* u · signed a, in int16 while it cannot overflow (4 bits: all eight registers) */ \
+                    __m256i s0, s1;                                                                                 \
+                    EK_IL_NAME(pair_sums)(values, ab->qs, &s0, &s1);                                                \
+                    dot = high > 0 ? _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones))     \
+                                   : _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones);                             \
+                } else { /* (a + 128) · signed w, pairs ≤ 2·255·16: eight registers in int16 for 4 bits, four for 5 */ \
+                    const int per_sum = high > 0 ? 4 : 8;                                                           \
+                    __m256i s = _mm256_setzero_si256();                                                             \
+                    for (int v = 0; v < 8; v++) {                                                                   \
+                        const __m256i p = _mm256_maddubs_epi16(                                                     \
+                            EK_IL_NAME(broadcast4)(ab->qs + 4 * v), values[v]);                                  \
+                        s = v % per_sum == 0 ? p : _mm256_add_epi16(s, p);                                          \
+                        if (v % per_sum == per_sum - 1) dot = _mm256_add_epi32(dot, _mm256_madd_epi16(s, ones));    \
+                    }                                                                                               \
+                    dot = _mm256_sub_epi32(dot, _mm256_load_si256((const __m256i *)(gb + 64)));                     \
+                }                                                                                                   \
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(ab->d)), acc[t]); \
+                if (five_one) acc[t] = _mm256_fmadd_ps(_mm256_load_ps((const float *)(gb + 32)), _mm256_set1_ps(ab->s), acc[t]); \
             }                                                                                                       \
+        }                                                                                                           \
+        for (int t = 0; t < tile; t++) out[t] = acc[t];                                                             \
+    }                                                                                                               \
+    EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_tile)(EK_IL_TILE_ARGS) {                                       \
+        if (decoded) {                                                                                              \
+            EK_IL_NAME(name##_decoded_tile)(group, blocks, act, act_row_bytes, tile, out);                          \
+            return;                                                                                                 \
+        }                                                                                                           \
+        const __m256i ones = _mm256_set1_epi16(1);                                                                  \
+        __m256 acc[EK_IL_TILE];                                                                                     \
+        for (int t = 0; t < tile; t++) acc[t] = _mm256_setzero_ps();                                                \
+        for (int64_t b = 0; b < blocks; b++) {                                                                      \
+            const uint8_t *gb = group + (size_t)b * bytes;                                                          \
+            __m256i u[8];                                                                                           \
+            ek_prefetch_ahead(gb, bytes);                                                                           \
+            EK_IL_NAME(name##_values)(gb, u);                                                                       \
             const __m256 d = EK_IL_NAME(halves)(gb);                                                                \
             for (int t = 0; t < tile; t++) {                                                                        \
                 const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;         \
@@ -260,12 +356,8 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i
                     }                                                                                               \
                     dot = _mm256_add_epi32(d0, d1);                                                                 \
                 } else {                                                                                            \
-                    __m256i s0 = _mm256_maddubs_epi16(u[0], EK_IL_NAME(broadcast4)(ab->qs));                        \
-                    __m256i s1 = _mm256_maddubs_epi16(u[4], EK_IL_NAME(broadcast4)(ab->qs + 16));                   \
-                    for (int v = 1; v < 4; v++) {                                                                   \
-                        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(u[v], EK_IL_NAME(broadcast4)(ab->qs + 4 * v))); \
-                        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(u[4 + v], EK_IL_NAME(broadcast4)(ab->qs + 16 + 4 * v))); \
-                    }                                                                                               \
+                    __m256i s0, s1;                                                                                 \
+                    EK_IL_NAME(pair_sums)(u, ab->qs, &s0, &s1);                                                     \
                     dot = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));               \
                 }                                                                                                   \
                 /* Q5_0's −16·Σa (Q4_0's −8·Σa) in integers: one subtraction, no scalar conversion per row and block */ \
@@ -376,6 +468,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
     static const size_t EK_IL_NAME(name##_block_elements) = 256;                                                    \
     static const size_t EK_IL_NAME(name##_act_block_bytes) = sizeof(ek_block_q8_k);                                 \
     static const size_t EK_IL_NAME(name##_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_K_DECODED_HEADER, 256);        \
+    static const bool EK_IL_NAME(name##_unsigned_act) = false;                                                      \
     static const bool EK_IL_NAME(name##_decodes) = five || EK_IL_TILE <= 4;                                         \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_decode)(const uint8_t *gb, uint8_t *out) {                     \
         memcpy(out, gb, EK_IL_Q4_K_QUANTS);                                                                         \
@@ -447,6 +540,7 @@ static const size_t EK_IL_NAME(gemm_q6_k_block_bytes) = EK_IL_Q6_K_BYTES;
 static const size_t EK_IL_NAME(gemm_q6_k_block_elements) = 256;
 static const size_t EK_IL_NAME(gemm_q6_k_act_block_bytes) = sizeof(ek_block_q8_k);
 static const size_t EK_IL_NAME(gemm_q6_k_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_K_DECODED_HEADER, 256);
+static const bool EK_IL_NAME(gemm_q6_k_unsigned_act) = false;
 static const bool EK_IL_NAME(gemm_q6_k_decodes) = EK_IL_TILE <= 4;
 
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(scaled_add)(__m256i acc, __m256i pairs, __m256i scale) {
