@@ -119,13 +119,12 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         EK_IL_TILE_SWITCH(name, grp, nblocks, decoded)                                                              \
         for (int t = 0; t < tile; t++) _mm256_maskstore_ps(y + (i0 + t) * ldy + first, mask, out[t]);                \
     }
-#define EK_IL_DRIVER_HEAD(name)                                                                                     \
+/* A driver's signature, then the loop over its groups of eight rows (`first`, the store `mask`, `group`). */
+#define EK_IL_DRIVER_SIGNATURE(name)                                                                                \
     EK_IL_TARGET static void EK_IL_NAME(name)(const uint8_t *w, int64_t blocks, const void *act, size_t act_row_bytes, \
                                               int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) { \
-        const size_t group_bytes = (size_t)blocks * EK_IL_NAME(name##_block_bytes);                                 \
-        uint8_t *unsigned_act = NULL; /* the decoding drivers' activations + 128, where the format's tiles take them */ \
-        bool unsigned_failed = false;                                                                               \
-        (void)unsigned_act; (void)unsigned_failed;                                                                  \
+        const size_t group_bytes = (size_t)blocks * EK_IL_NAME(name##_block_bytes);
+#define EK_IL_DRIVER_LOOP                                                                                           \
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                             \
         for (int64_t first = (row_begin / 8) * 8; first < row_end; first += 8) {                                    \
             const int64_t lo = row_begin > first ? row_begin - first : 0;                                          \
@@ -133,6 +132,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
             const __m256i mask = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane),            \
                                                   _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));       \
             const uint8_t *group = w + (size_t)(first / 8) * group_bytes;
+#define EK_IL_DRIVER_HEAD(name) EK_IL_DRIVER_SIGNATURE(name) EK_IL_DRIVER_LOOP
 #define EK_IL_DRIVER(name)                                                                                          \
     EK_IL_DRIVER_HEAD(name)                                                                                         \
             EK_IL_RUN_TILES(name, group, blocks, 0)                                                                 \
@@ -198,21 +198,25 @@ EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int
         EK_IL_NAME(name##_decode)(group + (size_t)((b0) + b) * EK_IL_NAME(name##_block_bytes),                       \
                                   buffer + (size_t)b * EK_IL_NAME(name##_decoded_bytes));
 #define EK_IL_DRIVER_DECODING(name)                                                                                 \
-    EK_IL_DRIVER_HEAD(name)                                                                                         \
-            if (EK_IL_NAME(name##_unsigned_act) && m > EK_IL_SUM_ROWS) {                                            \
-                /* the unsigned copy made for EK_IL_SUM_ROWS rows at a time: its memory bounded (each slice's rows   \
-                   are summed exactly as they would be in one call; the weights are decoded again per slice) */    \
+    EK_IL_DRIVER_SIGNATURE(name)                                                                                    \
+        /* the activations + 128 for the tiles that take them (EK_IL_NAME(name##_unsigned_act)), made for at most    \
+           EK_IL_SUM_ROWS rows: more run in slices, each row summed exactly as in one call (the weights are decoded  \
+           again per slice); when the copy cannot be made, the tiles over the blocks as they lie */                 \
+        uint8_t *unsigned_act = NULL;                                                                               \
+        if (EK_IL_NAME(name##_unsigned_act) && m > EK_IL_TILE) {                                                    \
+            if (m > EK_IL_SUM_ROWS) {                                                                               \
                 for (int64_t r = 0; r < m; r += EK_IL_SUM_ROWS)                                                     \
                     EK_IL_NAME(name)(w, blocks, (const uint8_t *)act + (size_t)r * act_row_bytes, act_row_bytes,    \
                                      m - r < EK_IL_SUM_ROWS ? m - r : EK_IL_SUM_ROWS, y + r * ldy, ldy, row_begin, row_end); \
                 return;                                                                                             \
             }                                                                                                       \
-            if (EK_IL_NAME(name##_unsigned_act) && m > EK_IL_TILE && unsigned_act == NULL && !unsigned_failed) {    \
-                unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes);                               \
-                unsigned_failed = unsigned_act == NULL;                                                             \
-                if (unsigned_act) act = unsigned_act;                                                               \
-            }                                                                                                       \
-            if (m <= EK_IL_TILE || !EK_IL_NAME(name##_decodes) || unsigned_failed) {                                \
+            unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes);                                   \
+            if (unsigned_act) act = unsigned_act;                                                                   \
+        }                                                                                                           \
+        const bool decoding = m > EK_IL_TILE && EK_IL_NAME(name##_decodes)                                          \
+                              && (!EK_IL_NAME(name##_unsigned_act) || unsigned_act != NULL);                        \
+    EK_IL_DRIVER_LOOP                                                                                               \
+            if (!decoding) {                                                                                        \
                 EK_IL_RUN_TILES(name, group, blocks, 0)                                                             \
                 continue;                                                                                           \
             }                                                                                                       \
