@@ -172,7 +172,12 @@ EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int
  * already share each unpacked register among eight rows, only Q5_K does (2.03 → 2.68×; Q5_0 2.58 → 2.43×,
  * Q6_K 2.33 → 2.16×, Q4_K unchanged).
  */
-#define EK_IL_DECODE_ELEMENTS 1024
+/* AVX2's tiles of four rows take 2048 columns (a chunk's decoded bytes, 18 KB for K-quants, beside a tile's 9 KB of
+   activations): fewer chunks, so fewer passes of the sums and of each tile's setup. One Zen 3, 128×16384×8192 against
+   sgemm in one process, 3–5 alternating rounds, 1024 → 2048: Q4_K 1.80–2.08 → 2.07–2.37×, Q6_K 1.42–1.58 →
+   1.54–1.61×, Q5_0 1.71–1.89 → 1.89–1.96×, Q4_0 1.65–1.93 → 1.97–2.00×, Q5_K 1.85–2.03 → 1.93–1.99×, Q4_1 even
+   (4096 measured like 2048). AVX-512's tiles of eight (twice the activations) keep 1024, unmeasured at 2048. */
+#define EK_IL_DECODE_ELEMENTS (EK_IL_TILE <= 4 ? 2048 : 1024)
 /* A per-32 group-block's decoded header: d and m in fp32, 128·Σw in int32, eight rows each (x86 per-32 tiles). */
 #define EK_IL_PER32_DECODED_HEADER 96
 /* eight value bytes per column and the headers: at most 96 bytes per 32 columns (per-32 formats), 160 per 256

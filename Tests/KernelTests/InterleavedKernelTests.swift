@@ -6,8 +6,9 @@ import EmberTestSupport
 /// The interleaved layout of the row formats (ek_interleaved.h): lossless, and every ISA's kernels over it equal
 /// the row oracle on the GGUF blocks it was made from — odd row counts (a padded last group), partial row ranges,
 /// 1–11 activation rows (whole tiles of eight on AVX-512, four on AVX2, and their remainders), and more rows than a
-/// tile over 2304 columns: the weights decoded once per GEMM, 1024 columns at a time, the last chunk partial (and
-/// 262 rows: more than the 256 whose sums the AVX2 driver keeps at a time across the chunks). On
+/// tile over 2304 columns: the weights decoded once per GEMM, 2048 columns at a time on AVX2 and 1024 on AVX-512,
+/// the last chunk partial (and 262 rows: more than the 256 whose sums the AVX2 driver keeps at a time across the
+/// chunks). On
 /// AVX-512 the 512-bit kernels take groups in pairs: ranges whose pair ends inside its second group
 /// (3..<13) or leave a lone group to the 256-bit tile (16..<40).
 @Suite("Interleaved kernels")
