@@ -514,17 +514,18 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
                 sums[t] = _mm256_setzero_si256();                                                                   \
             }                                                                                                       \
             if (five && EK_IL_TILE > 4 && tile > 1) { /* AVX-512 Q5_K GEMM: faster rolled (2.1 vs 1.95× sgemm) */ \
+                if (!decoded) ek_prefetch_ahead(gb, bytes); /* unmeasured in parts on AVX-512: one burst */         \
                 for (int s = 0; s < 8; s++) EK_IL_NAME(k45_sub_block)(five, s % 2, tile, decoded, gb, quants, s, aq, sums);\
             } else if (five && !decoded) { /* sub-blocks as constants: bit_to_16 (k45_values) */    \
                 _Pragma("clang loop unroll(full)")                                                                  \
                 for (int s = 0; s < 8; s += 2) {                                                                    \
-                    if (!decoded) ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                  \
+                    if (!decoded) ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                      \
                     EK_IL_NAME(k45_sub_block)(five, 0, tile, decoded, gb, quants, s, aq, sums);                     \
                     EK_IL_NAME(k45_sub_block)(five, 1, tile, decoded, gb, quants, s + 1, aq, sums);                 \
                 }                                                                                                   \
             } else {                                                                                                \
                 for (int s = 0; s < 8; s += 2) {                                                                    \
-                    if (!decoded) ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                  \
+                    if (!decoded) ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                      \
                     EK_IL_NAME(k45_sub_block)(five, 0, tile, decoded, gb, quants, s, aq, sums);                     \
                     EK_IL_NAME(k45_sub_block)(five, 1, tile, decoded, gb, quants, s + 1, aq, sums);                 \
                 }                                                                                                   \
