@@ -519,7 +519,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
             } else if (five && !decoded) { /* sub-blocks as constants: bit_to_16 (k45_values) */    \
                 _Pragma("clang loop unroll(full)")                                                                  \
                 for (int s = 0; s < 8; s += 2) {                                                                    \
-                    if (!decoded) ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                      \
+                    ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                                    \
                     EK_IL_NAME(k45_sub_block)(five, 0, tile, decoded, gb, quants, s, aq, sums);                     \
                     EK_IL_NAME(k45_sub_block)(five, 1, tile, decoded, gb, quants, s + 1, aq, sums);                 \
                 }                                                                                                   \
