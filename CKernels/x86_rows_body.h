@@ -529,16 +529,17 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(weight_at)(const uint8_t *row, 
 
 /* A tile: `rows` weight rows × `acts` activation rows over columns [0, k) of the given pointers (a chunk of the
    full rows, `row_bytes` and `ldx` apart), added to y (`accumulate`) or stored. With `fetch` (a constant after
-   inlining, so decode's loop carries no test), the four rows of `next` — the weights the tiles after this one
-   start on — are prefetched a line per step while this tile computes: otherwise the first tile over new weights
-   waits on memory with four streams in flight, and the rest compute from L1. A 19-row MiniLM product with its
-   weights out of cache: 95-105 → 190 GFLOP/s on one Zen 5 core (AVX2: 70 → 112). Four rows' sums leave their
-   accumulators by hsum4 (a third of the instructions of four reductions; a tile of one activation row keeps the
-   four reductions — decode's single row no longer comes here: float_stream). */
+   inlining, so decode's loop carries no test), `fetch_rows` rows from `next` — this tile's share of weights that
+   tiles a few chunks on start on (gemm_float_panel) — are prefetched, once per cache line, while this tile computes:
+   otherwise the first tile over new weights waits on memory with four streams in flight, and the rest compute from
+   L1. A 19-row MiniLM product with its weights out of cache: 95-105 → 190 GFLOP/s on one Zen 5 core (AVX2: 70 →
+   112). Four rows' sums leave their accumulators by hsum4 (a third of the instructions of four reductions; a tile
+   of one activation row keeps the four reductions — decode's single row no longer comes here: float_stream). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, const int rows, const int acts,
                                                              const uint8_t *w, size_t row_bytes, int64_t k,
                                                              const float *x, int64_t ldx, float *y, int64_t ldy,
-                                                             const bool accumulate, const bool fetch, const uint8_t *next) {
+                                                             const bool accumulate, const bool fetch, const uint8_t *next,
+                                                             const int fetch_rows) {
     const int64_t elem = (int64_t)EK_ROWS_NAME(weight_bytes)(kind);
     EK_F32_VEC acc[4][EK_F32_ACTS];
     for (int q = 0; q < rows; q++)
@@ -547,8 +548,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
     for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) {
         EK_F32_VEC xv[EK_F32_ACTS];
         for (int t = 0; t < acts; t++) xv[t] = EK_F32_LOAD(x + t * ldx + j);
-        if (fetch)
-            for (int q = 0; q < 4; q++) _mm_prefetch((const char *)next + q * row_bytes + j * elem, _MM_HINT_T1);
+        if (fetch && ((j * elem) & 63) == 0)
+            for (int q = 0; q < fetch_rows; q++) _mm_prefetch((const char *)next + q * row_bytes + j * elem, _MM_HINT_T1);
         for (int q = 0; q < rows; q++) {
             EK_F32_VEC wv = EK_ROWS_NAME(load_weights)(w + (size_t)q * row_bytes, j, kind);
             for (int t = 0; t < acts; t++) acc[q][t] = EK_F32_FMA(wv, xv[t], acc[q][t]);
@@ -566,8 +567,10 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
 }
 
 #define EK_F32_BLOCK(rows, n)                                                                                       \
-    if (next != NULL) EK_ROWS_NAME(float_block)(kind, rows, n, wc, row_bytes, kn, xt, k, yt, ldy, c > 0, true, next); \
-    else EK_ROWS_NAME(float_block)(kind, rows, n, wc, row_bytes, kn, xt, k, yt, ldy, c > 0, false, NULL);
+    if (next == NULL) EK_ROWS_NAME(float_block)(kind, rows, n, wc, row_bytes, kn, xt, k, yt, ldy, c > 0, false, NULL, 0); \
+    else if (fetch_rows == 1) /* a constant row count: a loop over a variable one cost MiniLM's products ~20 % */    \
+        EK_ROWS_NAME(float_block)(kind, rows, n, wc, row_bytes, kn, xt, k, yt, ldy, c > 0, true, next, 1);           \
+    else EK_ROWS_NAME(float_block)(kind, rows, n, wc, row_bytes, kn, xt, k, yt, ldy, c > 0, true, next, fetch_rows);
 #define EK_F32_CASE(rows, n)                                                                                        \
     case n:                                                                                                         \
         if (n <= EK_F32_ACTS) { EK_F32_BLOCK(rows, n <= EK_F32_ACTS ? n : 1) }                                      \
@@ -583,9 +586,14 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_block)(const int kind, con
    six 1,536-wide activation rows alone are 36 KB of its 48 (MiniLM's FFN output, 19 rows out of cache: 110 → 137
    GFLOP/s). Each chunk's sums are added to y. Two activation rows (two sequences decoding; one row runs stream_rows:
    float_stream), with no reuse to keep in L1, take whole rows and no prefetching: that loop streams at the memory's rate already, and the extra work slowed
-   SmolLM2's fp32 decode by 7-20 %. Only the first four tiles over a chunk prefetch (each would repeat it from L1:
-   batch-32 MiniLM 3 % slower when all 100 did). */
+   SmolLM2's fp32 decode by 7-20 %. The weights EK_F32_FETCH_AHEAD chunks on (of these rows, or counting on into
+   the groups of four rows after) are asked for a row per tile over the first four tiles (all four rows by fewer
+   tiles), one request a line. On Zen 3 the next group's four rows asked for by each of four tiles, two requests a
+   line each, had the 19-row products wait on memory: MiniLM's 24 products, 2 threads, weights out of cache,
+   alternating medians — 4.8-5.3 ms as that was, 4.0-4.3 a row a tile one group on, 3.2-4.7 four groups on (three
+   alike, eight no better); 30 rows 7.1-9.2 → 6.1-6.4 ms; 6 rows, bound by memory, 2.2-2.9 → 2.5. */
 #define EK_F32_CHUNK 512
+#define EK_F32_FETCH_AHEAD 4
 
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_panel)(const int kind, const void *w, int64_t k, const float *x,
                                                                   int64_t m, float *y, int64_t ldy, int64_t row_begin,
@@ -603,10 +611,17 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_panel)(const int kind
         for (int64_t c = 0, k0 = 0; k0 < k; c++, k0 += chunk) {
             const int64_t kn = k - k0 < chunk ? k - k0 : chunk;
             const uint8_t *wc = wr + (size_t)k0 * elem;
-            const uint8_t *after = k0 + kn < k ? wc + (size_t)kn * elem : r + 8 <= row_end ? wr + 4 * row_bytes : NULL;
+            /* EK_F32_FETCH_AHEAD chunks on, counting on into the next groups of four rows (while they are whole) */
+            const int64_t ahead = c + EK_F32_FETCH_AHEAD, groups_on = ahead / chunks;
+            const uint8_t *after = streaming || r + 4 * groups_on + 4 > row_end
+                                       ? NULL
+                                       : wr + (size_t)(4 * groups_on) * row_bytes + (size_t)(ahead % chunks * chunk) * elem;
+            const int64_t fetching_tiles = tiles < 4 ? tiles : 4;
             for (int64_t tile = 0, i0 = 0; tile < tiles; tile++) {
                 const int acts = (int)(m / tiles + (tile < m % tiles ? 1 : 0));
-                const uint8_t *next = tile < 4 && !streaming ? after : NULL;
+                const int64_t first = tile * 4 / fetching_tiles;
+                const int fetch_rows = (int)((tile + 1) * 4 / fetching_tiles - first);
+                const uint8_t *next = after != NULL && tile < fetching_tiles ? after + (size_t)first * row_bytes : NULL;
                 const float *xt = x + i0 * k + k0;
                 float *yt = y + i0 * ldy + r;
                 if (rows == 4) {
@@ -858,6 +873,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
 #undef EK_F32_TILES
 #undef EK_F32_BLOCK
 #undef EK_F32_CHUNK
+#undef EK_F32_FETCH_AHEAD
 #undef EK_HALF_ONE_ROW_BYTES
 #undef EK_F32_PANEL_BYTES
 #undef EK_F32_CASE
