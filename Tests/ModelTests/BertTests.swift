@@ -97,6 +97,20 @@ struct BertTests {
         }
     }
 
+    /// One sentence at a time on two threads: they share every stage and deal each matmul's columns out as they go
+    /// (the faster one taking over the other's last columns, `EncoderPass`'s steal sites); the embeddings equal one
+    /// thread's. (On a one-core machine both run one thread.)
+    @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU), (.int8, .cpuAndNeuralEngine), (.int4, .cpuAndNeuralEngine)])
+    func oneSentenceSharedByTwoThreadsAgreesWithOneThread(precision: Precision, units: ComputeUnits) throws {
+        let model = try #require(Self.model)
+        for text in EmbeddingBenchmark.sentences(4) + ["a", "where is the nearest train station"] {
+            #expect(EncoderPass.sentenceGroups([model.tokenize(text).count], parts: 2) == nil, "two threads share one sentence")
+            let two = try model.embed([text], options: ExecutionOptions(units: units, precision: precision, threads: 2)).embeddings
+            let one = try model.embed([text], options: ExecutionOptions(units: units, precision: precision, threads: 1)).embeddings
+            #expect(Self.cosine(two[0], one[0]) > 0.999999, "\(precision) \(text): \(Self.cosine(two[0], one[0]))")
+        }
+    }
+
     /// Text unlike the reference sentences — punctuation alone, fragments, chat, numbers, code-ish and legal
     /// prose — where 4-bit weights hurt most: int4 stays within 0.98 cosine of fp32 (the mix of 4- and 8-bit layers
     /// in `EncoderPlan.weights`; all 4-bit, "!!!" fell to 0.966).

@@ -170,11 +170,14 @@ final class EncoderWorkspace {
     let preparedBytes: Int
     let x, q, k, v, attention, projected, hidden: UnsafeMutablePointer<Float>
     let stages: StageBuffers
+    /// Where the threads of a pass that share every stage deal out its matmuls' columns (nil for one thread).
+    let workRanges: WorkRanges?
     private let arena: BufferArena
 
     init(config: BertModel.Config, rows: Int, threads: Int, preparedBytes: (Int, Int) -> Int) {
         self.rows = rows
         self.threads = threads
+        workRanges = threads > 1 ? WorkRanges(sites: config.layers * EncoderPass.sitesPerLayer, threads: threads) : nil
         let arena = BufferArena()
         let floats = arena.floats
         let (d, ff) = (config.hidden, config.intermediate)
@@ -267,7 +270,8 @@ extension BertModel {
                                || $0.stages.sharedRowBytes < neededPerRow }) ?? true {
                 workspace = EncoderWorkspace(config: config, rows: rows, threads: threads, preparedBytes: plan.preparedBytes)
             }
-            let pass = EncoderPass(model: self, plan: plan, workspace: workspace!, sentences: sentences, starts: starts)
+            let pass = EncoderPass(model: self, plan: plan, workspace: workspace!, sentences: sentences, starts: starts,
+                                   threads: threads)
             let meter = context.energyMeter()
             try context.routes.run(on: plan.route, qos: qos) {
                 context.pool.region(threads: threads, qos: qos) { pass.run(on: $0) }
@@ -313,7 +317,16 @@ final class EncoderPass: @unchecked Sendable {
     /// feed-forward input) once written, rows × width values; for calibration, on a one-thread pass.
     var observer: ((_ layer: Int, _ slot: Int, _ values: UnsafePointer<Float>, _ rows: Int, _ width: Int) -> Void)?
 
-    init(model: BertModel, plan: EncoderPlan, workspace: EncoderWorkspace, sentences: [[Int]], starts: [Int]) {
+    /// Where this pass's threads deal out each matmul's columns: nil for the even split (one thread, threads that own
+    /// their sentences, or more rows than ``epilogueRows``).
+    private let ranges: WorkRanges?
+    /// How many threads the sites are dealt among.
+    private let sharing: Int
+    /// Sites per layer: Q, K, V, the output projection, the feed-forward's intermediate and output.
+    static let sitesPerLayer = 6
+
+    /// A pass for a region of `threads` threads (a region that ends up with another count splits evenly).
+    init(model: BertModel, plan: EncoderPlan, workspace: EncoderWorkspace, sentences: [[Int]], starts: [Int], threads: Int = 1) {
         self.model = model
         self.plan = plan
         ws = workspace
@@ -322,6 +335,25 @@ final class EncoderPass: @unchecked Sendable {
         sentenceOfRow = sentences.indices.flatMap { Array(repeating: $0, count: sentences[$0].count) }
         rows = sentenceOfRow.count
         stages = PassStages(buffers: workspace.stages, failure: PassFailure())
+        // One short sentence (the latency case): both threads share every stage, and a thread the machine slows
+        // leaves the other waiting at each of a layer's barriers — the faster one takes over its last columns. More
+        // rows keep the even split, their products' epilogues run a few rows at a time (``linear``).
+        let shared = threads > 1 && Self.sentenceGroups(sentences.map(\.count), parts: threads) == nil
+        ranges = shared && rows <= Self.epilogueRows ? workspace.workRanges : nil
+        sharing = min(threads, workspace.workRanges?.threads ?? 1)
+        if let ranges {
+            for (index, layer) in plan.layers.enumerated() {
+                let matmuls = [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output]
+                for (slot, matmul) in matmuls.enumerated() {
+                    ranges.reset(site: index * Self.sitesPerLayer + slot, units: StealSite.units(matmul.rows), sharing: sharing)
+                }
+            }
+        }
+    }
+
+    /// The site of matmul `slot` (0 Q … 5 the feed-forward's output) of `layer`, where the threads deal it out.
+    private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? {
+        ranges.map { StealSite(ranges: $0, index: layer * Self.sitesPerLayer + slot, threads: sharing) }
     }
 
     func run(on thread: RegionThread) {
@@ -352,9 +384,9 @@ final class EncoderPass: @unchecked Sendable {
             // Self-attention: Q, K, V (+ bias), softmax over each sentence's own tokens.
             let input = stages.stage(lane, width: d, rows: r, group: layer.attention, source: ws.x, ownShareWritten: true)
             observe(thread, index, 0, ws.x, width: d)
-            linear(lane, layer.query, weights.query, input, 0, into: ws.q, width: d)
-            linear(lane, layer.key, weights.key, input, 1, into: ws.k, width: d)
-            linear(lane, layer.value, weights.value, input, 2, into: ws.v, width: d)
+            linear(lane, layer.query, weights.query, input, 0, into: ws.q, width: d, site: stealSite(index, 0))
+            linear(lane, layer.key, weights.key, input, 1, into: ws.k, width: d, site: stealSite(index, 1))
+            linear(lane, layer.value, weights.value, input, 2, into: ws.v, width: d, site: stealSite(index, 2))
             lane.barrier()
             // Each sentence's heads, one call each: every token of the sentence against all of its tokens (the
             // threads take the sentence × head items in turn, so each sentence's heads are shared among them; a lane
@@ -372,18 +404,20 @@ final class EncoderPass: @unchecked Sendable {
             // Output projection (+ bias) + residual, LayerNorm.
             let projectionInput = stages.stage(lane, width: d, rows: r, group: layer.projection, source: ws.attention)
             observe(thread, index, 1, ws.attention, width: d)
-            _ = linear(lane, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
-                       residual: ws.x)
+            linear(lane, layer.attentionOutput, weights.attentionOutput, projectionInput, 0, into: ws.projected, width: d,
+                   residual: ws.x, site: stealSite(index, 3))
             lane.barrier()
             normalize(lane, gamma: weights.attentionNormGamma, beta: weights.attentionNormBeta)
             // Feed-forward: intermediate (+ bias), GELU, output (+ bias) + residual, LayerNorm.
             let intermediateInput = stages.stage(lane, width: d, rows: r, group: layer.feedForward, source: ws.x,
                                                  ownShareWritten: true)
             observe(thread, index, 2, ws.x, width: d)
-            linear(lane, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true)
+            linear(lane, layer.intermediate, weights.intermediate, intermediateInput, 0, into: ws.hidden, width: ff, gelu: true,
+                   site: stealSite(index, 4))
             lane.barrier()
             let outputInput = stages.stage(lane, width: ff, rows: r, group: layer.downProjection, source: ws.hidden)
-            _ = linear(lane, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x)
+            linear(lane, layer.output, weights.output, outputInput, 0, into: ws.projected, width: d, residual: ws.x,
+                   site: stealSite(index, 5))
             lane.barrier()
             normalize(lane, gamma: weights.outputNormGamma, beta: weights.outputNormBeta)
             if index == plan.layers.count - 1 { lane.barrier() } // no stage follows the last LayerNorm: every row is written here
@@ -436,32 +470,36 @@ final class EncoderPass: @unchecked Sendable {
     static let epilogueRows = 64
 
     /// This lane's part of y = x·Wᵀ + b (+ residual) (then GELU): its rows, or its share of the output columns of every
-    /// row; returns the output columns it wrote. A quantized
+    /// row — the pieces it claims at `site` when there is one (``StealSite``). A quantized
     /// product runs ``epilogueRows`` input rows at a time, each followed by those rows' bias, residual and GELU
     /// while the outputs are in cache: after the whole product, a batch of 32 sentences' 1,536-wide hidden rows
     /// (3.7 MB) has left L2 and the epilogue re-reads them from farther away.
-    @discardableResult
     private func linear(_ lane: PassLane, _ matmul: BoundMatmul, _ linear: BertModel.Linear, _ input: StageInput, _ slot: Int,
                         into y: UnsafeMutablePointer<Float>, width: Int, residual: UnsafePointer<Float>? = nil,
-                        gelu: Bool = false) -> Range<Int> {
-        var columns = 0..<0
+                        gelu: Bool = false, site: StealSite?) {
         let ops = plan.ops
-        let inputRows = lane.ownedRows ?? 0..<rows
-        // fp32 (BLAS) takes the rows at once: sgemm's packing per call made 64-row calls 6-10 % slower overall.
-        let step = matmul.preparation == nil ? max(inputRows.count, 1) : Self.epilogueRows
-        for chunk in stride(from: inputRows.lowerBound, to: inputRows.upperBound, by: step) {
-            let chunkRows = chunk..<min(inputRows.upperBound, chunk + step)
-            columns = stages.matmul(lane, matmul, input, slot, inputRows: chunkRows, into: y)
-            guard !columns.isEmpty else { return columns }
+        func epilogue(_ rows: Range<Int>, _ columns: Range<Int>) {
             let (first, count) = (columns.lowerBound, columns.count)
-            for row in chunkRows {
+            for row in rows {
                 let out = y + row * width + first
                 stages.check(ops.add.add(out, linear.bias + first, count: count), ops.add)
                 if let residual { stages.check(ops.add.add(out, residual + row * width + first, count: count), ops.add) }
                 if gelu { stages.check(ops.gelu.gelu(out, count: count), ops.gelu) }
             }
         }
-        return columns
+        if let site, lane.ownedRows == nil {
+            stages.matmul(lane, matmul, input, slot, rows: rows, into: y, site: site) { epilogue(0..<rows, $0) }
+            return
+        }
+        let inputRows = lane.ownedRows ?? 0..<rows
+        // fp32 (BLAS) takes the rows at once: sgemm's packing per call made 64-row calls 6-10 % slower overall.
+        let step = matmul.preparation == nil ? max(inputRows.count, 1) : Self.epilogueRows
+        for chunk in stride(from: inputRows.lowerBound, to: inputRows.upperBound, by: step) {
+            let chunkRows = chunk..<min(inputRows.upperBound, chunk + step)
+            let columns = stages.matmul(lane, matmul, input, slot, inputRows: chunkRows, into: y)
+            guard !columns.isEmpty else { return }
+            epilogue(chunkRows, columns)
+        }
     }
 
     /// x = LayerNorm(projected) over the lane's rows (`lane.rows(of: rows)`); no barrier — the stage that reads x next
