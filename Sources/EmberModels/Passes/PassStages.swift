@@ -105,6 +105,30 @@ struct StealSite {
     static func units(_ columns: Int) -> Int { (columns + unit - 1) / unit }
 }
 
+/// A pass's steal sites laid out a fixed number to a layer: matmul `slot` of `layer` deals its columns out at site
+/// `layer * perLayer + slot` of `ranges`, among `sharing` threads (a workspace made for more threads serves fewer).
+struct LayerStealSites {
+    let ranges: WorkRanges
+    let perLayer: Int
+    let sharing: Int
+
+    init(ranges: WorkRanges, perLayer: Int, threads: Int) {
+        self.ranges = ranges
+        self.perLayer = perLayer
+        sharing = min(threads, ranges.threads)
+    }
+
+    /// Deals the `columns` output columns of matmul `slot` of `layer` afresh (before any thread of the pass claims).
+    func reset(_ layer: Int, _ slot: Int, columns: Int) {
+        ranges.reset(site: layer * perLayer + slot, units: StealSite.units(columns), sharing: sharing)
+    }
+
+    /// The site of matmul `slot` of `layer`.
+    func site(_ layer: Int, _ slot: Int) -> StealSite {
+        StealSite(ranges: ranges, index: layer * perLayer + slot, threads: sharing)
+    }
+}
+
 /// The first failure of any thread of a pass.
 final class PassFailure: @unchecked Sendable {
     private let lock = NSLock()

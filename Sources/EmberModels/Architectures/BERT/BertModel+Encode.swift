@@ -319,9 +319,7 @@ final class EncoderPass: @unchecked Sendable {
 
     /// Where this pass's threads deal out each matmul's columns: nil for the even split (one thread, threads that own
     /// their sentences, or more rows than ``epilogueRows``).
-    private let ranges: WorkRanges?
-    /// How many threads the sites are dealt among.
-    private let sharing: Int
+    private let sites: LayerStealSites?
     /// Sites per layer: Q, K, V, the output projection, the feed-forward's intermediate and output.
     static let sitesPerLayer = 6
 
@@ -338,23 +336,23 @@ final class EncoderPass: @unchecked Sendable {
         // One short sentence (the latency case): both threads share every stage, and a thread the machine slows
         // leaves the other waiting at each of a layer's barriers — the faster one takes over its last columns. More
         // rows keep the even split, their products' epilogues run a few rows at a time (``linear``).
-        let shared = threads > 1 && Self.sentenceGroups(sentences.map(\.count), parts: threads) == nil
-        ranges = shared && rows <= Self.epilogueRows ? workspace.workRanges : nil
-        sharing = min(threads, workspace.workRanges?.threads ?? 1)
-        if let ranges {
-            for (index, layer) in plan.layers.enumerated() {
-                let matmuls = [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output]
-                for (slot, matmul) in matmuls.enumerated() {
-                    ranges.reset(site: index * Self.sitesPerLayer + slot, units: StealSite.units(matmul.rows), sharing: sharing)
-                }
+        let shared = threads > 1 && rows <= Self.epilogueRows
+            && Self.sentenceGroups(sentences.map(\.count), parts: threads) == nil
+        sites = shared ? workspace.workRanges.map { LayerStealSites(ranges: $0, perLayer: Self.sitesPerLayer, threads: threads) } : nil
+        if let sites {
+            for index in plan.layers.indices { // (no array of the matmuls: each copy retains its references)
+                sites.reset(index, 0, columns: plan.layers[index].query.rows)
+                sites.reset(index, 1, columns: plan.layers[index].key.rows)
+                sites.reset(index, 2, columns: plan.layers[index].value.rows)
+                sites.reset(index, 3, columns: plan.layers[index].attentionOutput.rows)
+                sites.reset(index, 4, columns: plan.layers[index].intermediate.rows)
+                sites.reset(index, 5, columns: plan.layers[index].output.rows)
             }
         }
     }
 
     /// The site of matmul `slot` (0 Q … 5 the feed-forward's output) of `layer`, where the threads deal it out.
-    private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? {
-        ranges.map { StealSite(ranges: $0, index: layer * Self.sitesPerLayer + slot, threads: sharing) }
-    }
+    private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? { sites?.site(layer, slot) }
 
     func run(on thread: RegionThread) {
         // A batch of many sentences: each thread runs its own sentences through every layer alone (see PassLane).

@@ -185,22 +185,19 @@ final class DecoderPass: @unchecked Sendable {
         stages = PassStages(buffers: workspace.stages, failure: PassFailure())
         // A few rows (a decode step): the threads deal each matmul's columns out as they go. A prompt's GEMMs keep
         // the even split (their pieces would cost more calls and repacking than the barriers' waits).
-        ranges = tokens.count <= StageBuffers.privateRows && threads > 1 ? workspace.workRanges : nil
-        sharing = min(threads, workspace.workRanges?.threads ?? 1) // a workspace made for more threads serves fewer
-        if let ranges {
+        sites = tokens.count <= StageBuffers.privateRows && threads > 1
+            ? workspace.workRanges.map { LayerStealSites(ranges: $0, perLayer: Self.sitesPerLayer, threads: threads) } : nil
+        if let sites {
             // Sites in the order of stealSite's slots (no array of the matmuls: each copy retains its references).
-            func reset(_ layer: Int, _ slot: Int, _ rows: Int) {
-                ranges.reset(site: layer * Self.sitesPerLayer + slot, units: StealSite.units(rows), sharing: sharing)
-            }
             for index in plan.layers.indices {
-                reset(index, 0, plan.layers[index].q.rows)
-                reset(index, 1, plan.layers[index].k.rows)
-                reset(index, 2, plan.layers[index].v.rows)
-                reset(index, 3, plan.layers[index].o.rows)
-                reset(index, 4, plan.layers[index].gate.rows)
-                reset(index, 5, plan.layers[index].down.rows)
+                sites.reset(index, 0, columns: plan.layers[index].q.rows)
+                sites.reset(index, 1, columns: plan.layers[index].k.rows)
+                sites.reset(index, 2, columns: plan.layers[index].v.rows)
+                sites.reset(index, 3, columns: plan.layers[index].o.rows)
+                sites.reset(index, 4, columns: plan.layers[index].gate.rows)
+                sites.reset(index, 5, columns: plan.layers[index].down.rows)
             }
-            reset(plan.layers.count, 0, plan.output.rows)
+            sites.reset(plan.layers.count, 0, columns: plan.output.rows)
         }
     }
 
@@ -217,9 +214,7 @@ final class DecoderPass: @unchecked Sendable {
     }
 
     /// Where this pass's threads deal out work: nil for the even split.
-    private let ranges: WorkRanges?
-    /// How many threads the sites are dealt among.
-    private let sharing: Int
+    private let sites: LayerStealSites?
     /// Sites per layer: Q, K, V, the output projection, gate and up together, down; then one for the logits.
     private static let sitesPerLayer = 6
 
@@ -227,9 +222,7 @@ final class DecoderPass: @unchecked Sendable {
     static func stealSites(layers: Int) -> Int { layers * sitesPerLayer + 1 }
 
     /// The site of matmul `slot` (0 Q … 5 down) of `layer` (the logits: layer = the layer count, slot 0).
-    private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? {
-        ranges.map { StealSite(ranges: $0, index: layer * Self.sitesPerLayer + slot, threads: sharing) }
-    }
+    private func stealSite(_ layer: Int, _ slot: Int) -> StealSite? { sites?.site(layer, slot) }
 
     func run(on thread: RegionThread) {
         let lane = PassLane(sharing: thread) // a decode step's few rows: every stage shared
