@@ -8,8 +8,8 @@
  *
  * A 256-bit register holds eight rows: each 64-byte chunk of a packed group
  * is two halves, rows 0–7 then rows 8–15, processed one after the other (a
- * decode GEMV takes both in one pass, and so does the seven-bit Q8_0 GEMM of
- * more than 16 activation rows: seven_group_tile).
+ * decode GEMV takes both in one pass, and so does the Q8_0 GEMM of more than
+ * 16 activation rows without VNNI: group_tile).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -294,31 +294,48 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(half_tile)(ek_format format, boo
    0.59-0.63) and SmolLM2 int8 decoded 123 → 128 tok/s (5 alternating pairs, 4 faster). */
 
 #if !EK_AVX2_VNNI
-/* Seven-bit Q8_0 (EK_PACKED_Q8_SEVEN_BITS) against `tile` activation rows over a whole group — both halves, sixteen
-   weight rows — for prefill GEMMs: each activation broadcast meets two weight registers (eight accumulators),
-   where half_tile reloads it for each half. Without VNNI a product register costs two multiplies and an add; the
-   half tile's loop spent another broadcast per two multiplies, and one core of a Zen 3 kept ~23 of its 32 int8
-   products a cycle. acc[i] are rows 0–7 of activation row i, acc[tile + i] rows 8–15. */
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(seven_group_tile)(bool rows_scaled, int tile, const uint8_t *gb,
-                                                                int64_t blocks, const ek_block_q8_act *act, __m256 *acc) {
+/* Q8_0 against `tile` activation rows over a whole group — both halves, sixteen weight rows — for prefill GEMMs:
+   each activation broadcast meets two weight registers (eight accumulators), where half_tile reloads it for each
+   half. Without VNNI a product register costs two multiplies and an add; the half tile's loop spent another
+   broadcast per two multiplies, and one core of a Zen 3 kept ~23 of its 32 int8 products a cycle with seven-bit
+   weights (EK_PACKED_Q8_SEVEN_BITS: w + 64 is VPMADDUBSW's unsigned operand). Eight-bit weights (|w| × the
+   activation with w's sign, as half_tile) gained as much from the group: GEMM vs sgemm on a Zen 3, `ember bench
+   kernels`, three alternating runs, medians: 128×576×576 1.10 → 1.49×, 128×16384×8192 1.39 → 1.53×; SmolLM2 int8
+   pp128 578-591 → 655-681 tok/s. Zen 3 issues VPSIGNB, VPABSB, VPMADDUBSW, VPMADDWD and FMA on the same two pipes
+   (a loop of any two of them mixed runs two a cycle), so the sign trick's three per 32 products bound it at
+   21 products a cycle, 1.33× the FMA peak — against 2× for seven bits. acc[i] are rows 0–7 of activation row i,
+   acc[tile + i] rows 8–15. */
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(group_tile)(bool seven, bool rows_scaled, int tile, const uint8_t *gb,
+                                                          int64_t blocks, const ek_block_q8_act *act, __m256 *acc) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(EK_FORMAT_Q8_0), scale_bytes = EK_GROUP_SCALE_BYTES(EK_FORMAT_Q8_0);
-    const __m256i sixty_four = _mm256_set1_epi8(64);
+    const __m256i sixty_four = _mm256_set1_epi8(64), sign_bit = _mm256_set1_epi8((char)0x80);
+    const int32_t offset_of = seven ? 64 : 0; /* the seven-bit operand's offset, taken off as offset·Σa */
     __m256i s0[EK_AVX2_TILE], s1[EK_AVX2_TILE];
     for (int i = 0; i < tile; i++) {
         /* row-scaled: the offset's 64·Σa of the whole row comes off once, at the start */
-        s0[i] = s1[i] = _mm256_set1_epi32(rows_scaled ? -64 * act[i * blocks].row_sum : 0);
+        s0[i] = s1[i] = _mm256_set1_epi32(rows_scaled ? -offset_of * act[i * blocks].row_sum : 0);
         acc[i] = acc[tile + i] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *block = gb + (size_t)b * group_block, *quants = block + scale_bytes;
         for (int c = 0; c < 8; c++) {
-            /* stored w + 128; w + 64 is VPMADDUBSW's unsigned operand (see half_tile) */
-            const __m256i w0 = _mm256_sub_epi8(_mm256_loadu_si256((const __m256i *)(quants + 64 * c)), sixty_four);
-            const __m256i w1 = _mm256_sub_epi8(_mm256_loadu_si256((const __m256i *)(quants + 64 * c + 32)), sixty_four);
-            for (int i = 0; i < tile; i++) {
-                const __m256i a = EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c);
-                s0[i] = EK_AVX2_NAME(dot_u8s8)(s0[i], w0, a);
-                s1[i] = EK_AVX2_NAME(dot_u8s8)(s1[i], w1, a);
+            const __m256i stored0 = _mm256_loadu_si256((const __m256i *)(quants + 64 * c));
+            const __m256i stored1 = _mm256_loadu_si256((const __m256i *)(quants + 64 * c + 32));
+            if (seven) { /* stored w + 128; w + 64 is the unsigned operand (see half_tile) */
+                const __m256i w0 = _mm256_sub_epi8(stored0, sixty_four), w1 = _mm256_sub_epi8(stored1, sixty_four);
+                for (int i = 0; i < tile; i++) {
+                    const __m256i a = EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c);
+                    s0[i] = EK_AVX2_NAME(dot_u8s8)(s0[i], w0, a);
+                    s1[i] = EK_AVX2_NAME(dot_u8s8)(s1[i], w1, a);
+                }
+            } else { /* signed again; |w| × (a with w's sign) */
+                const __m256i w0 = _mm256_xor_si256(stored0, sign_bit), w1 = _mm256_xor_si256(stored1, sign_bit);
+                const __m256i m0 = _mm256_abs_epi8(w0), m1 = _mm256_abs_epi8(w1);
+                for (int i = 0; i < tile; i++) {
+                    const __m256i a = EK_AVX2_NAME(broadcast4)((act + i * blocks + b)->qs + 4 * c);
+                    s0[i] = EK_AVX2_NAME(dot_u8s8)(s0[i], m0, _mm256_sign_epi8(a, w0));
+                    s1[i] = EK_AVX2_NAME(dot_u8s8)(s1[i], m1, _mm256_sign_epi8(a, w1));
+                }
             }
         }
         if (rows_scaled) continue;
@@ -326,11 +343,15 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(seven_group_tile)(bool rows_scal
         const __m256 d1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(block + 16)));
         for (int i = 0; i < tile; i++) {
             const ek_block_q8_act *a = act + i * blocks + b;
-            const __m256i offset = _mm256_set1_epi32(64 * a->sum);
             const __m256 da = _mm256_set1_ps(a->d);
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s0[i], offset)), _mm256_mul_ps(d0, da), acc[i]);
-            acc[tile + i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s1[i], offset)), _mm256_mul_ps(d1, da),
-                                            acc[tile + i]);
+            __m256i t0 = s0[i], t1 = s1[i];
+            if (seven) {
+                const __m256i offset = _mm256_set1_epi32(64 * a->sum);
+                t0 = _mm256_sub_epi32(t0, offset);
+                t1 = _mm256_sub_epi32(t1, offset);
+            }
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0), _mm256_mul_ps(d0, da), acc[i]);
+            acc[tile + i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_mul_ps(d1, da), acc[tile + i]);
             s0[i] = s1[i] = _mm256_setzero_si256();
         }
     }
@@ -345,17 +366,17 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(seven_group_tile)(bool rows_scal
     }
 }
 
-/* seven_group_tile for every activation row of a group wholly inside the rows asked for (sixteen outputs each). */
-EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(seven_group)(bool rows_scaled, const uint8_t *gb, int64_t blocks,
+/* group_tile for every activation row of a group wholly inside the rows asked for (sixteen outputs each). */
+EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(group)(bool seven, bool rows_scaled, const uint8_t *gb, int64_t blocks,
                                                            const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy) {
     __m256 acc[2 * EK_AVX2_TILE];
     for (int64_t i = 0; i < m; i += EK_AVX2_TILE) {
         const int tile = m - i < EK_AVX2_TILE ? (int)(m - i) : EK_AVX2_TILE;
         switch (tile) { /* each size inlined with its constant */
-        case 4: EK_AVX2_NAME(seven_group_tile)(rows_scaled, 4, gb, blocks, act + i * blocks, acc); break;
-        case 3: EK_AVX2_NAME(seven_group_tile)(rows_scaled, 3, gb, blocks, act + i * blocks, acc); break;
-        case 2: EK_AVX2_NAME(seven_group_tile)(rows_scaled, 2, gb, blocks, act + i * blocks, acc); break;
-        default: EK_AVX2_NAME(seven_group_tile)(rows_scaled, 1, gb, blocks, act + i * blocks, acc); break;
+        case 4: EK_AVX2_NAME(group_tile)(seven, rows_scaled, 4, gb, blocks, act + i * blocks, acc); break;
+        case 3: EK_AVX2_NAME(group_tile)(seven, rows_scaled, 3, gb, blocks, act + i * blocks, acc); break;
+        case 2: EK_AVX2_NAME(group_tile)(seven, rows_scaled, 2, gb, blocks, act + i * blocks, acc); break;
+        default: EK_AVX2_NAME(group_tile)(seven, rows_scaled, 1, gb, blocks, act + i * blocks, acc); break;
         }
         for (int t = 0; t < tile; t++) {
             _mm256_storeu_ps(y + (i + t) * ldy, acc[t]);
@@ -392,8 +413,8 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(gemm)(ek_format format, bool sev
                                               _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)));
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
 #if !EK_AVX2_VNNI
-        if (format == EK_FORMAT_Q8_0 && seven && !prefetch && half == 0 && first >= row_begin && first + 16 <= row_end) {
-            EK_AVX2_NAME(seven_group)(rows_scaled, gb, blocks, act, m, y + first, ldy);
+        if (format == EK_FORMAT_Q8_0 && !prefetch && half == 0 && first >= row_begin && first + 16 <= row_end) {
+            EK_AVX2_NAME(group)(seven, rows_scaled, gb, blocks, act, m, y + first, ldy);
             first += 8;
             continue;
         }

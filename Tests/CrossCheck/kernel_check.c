@@ -283,6 +283,9 @@ int main(int argc, char **argv) {
         run_rows(isa, (ek_format)f, 6, 70, 96, 1, 21, 70);
         run_rows(isa, (ek_format)f, 13, 100, 64, 0, 16, 96);
         run_rows(isa, (ek_format)f, 4, 40, 128, 0, 17, 30);
+        /* more than 16 rows: whole groups of Q8_0 take the sixteen-column tiles (every tile size) */
+        run_rows(isa, (ek_format)f, 19, 70, 256, 0, 5, 61);
+        run_rows(isa, (ek_format)f, 23, 48, 384, 1, 0, 48);
     }
     seven_bits = 1; /* Q8_0 again, its values within seven bits */
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run(isa, EK_FORMAT_Q8_0, shapes[s][0], shapes[s][1], shapes[s][2], 0);
