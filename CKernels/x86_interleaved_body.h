@@ -18,6 +18,7 @@
  * rows share each decoded weight register (the prefill GEMM).
  */
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "interleaved_impl.h"
@@ -140,21 +141,26 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int 
         }                                                                                                           \
     }
 
-/* A copy of m rows of Q8 activation blocks with every value v as the unsigned byte v + 128 (v ^ 0x80), for the
-   decoded per-32 tiles of formats with an offset (Q4_0, Q5_0): they multiply these by signed weights and take
-   128·Σw back (EK_IL_PER32). NULL when it cannot be allocated or the rows are not whole blocks (the caller then
-   runs the tiles over the interleaved blocks as they lie, on the signed activations). At most EK_IL_SUM_ROWS rows
-   (the driver runs more in slices): 1.5 bytes an input, 3 MB for 256 rows of 8192. */
-EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int64_t m, size_t act_row_bytes) {
-    const size_t block = sizeof(ek_block_q8_act), bytes = (size_t)m * act_row_bytes;
+/* A copy of m rows of Q8 activation blocks (ek_block_q8_act, or ek_block_q8_k when `block` is its size) with every
+   value v as the unsigned byte v + 128 (v ^ 0x80), for the decoded tiles of formats with an offset (Q4_0, Q5_0,
+   Q6_K): they multiply these by signed weights and take 128·Σw back (EK_IL_PER32, gemm_q6_k). NULL when it cannot
+   be allocated or the rows are not whole blocks (the caller then runs the tiles over the interleaved blocks as they
+   lie, on the signed activations). At most EK_IL_SUM_ROWS rows (the driver runs more in slices): at most 1.5
+   bytes an input, 3 MB for 256 rows of 8192. */
+EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int64_t m, size_t act_row_bytes, size_t block) {
+    const bool super = block == sizeof(ek_block_q8_k);
+    const size_t bytes = (size_t)m * act_row_bytes, values = super ? EK_SUPER_BLOCK : EK_BLOCK;
+    const size_t at_values = super ? offsetof(ek_block_q8_k, qs) : offsetof(ek_block_q8_act, qs);
     if (act_row_bytes % block != 0) return NULL;
     uint8_t *copy = malloc(bytes);
     if (copy == NULL) return NULL;
     memcpy(copy, act, bytes);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (size_t at = 0; at < bytes; at += block) {
-        ek_block_q8_act *b = (ek_block_q8_act *)(copy + at);
-        _mm256_storeu_si256((__m256i *)b->qs, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), flip));
+        for (size_t v = 0; v < values; v += 32) {
+            __m256i *q = (__m256i *)(copy + at + at_values + v);
+            _mm256_storeu_si256(q, _mm256_xor_si256(_mm256_loadu_si256(q), flip));
+        }
     }
     return copy;
 }
@@ -216,7 +222,7 @@ EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int
                                      m - r < EK_IL_SUM_ROWS ? m - r : EK_IL_SUM_ROWS, y + r * ldy, ldy, row_begin, row_end); \
                 return;                                                                                             \
             }                                                                                                       \
-            unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes);                                   \
+            unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes, EK_IL_NAME(name##_act_block_bytes));                                   \
             if (unsigned_act) act = unsigned_act;                                                                   \
         }                                                                                                           \
         const bool decoding = m > EK_IL_TILE && EK_IL_NAME(name##_decodes)                                          \
@@ -461,7 +467,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_values)(const int five, const i
     return u;
 }
 
-/* A decoded K-quant group-block: the header (d, dmin, scales, minimums: 160 bytes; Q6_K's 144 padded), then the
+/* A decoded K-quant group-block: the header (d, dmin, scales, minimums: 160 bytes; Q6_K's own, below), then the
    64 registers of values, register 8s + g for element 32s + 4g (Q4_K/Q5_K) or 32·(4h + q) + 4g (Q6_K). */
 #define EK_IL_K_DECODED_HEADER 160
 
@@ -561,8 +567,14 @@ EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_QUANTS)
 static const size_t EK_IL_NAME(gemm_q6_k_block_bytes) = EK_IL_Q6_K_BYTES;
 static const size_t EK_IL_NAME(gemm_q6_k_block_elements) = 256;
 static const size_t EK_IL_NAME(gemm_q6_k_act_block_bytes) = sizeof(ek_block_q8_k);
-static const size_t EK_IL_NAME(gemm_q6_k_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_K_DECODED_HEADER, 256);
-static const bool EK_IL_NAME(gemm_q6_k_unsigned_act) = false;
+/* Decoded (AVX2's tiles of four): the block's d and scales as they lie (144 bytes), 128·Σ s·Σw per row (int32, at
+   160), then the signed values w = u − 32, multiplied by the activations + 128: pairs ≤ 2·255·32, two registers
+   in int16 as before, and the offset's correction made once per decoded chunk instead of every tile row's
+   −32·Σ s·(sum of 16) per block (eight VPMADDWD and a conversion per block and row). */
+#define EK_IL_Q6_K_DECODED_HEADER 192
+#define EK_IL_Q6_K_DECODED_OFFSET 160
+static const size_t EK_IL_NAME(gemm_q6_k_decoded_bytes) = EK_IL_DECODED_BYTES(EK_IL_Q6_K_DECODED_HEADER, 256);
+static const bool EK_IL_NAME(gemm_q6_k_unsigned_act) = EK_IL_TILE <= 4;
 static const bool EK_IL_NAME(gemm_q6_k_decodes) = EK_IL_TILE <= 4;
 
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(scaled_add)(__m256i acc, __m256i pairs, __m256i scale) {
@@ -594,35 +606,53 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q6_k_values)(const uint8_t *gb, con
     }
 }
 
+/* The scale pairs of quarter q of half h: [0] sub-block 8h + 2q, [1] the next, each row's value in both int16
+   halves of its lane. */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q6_k_scale_pairs)(const uint8_t *gb, const int h, const int q, __m256i *scales) {
+    const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_Q6_K_SCALES + 16 * (4 * h + q))));
+    scales[0] = _mm256_blend_epi16(pair, _mm256_slli_epi32(pair, 16), 0xAA);
+    scales[1] = _mm256_blend_epi16(_mm256_srai_epi32(pair, 16), pair, 0xAA);
+}
+
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_decode)(const uint8_t *gb, uint8_t *out) {
     memcpy(out, gb, EK_IL_Q6_K_QUANTS);
+    const __m256i thirty_two = _mm256_set1_epi8(32), ones = _mm256_set1_epi8(1);
+    __m256i offset = _mm256_setzero_si256(); /* Σ s·Σw per row */
     for (int h = 0; h < 2; h++) {
-        for (int g = 0; g < 8; g++) {
-            uint8_t *regs = out + EK_IL_K_DECODED_HEADER + 32 * (32 * h + g);
-            _mm256_store_si256((__m256i *)regs, EK_IL_NAME(q6_k_values)(gb, h, 0, g));
-            _mm256_store_si256((__m256i *)(regs + 32 * 8), EK_IL_NAME(q6_k_values)(gb, h, 1, g));
-            _mm256_store_si256((__m256i *)(regs + 32 * 16), EK_IL_NAME(q6_k_values)(gb, h, 2, g));
-            _mm256_store_si256((__m256i *)(regs + 32 * 24), EK_IL_NAME(q6_k_values)(gb, h, 3, g));
+        _Pragma("clang loop unroll(full)") /* q a constant: q6_k_values' switch */
+        for (int q = 0; q < 4; q++) {
+            __m256i scales[2];
+            EK_IL_NAME(q6_k_scale_pairs)(gb, h, q, scales);
+            for (int half = 0; half < 2; half++) {
+                __m256i sum = _mm256_setzero_si256(); /* four registers' pair sums, each ≤ 4·2·32 */
+                for (int g = 4 * half; g < 4 * half + 4; g++) {
+                    const __m256i w = _mm256_sub_epi8(EK_IL_NAME(q6_k_values)(gb, h, q, g), thirty_two);
+                    _mm256_store_si256((__m256i *)(out + EK_IL_Q6_K_DECODED_HEADER + 32 * (32 * h + 8 * q + g)), w);
+                    sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(ones, w));
+                }
+                offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sum, scales[half]));
+            }
         }
     }
+    _mm256_store_si256((__m256i *)(out + EK_IL_Q6_K_DECODED_OFFSET), _mm256_slli_epi32(offset, 7));
 }
 
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q6_k_quarter)(const uint8_t *gb, const int8_t *const *aq, const int tile,
                                                          const int decoded, const int h, const int q, __m256i *sums) {
-    /* the scale pair (sub-blocks 8h + 2q, + 1) of each row, each value in both int16 halves of the row's lane */
-    const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_Q6_K_SCALES + 16 * (4 * h + q))));
-    const __m256i scales[2] = {_mm256_blend_epi16(pair, _mm256_slli_epi32(pair, 16), 0xAA),
-                               _mm256_blend_epi16(_mm256_srai_epi32(pair, 16), pair, 0xAA)};
+    __m256i scales[2];
+    EK_IL_NAME(q6_k_scale_pairs)(gb, h, q, scales);
     for (int half = 0; half < 2; half++) {
         for (int two = 0; two < 2; two++) {
             __m256i part[EK_IL_TILE];
             for (int i = 0; i < 2; i++) {
                 const int g = 4 * half + 2 * two + i;
+                /* decoded: signed w against the activations + 128; else unsigned u against the signed ones */
                 const __m256i u = decoded
-                    ? _mm256_load_si256((const __m256i *)(gb + EK_IL_K_DECODED_HEADER + 32 * (32 * h + 8 * q + g)))
+                    ? _mm256_load_si256((const __m256i *)(gb + EK_IL_Q6_K_DECODED_HEADER + 32 * (32 * h + 8 * q + g)))
                     : EK_IL_NAME(q6_k_values)(gb, h, q, g);
                 for (int t = 0; t < tile; t++) {
-                    __m256i p = _mm256_maddubs_epi16(u, EK_IL_NAME(broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g));
+                    const __m256i a = EK_IL_NAME(broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g);
+                    __m256i p = decoded ? _mm256_maddubs_epi16(a, u) : _mm256_maddubs_epi16(u, a);
                     part[t] = i ? _mm256_add_epi16(part[t], p) : p;
                 }
             }
@@ -652,7 +682,11 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(gemm_q6_k_tile)(EK_IL_TILE_ARGS) {
                 EK_IL_NAME(q6_k_quarter)(gb, aq, tile, decoded, h, q, sums);
             }
         }
-        for (int p = 0; p < 8; p++) { /* − 32·Σ s·(sum of 16): 32·s fits int16 */
+        if (decoded) { /* − 128·Σ s·Σw, made by the decode */
+            const __m256i offset = _mm256_load_si256((const __m256i *)(gb + EK_IL_Q6_K_DECODED_OFFSET));
+            for (int t = 0; t < tile; t++) sums[t] = _mm256_sub_epi32(sums[t], offset);
+        }
+        for (int p = 0; p < 8 && !decoded; p++) { /* − 32·Σ s·(sum of 16): 32·s fits int16 */
             const __m256i scaled = _mm256_slli_epi16(
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(gb + EK_IL_Q6_K_SCALES + 16 * p))), 5);
             for (int t = 0; t < tile; t++) {
