@@ -222,7 +222,8 @@ EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int
                                      m - r < EK_IL_SUM_ROWS ? m - r : EK_IL_SUM_ROWS, y + r * ldy, ldy, row_begin, row_end); \
                 return;                                                                                             \
             }                                                                                                       \
-            unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes, EK_IL_NAME(name##_act_block_bytes));                                   \
+            unsigned_act = EK_IL_NAME(offset_activations)(act, m, act_row_bytes,                                    \
+                                                          EK_IL_NAME(name##_act_block_bytes));                      \
             if (unsigned_act) act = unsigned_act;                                                                   \
         }                                                                                                           \
         const bool decoding = m > EK_IL_TILE && EK_IL_NAME(name##_decodes)                                          \

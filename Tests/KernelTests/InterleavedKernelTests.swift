@@ -73,37 +73,45 @@ struct InterleavedKernelTests {
         }
     }
 
-    /// Extreme blocks: every quant at its largest (the int16 partial sums at their bound) against activations of ±127.
+    /// Extreme blocks: every quant at its largest (the int16 partial sums at their bound) against activations of ±127,
+    /// and every quant byte 0 (the most negative values of the offset formats: Q4_0's −8, Q6_K's −32, which the
+    /// decoded GEMMs multiply by the activations + 128).
     @Test(arguments: InterleavedKernelTests.types)
-    func largestQuantsDoNotOverflow(_ type: TensorType) throws {
+    func extremeQuantsDoNotOverflow(_ type: TensorType) throws {
         let format = try #require(type.blockFormat)
         let (n, k) = (8, type.blockSize * 2)
-        var generator = SplitMix64(seed: 5)
-        var blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
-        // Keep each block's fp16 scale fields (the random filler makes them sane) and set every other byte to 0xFF:
-        // the largest nibbles, high bits and 6-bit scales/minimums each format can hold.
-        let scaleFields = Self.scaleByteOffsets(type)
-        for b in 0..<(blocks.count / type.blockBytes) {
-            for j in 0..<type.blockBytes where !scaleFields.contains(j) { blocks[b * type.blockBytes + j] = 0xFF }
-        }
-        // Quantizes to ±127; nine rows, so the GEMMs that decode the weights once (more rows than a tile) run too.
-        let m = 9
-        let x = (0..<(m * k)).map { j in Float((j % k) % 3 == 0 ? -1 : 1) }
-        let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
-        let size = ek_interleaved_size(format, Int64(n), Int64(k))
-        var interleaved = [UInt8](repeating: 0, count: size)
-        #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
-        for isa in Quant.simdISAs {
-            for rows in [1, m] { // the decode GEMV, and a GEMM over decoded weights
-                let bytes = ek_row_activation_size(format, Int64(rows), Int64(k))
-                var act = [UInt8](repeating: 0, count: bytes)
-                #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(rows), Int64(k), &act, bytes) == EK_OK)
-                var got = [Float](repeating: .nan, count: rows * n)
-                #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(rows), &got, Int64(n),
-                                            0, Int64(n)) == EK_OK)
-                for i in 0..<(rows * n) {
-                    #expect(abs(got[i] - expected[i]) <= 1e-5 * max(1, abs(expected[i])),
-                            "\(type) \(isa) m=\(rows) output \(i): \(got[i]) vs \(expected[i])")
+        for fill: UInt8 in [0xFF, 0x00] {
+            var generator = SplitMix64(seed: 5)
+            var blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
+            // Keep each block's fp16 scale fields (the random filler makes them sane) and set every other byte to
+            // `fill`: 0xFF the largest nibbles, high bits and 6-bit scales/minimums each format can hold.
+            let scaleFields = Self.scaleByteOffsets(type)
+            for b in 0..<(blocks.count / type.blockBytes) {
+                for j in 0..<type.blockBytes where !scaleFields.contains(j) {
+                    // Q6_K's int8 sub-block scales stay 0xFF (−1) so that the zero quants still count
+                    let isQ6KScale = type == .q6_K && (192..<208).contains(j)
+                    blocks[b * type.blockBytes + j] = isQ6KScale ? 0xFF : fill
+                }
+            }
+            // Quantizes to ±127; nine rows, so the GEMMs that decode the weights once (more rows than a tile) run too.
+            let m = 9
+            let x = (0..<(m * k)).map { j in Float((j % k) % 3 == 0 ? -1 : 1) }
+            let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
+            let size = ek_interleaved_size(format, Int64(n), Int64(k))
+            var interleaved = [UInt8](repeating: 0, count: size)
+            #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
+            for isa in Quant.simdISAs {
+                for rows in [1, m] { // the decode GEMV, and a GEMM over decoded weights
+                    let bytes = ek_row_activation_size(format, Int64(rows), Int64(k))
+                    var act = [UInt8](repeating: 0, count: bytes)
+                    #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(rows), Int64(k), &act, bytes) == EK_OK)
+                    var got = [Float](repeating: .nan, count: rows * n)
+                    #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(rows), &got,
+                                                Int64(n), 0, Int64(n)) == EK_OK)
+                    for i in 0..<(rows * n) {
+                        #expect(abs(got[i] - expected[i]) <= 1e-5 * max(1, abs(expected[i])),
+                                "\(type) fill \(fill) \(isa) m=\(rows) output \(i): \(got[i]) vs \(expected[i])")
+                    }
                 }
             }
         }
