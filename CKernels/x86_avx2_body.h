@@ -312,7 +312,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(group_tile)(bool seven, bool row
     const int32_t offset_of = seven ? 64 : 0; /* the seven-bit operand's offset, taken off as offset·Σa */
     __m256i s0[EK_AVX2_TILE], s1[EK_AVX2_TILE];
     for (int i = 0; i < tile; i++) {
-        /* row-scaled: the offset's 64·Σa of the whole row comes off once, at the start */
+        /* row-scaled: the seven-bit offset's 64·Σa of the whole row comes off once, at the start */
         s0[i] = s1[i] = _mm256_set1_epi32(rows_scaled ? -offset_of * act[i * blocks].row_sum : 0);
         acc[i] = acc[tile + i] = _mm256_setzero_ps();
     }
@@ -368,7 +368,7 @@ EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(group_tile)(bool seven, bool row
 
 /* group_tile for every activation row of a group wholly inside the rows asked for (sixteen outputs each). */
 EK_AVX2_TARGET EK_AVX2_INLINE void EK_AVX2_NAME(group)(bool seven, bool rows_scaled, const uint8_t *gb, int64_t blocks,
-                                                           const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy) {
+                                                     const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy) {
     __m256 acc[2 * EK_AVX2_TILE];
     for (int64_t i = 0; i < m; i += EK_AVX2_TILE) {
         const int tile = m - i < EK_AVX2_TILE ? (int)(m - i) : EK_AVX2_TILE;
