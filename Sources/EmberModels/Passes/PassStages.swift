@@ -123,6 +123,11 @@ struct LayerStealSites {
         ranges.reset(site: layer * perLayer + slot, units: StealSite.units(columns), sharing: sharing)
     }
 
+    /// Deals the output columns of each matmul of `layer` afresh, `columns[slot]` for slot 0, 1, ….
+    func reset(_ layer: Int, columns: Int...) {
+        for (slot, count) in columns.enumerated() { reset(layer, slot, columns: count) }
+    }
+
     /// The site of matmul `slot` of `layer`.
     func site(_ layer: Int, _ slot: Int) -> StealSite {
         StealSite(ranges: ranges, index: layer * perLayer + slot, threads: sharing)

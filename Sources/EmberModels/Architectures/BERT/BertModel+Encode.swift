@@ -341,12 +341,9 @@ final class EncoderPass: @unchecked Sendable {
         sites = shared ? workspace.workRanges.map { LayerStealSites(ranges: $0, perLayer: Self.sitesPerLayer, threads: threads) } : nil
         if let sites {
             for index in plan.layers.indices { // (no array of the matmuls: each copy retains its references)
-                sites.reset(index, 0, columns: plan.layers[index].query.rows)
-                sites.reset(index, 1, columns: plan.layers[index].key.rows)
-                sites.reset(index, 2, columns: plan.layers[index].value.rows)
-                sites.reset(index, 3, columns: plan.layers[index].attentionOutput.rows)
-                sites.reset(index, 4, columns: plan.layers[index].intermediate.rows)
-                sites.reset(index, 5, columns: plan.layers[index].output.rows)
+                let layer = plan.layers[index]
+                sites.reset(index, columns: layer.query.rows, layer.key.rows, layer.value.rows, layer.attentionOutput.rows,
+                            layer.intermediate.rows, layer.output.rows)
             }
         }
     }

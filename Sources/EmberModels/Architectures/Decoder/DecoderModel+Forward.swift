@@ -190,12 +190,9 @@ final class DecoderPass: @unchecked Sendable {
         if let sites {
             // Sites in the order of stealSite's slots (no array of the matmuls: each copy retains its references).
             for index in plan.layers.indices {
-                sites.reset(index, 0, columns: plan.layers[index].q.rows)
-                sites.reset(index, 1, columns: plan.layers[index].k.rows)
-                sites.reset(index, 2, columns: plan.layers[index].v.rows)
-                sites.reset(index, 3, columns: plan.layers[index].o.rows)
-                sites.reset(index, 4, columns: plan.layers[index].gate.rows)
-                sites.reset(index, 5, columns: plan.layers[index].down.rows)
+                let layer = plan.layers[index]
+                sites.reset(index, columns: layer.q.rows, layer.k.rows, layer.v.rows, layer.o.rows, layer.gate.rows,
+                            layer.down.rows)
             }
             sites.reset(plan.layers.count, 0, columns: plan.output.rows)
         }
