@@ -25,8 +25,8 @@ EK_NEON static void quantize_act_neon(const float *x, int64_t blocks, ek_block_q
             values[j] = vld1q_f32(v + 4 * j);
             amax = vmaxq_f32(amax, vabsq_f32(values[j]));
         }
-        float d = vmaxvq_f32(amax) / 127.0f;
-        float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        const float max = vmaxvq_f32(amax), d = max / 127.0f;
+        const float inverse = max != 0.0f ? 127.0f / max : 0.0f; /* as the oracle's q8_scale */
         int32x4_t sum = vdupq_n_s32(0);
         for (int j = 0; j < 8; j += 2) {
             int32x4_t q0 = vcvtnq_s32_f32(vmulq_n_f32(values[j], inverse));     /* nearest, ties to even */

@@ -23,9 +23,11 @@ static float abs_max(const float *x, int64_t n) {
 }
 
 static float q8_scale(const float *x, float *inverse) {
-    float d = abs_max(x, EK_BLOCK) / 127.0f;
-    *inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    return d;
+    const float amax = abs_max(x, EK_BLOCK);
+    /* 127 / max in one division, as llama.cpp's x86 activation quantizers take it: 1 / (max / 127) rounds twice and
+       moves some products across a half, a ±1 in a quant that SmolLM2's outlying channels turn into other tokens. */
+    *inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
+    return amax / 127.0f;
 }
 
 static int32_t q8_quantize(const float *x, float inverse, int8_t *qs) {

@@ -81,9 +81,9 @@ EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(abs_max)(const float *x, const 
 
 /* One 32-block to Q8. Returns d before fp16 rounding. */
 EK_AVX2_TARGET EK_AVX2_INLINE float EK_AVX2_NAME(quantize_q8_block)(const float *x, int8_t *qs, int32_t *sum) {
-    const float d = EK_AVX2_NAME(abs_max)(x, NULL, EK_BLOCK) / 127.0f;
-    *sum = EK_AVX2_NAME(quantize_q8_scaled)(x, NULL, d != 0.0f ? 1.0f / d : 0.0f, qs);
-    return d;
+    const float amax = EK_AVX2_NAME(abs_max)(x, NULL, EK_BLOCK);
+    *sum = EK_AVX2_NAME(quantize_q8_scaled)(x, NULL, amax != 0.0f ? 127.0f / amax : 0.0f, qs); /* as the oracle's q8_scale */
+    return amax / 127.0f;
 }
 
 /* One row at one scale (ek_quantize_activations_row_scaled): max|x| over the row, then each block at 127 / max. */

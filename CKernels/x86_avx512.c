@@ -52,9 +52,8 @@ EK_AVX512 EK_INLINE int32_t quantize_q8_scaled(const float *x, const float *colu
 EK_AVX512 EK_INLINE float quantize_q8_block(const float *x, int8_t *qs, int32_t *sum) {
     __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    float d = amax / 127.0f;
-    *sum = quantize_q8_scaled(x, NULL, d != 0.0f ? 1.0f / d : 0.0f, qs);
-    return d;
+    *sum = quantize_q8_scaled(x, NULL, amax != 0.0f ? 127.0f / amax : 0.0f, qs); /* as the oracle's q8_scale */
+    return amax / 127.0f;
 }
 
 /* One row at one scale (ek_quantize_activations_row_scaled): max|x| over the row, then each block at 127 / max. */
