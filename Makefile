@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
+.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-llamacpp-tokens check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
 
 all: build
 
@@ -305,6 +305,23 @@ bench-peers-avx2: build models
 	fi && \
 	EMBER_ISA=avx2-novnni OPENBLAS_CORETYPE=Haswell python3 scripts/bench_peers.py --ember $(EMBER) --models models \
 	  --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) $$peer_args --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json
+
+# Issue 15's token goal: Ember's next token against llama.cpp's on SmolLM2 re-quantized by llama-quantize to every
+# GGUF type Ember runs (--pure: the type wherever the row length allows it) and to the common mixes, at teacher-forced
+# positions of 25 prompts (scripts/teacher_forced_vs_llamacpp.py; a pick may differ only where llama.cpp's top two are
+# within 0.15 nats). About 20 minutes once llama.cpp is built; files in .build/peers/types/.
+TOKEN_CHECK_TYPES ?= F16 BF16 Q8_0 Q5_0 Q5_1 Q4_0 Q4_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
+TOKEN_CHECK_MIXES ?= Q3_K_M Q4_K_M Q5_K_M
+check-llamacpp-tokens: build models
+	@llama_bin=$$(bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1) && \
+	mkdir -p $(PEERS_DIR)/types && files="" && \
+	for type in $(TOKEN_CHECK_TYPES) $(TOKEN_CHECK_MIXES); do \
+	  out=$(PEERS_DIR)/types/smollm2-135m-$$type.gguf; pure=$$(case " $(TOKEN_CHECK_MIXES) " in *" $$type "*) ;; *) echo --pure;; esac); \
+	  [ -s $$out ] || "$$llama_bin/llama-quantize" $$pure $(PEERS_DIR)/smollm2-135m-F32.gguf $$out $$type >/dev/null 2>&1 \
+	    || { echo "llama-quantize could not write $$out"; exit 1; }; \
+	  files="$$files $$out"; \
+	done && \
+	LD_LIBRARY_PATH="$$llama_bin" python3 scripts/teacher_forced_vs_llamacpp.py "$$llama_bin" $(EMBER) $$files
 
 # The package-benchmark suites under Benchmarks/ (statistics, allocations).
 bench-suite: deps

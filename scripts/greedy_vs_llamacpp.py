@@ -12,7 +12,9 @@ prompt, and compares token by token. A different pick counts as a near-tie (allo
 top two candidates at that position are within 0.15 nats; the comparison stops at the first difference
 (the contexts differ after it). Prints one line per file and prompt, and exits 1 on any real mismatch.
 """
-import json, os, subprocess, sys, time, urllib.request
+import os, sys
+
+from llama_server import ember_generate, post, running
 
 PROMPTS = [
     "The capital of France is",
@@ -22,32 +24,16 @@ PROMPTS = [
 ]
 TIE_NATS = 0.15
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(req, timeout=300).read())
-
 def llama_refs(bin_dir, path, n, port=18181):
-    server = subprocess.Popen([os.path.join(bin_dir, "llama-server"), "-m", path, "--port", str(port), "-t", "2", "-c", "512"] + os.environ.get("LLAMA_ARGS", "").split(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        refs = []
+    refs = []
+    with running(bin_dir, path, port, os.environ.get("LLAMA_ARGS", "").split()):
         for prompt in PROMPTS:
             ids = post(port, "/tokenize", {"content": prompt, "add_special": True, "parse_special": True})["tokens"]
             r = post(port, "/completion", {"prompt": ids, "n_predict": n, "temperature": 0, "top_k": 1, "samplers": ["top_k"],
                                            "cache_prompt": False, "return_tokens": True, "n_probs": 2, "special": True})
             top2 = [[(t["id"], t["logprob"]) for t in c.get("top_logprobs", [])] for c in r.get("completion_probabilities", [])]
             refs.append((ids, r["tokens"], top2))
-        return refs
-    finally:
-        server.terminate()
-        server.wait()
+    return refs
 
 def main():
     args, precision = sys.argv[1:], "native"
@@ -58,13 +44,10 @@ def main():
     for path in files:
         refs = llama_refs(bin_dir, path, n)
         for prompt, (prompt_ids, gen_ids, top2) in zip(PROMPTS, refs):
-            out = subprocess.run([ember, "generate", "-m", path, "--precision", precision, "-n", str(n), "--json", prompt],
-                                 capture_output=True, text=True)
-            if out.returncode != 0:
-                print(f"{os.path.basename(path)}  ERROR {out.stderr.strip()[:300]}")
+            report = ember_generate(ember, path, precision, n, prompt)
+            if report is None:
                 failures += 1
                 continue
-            report = json.loads(out.stdout)
             ours = report["token_ids"]
             verdict, same = "identical", 0
             if report["prompt_token_ids"] != prompt_ids:

@@ -10,7 +10,9 @@ string below, with the file's BOS rule (add_special) and with special tokens par
 SentencePiece or BPE tokenizer gets wrong first: leading and repeated spaces, newlines and tabs, digits, emoji,
 CJK, accents (composed and combining), text that needs byte fallback, special-token text, and code.
 """
-import hashlib, json, os, subprocess, sys, time, urllib.request
+import hashlib, json, os, sys
+
+from llama_server import post, running
 
 CASES = [
     "The capital of France is", " leading space", "  two leading spaces", "trailing space ", "a  b   c    d",
@@ -23,31 +25,15 @@ CASES = [
     "ＦＵＬＬＷＩＤＴＨ and ｈａｌｆ", "Ünïcödé ẞtraße", "\u200b zero width \u2028 line separator", "a" * 300,
 ]
 
-def post(port, path, body):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(request, timeout=60).read())
-
 def main():
     bin_dir, model, out = sys.argv[1], sys.argv[2], sys.argv[3]
     port = 18182
-    server = subprocess.Popen([os.path.join(bin_dir, "llama-server"), "-m", model, "--port", str(port), "-c", "512"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        cases = []
+    cases = []
+    with running(bin_dir, model, port):
         for text in CASES:
             for parse in (True, False):
                 ids = post(port, "/tokenize", {"content": text, "add_special": True, "parse_special": parse})["tokens"]
                 cases.append({"text": text, "parse_special": parse, "ids": ids})
-    finally:
-        server.terminate()
-        server.wait()
     digest = hashlib.sha256(open(model, "rb").read()).hexdigest()
     with open(out, "w") as f:  # one case per line
         f.write('{"model": %s, "sha256": "%s", "cases": [\n' % (json.dumps(os.path.basename(model)), digest))

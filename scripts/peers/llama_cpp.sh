@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the newest llama.cpp we can reach — the copy vendored in the llama-cpp-python source package on PyPI —
 # into DIR (once; later runs reuse it), and writes the SmolLM2 files it is compared on beside it, re-quantized by its
-# own llama-quantize from the Q4_1 file Ember ships with: F32, Q8_0, Q4_0 and Q4_K_M.
+# own llama-quantize from the Q4_1 file Ember ships with: F32, Q8_0, Q4_0 and Q4_K_M. llama-server is built too, for
+# the token checks (scripts/greedy_vs_llamacpp.py, scripts/teacher_forced_vs_llamacpp.py).
 # Usage: scripts/peers/llama_cpp.sh DIR SMOLLM2_Q4_1.gguf     Prints the folder of the binaries on its last line.
 # LLAMA_CPP_ISA=avx2 builds a second copy (build-avx2/) for the AVX2 + FMA machine kind, without AVX-512 or VNNI
 # of either width: on an AVX-512 machine it runs the code a Zen 3 machine would, to compare with Ember's
@@ -27,11 +28,11 @@ case "${LLAMA_CPP_ISA:-native}" in
   *) echo "LLAMA_CPP_ISA=${LLAMA_CPP_ISA} is not a build this script makes: use native (the default) or avx2" >&2; exit 2 ;;
 esac
 bin="$build/bin"
-if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ]; then
+if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-server" ]; then
   echo "building llama.cpp $version's vendored copy, ${LLAMA_CPP_ISA:-native} (about 10 minutes on 2 cores)" >&2
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >&2
-  cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize >&2
+  cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize llama-server >&2
 fi
 for type in F32 Q8_0 Q4_0 Q4_K_M; do
   out="$dir/smollm2-135m-$type.gguf"
@@ -45,12 +46,12 @@ if [ "${LLAMA_CPP_ISA:-native}" = native ] && ! "$bin/llama-bench" -m "$dir/smol
   build="$src/build-noamx"; bin="$build/bin"
   echo "llama.cpp's native build failed on smollm2-135m-Q8_0.gguf here (its AMX kernels fault on some machines):" \
        "using a build without AMX, $bin" >&2
-  if [ ! -x "$bin/llama-bench" ]; then
+  if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-server" ]; then
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
           -DGGML_AMX_BF16=OFF -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
           -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >&2
-    cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize >&2
+    cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize llama-server >&2
   fi
   "$bin/llama-bench" -m "$dir/smollm2-135m-Q8_0.gguf" -p 8 -n 1 -r 1 >/dev/null \
     || { echo "llama.cpp without AMX fails on smollm2-135m-Q8_0.gguf too: see $bin/llama-bench's error" >&2; exit 1; }
