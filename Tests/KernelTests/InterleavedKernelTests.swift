@@ -58,15 +58,7 @@ struct InterleavedKernelTests {
                 let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
                 let x = Quant.randomValues(m * k, &generator, scale: 3)
                 let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
-                let size = ek_interleaved_size(format, Int64(n), Int64(k))
-                var interleaved = [UInt8](repeating: 0, count: size)
-                #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
-                let bytes = ek_row_activation_size(format, Int64(m), Int64(k))
-                var act = [UInt8](repeating: 0, count: bytes)
-                #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(m), Int64(k), &act, bytes) == EK_OK)
-                var got = [Float](repeating: .nan, count: m * n)
-                #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(m), &got, Int64(n),
-                                            Int64(rows.lowerBound), Int64(rows.upperBound)) == EK_OK)
+                let got = Self.interleavedProduct(format, blocks, x, m: m, n: n, k: k, isa: isa, outputs: rows)
                 GGUFTypeTests.expectOracle(got, expected, type: type, blocks: blocks, x: x, m: m, n: n, k: k, rows: rows,
                                            label: "interleaved on \(isa)")
             }
@@ -80,34 +72,15 @@ struct InterleavedKernelTests {
     func extremeQuantsDoNotOverflow(_ type: TensorType) throws {
         let format = try #require(type.blockFormat)
         let (n, k) = (8, type.blockSize * 2)
+        // Quantizes to ±127; nine rows, so the GEMMs that decode the weights once (more rows than a tile) run too.
+        let m = 9
+        let x = (0..<(m * k)).map { j in Float((j % k) % 3 == 0 ? -1 : 1) }
         for fill: UInt8 in [0xFF, 0x00] {
-            var generator = SplitMix64(seed: 5)
-            var blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
-            // Keep each block's fp16 scale fields (the random filler makes them sane) and set every other byte to
-            // `fill`: 0xFF the largest nibbles, high bits and 6-bit scales/minimums each format can hold.
-            let scaleFields = Self.scaleByteOffsets(type)
-            for b in 0..<(blocks.count / type.blockBytes) {
-                for j in 0..<type.blockBytes where !scaleFields.contains(j) {
-                    // Q6_K's int8 sub-block scales stay 0xFF (−1) so that the zero quants still count
-                    let isQ6KScale = type == .q6_K && (192..<208).contains(j)
-                    blocks[b * type.blockBytes + j] = isQ6KScale ? 0xFF : fill
-                }
-            }
-            // Quantizes to ±127; nine rows, so the GEMMs that decode the weights once (more rows than a tile) run too.
-            let m = 9
-            let x = (0..<(m * k)).map { j in Float((j % k) % 3 == 0 ? -1 : 1) }
+            let blocks = Self.extremeBlocks(type, rows: n, k: k, fill: fill)
             let (expected, _) = GGUFTypeTests.rowProduct(format, blocks, x, m: m, n: n, k: k, isa: .scalar)
-            let size = ek_interleaved_size(format, Int64(n), Int64(k))
-            var interleaved = [UInt8](repeating: 0, count: size)
-            #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
             for isa in Quant.simdISAs {
                 for rows in [1, m] { // the decode GEMV, and a GEMM over decoded weights
-                    let bytes = ek_row_activation_size(format, Int64(rows), Int64(k))
-                    var act = [UInt8](repeating: 0, count: bytes)
-                    #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(rows), Int64(k), &act, bytes) == EK_OK)
-                    var got = [Float](repeating: .nan, count: rows * n)
-                    #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(rows), &got,
-                                                Int64(n), 0, Int64(n)) == EK_OK)
+                    let got = Self.interleavedProduct(format, blocks, x, m: rows, n: n, k: k, isa: isa, outputs: 0..<n)
                     for i in 0..<(rows * n) {
                         #expect(abs(got[i] - expected[i]) <= 1e-5 * max(1, abs(expected[i])),
                                 "\(type) fill \(fill) \(isa) m=\(rows) output \(i): \(got[i]) vs \(expected[i])")
@@ -115,6 +88,38 @@ struct InterleavedKernelTests {
                 }
             }
         }
+    }
+
+    /// Random blocks of `type` whose fp16 scale fields are kept (the random filler makes them sane) and every other
+    /// byte set to `fill`: 0xFF the largest nibbles, high bits and 6-bit scales/minimums each format can hold, 0x00 the
+    /// most negative values. Q6_K's int8 sub-block scales stay 0xFF (−1) so that zero quants still count.
+    static func extremeBlocks(_ type: TensorType, rows n: Int, k: Int, fill: UInt8) -> [UInt8] {
+        var generator = SplitMix64(seed: 5)
+        var blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
+        let scaleFields = scaleByteOffsets(type)
+        for b in 0..<(blocks.count / type.blockBytes) {
+            for j in 0..<type.blockBytes where !scaleFields.contains(j) {
+                let isQ6KScale = type == .q6_K && (192..<208).contains(j)
+                blocks[b * type.blockBytes + j] = isQ6KScale ? 0xFF : fill
+            }
+        }
+        return blocks
+    }
+
+    /// `blocks` (n rows of k) interleaved and multiplied on `isa` with the first m rows of `x` quantized: the m×n
+    /// outputs (only the columns in `outputs` written; the rest NaN).
+    static func interleavedProduct(_ format: ek_format, _ blocks: [UInt8], _ x: [Float], m: Int, n: Int, k: Int,
+                                   isa: KernelISA, outputs: Range<Int>) -> [Float] {
+        let size = ek_interleaved_size(format, Int64(n), Int64(k))
+        var interleaved = [UInt8](repeating: 0, count: size)
+        #expect(ek_interleave_weights(format, blocks, Int64(n), Int64(k), &interleaved, size) == EK_OK)
+        let bytes = ek_row_activation_size(format, Int64(m), Int64(k))
+        var act = [UInt8](repeating: 0, count: bytes)
+        #expect(ek_quantize_row_activations(isa.cValue, format, x, Int64(m), Int64(k), &act, bytes) == EK_OK)
+        var got = [Float](repeating: .nan, count: m * n)
+        #expect(ek_gemm_interleaved(isa.cValue, format, interleaved, Int64(n), Int64(k), act, Int64(m), &got, Int64(n),
+                                    Int64(outputs.lowerBound), Int64(outputs.upperBound)) == EK_OK)
+        return got
     }
 
     @Test func badArgumentsAreRefused() {
