@@ -15,7 +15,7 @@ static const ek_il_kernels *il_kernels_for(ek_isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
     case EK_ISA_AVX2: case EK_ISA_AVX2_PLAIN: return &ek_il_kernels_avx2;
-    case EK_ISA_AVX512: return &ek_il_kernels_avx512;
+    case EK_ISA_AVX512: case EK_ISA_AVX512_PLAIN: return &ek_il_kernels_avx512;
 #endif
     default: return &no_il_kernels;
     }

@@ -12,13 +12,14 @@ const char *ek_isa_name(ek_isa isa) {
     case EK_ISA_AVX512: return "avx512";
     case EK_ISA_NEON: return "neon";
     case EK_ISA_AVX2_PLAIN: return "avx2-novnni";
+    case EK_ISA_AVX512_PLAIN: return "avx512-noamx";
     }
     return "unknown";
 }
 
 ek_status ek_isa_parse(const char *name, ek_isa *out) {
     if (name == NULL || out == NULL) return EK_ERR_NULL_POINTER;
-    static const ek_isa all[] = {EK_ISA_SCALAR, EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN};
+    static const ek_isa all[] = {EK_ISA_SCALAR, EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN, EK_ISA_AVX512_PLAIN};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, ek_isa_name(all[i])) == 0) {
             *out = all[i];
@@ -41,6 +42,7 @@ bool ek_isa_supported(ek_isa isa, const ek_cpu_features *f) {
         return false;
 #endif
     case EK_ISA_AVX512:
+    case EK_ISA_AVX512_PLAIN:
 #if defined(__x86_64__)
         return f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->f16c;
 #else

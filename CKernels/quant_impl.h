@@ -56,6 +56,12 @@ typedef struct ek_isa_kernels {
 extern const ek_isa_kernels ek_kernels_scalar;
 #if defined(__x86_64__)
 extern const ek_isa_kernels ek_kernels_avx512;
+extern const ek_isa_kernels ek_kernels_avx512_amx;
+/* Packed Q8_0 products on AMX tiles (x86_amx.c), per block and row-scaled: results equal the AVX-512 kernels'. */
+void ek_gemm_q8_0_amx(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m, float *y,
+                      int64_t ldy, int64_t row_begin, int64_t row_end);
+void ek_gemm_q8_0_row_scaled_amx(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m,
+                                 float *y, int64_t ldy, int64_t row_begin, int64_t row_end);
 extern const ek_isa_kernels ek_kernels_avx2;
 extern const ek_isa_kernels ek_kernels_avx2_plain;
 #endif

@@ -434,14 +434,39 @@ EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
     return sum;
 }
 
+/* The AMX kernels (x86_amx.c) take Q8_0 products of EK_AMX_MIN_ROWS activation rows and more; fewer run here. */
+#define EK_AMX_MIN_ROWS 16
+
+EK_AVX512 static void gemm_q8_0_amx_or_vnni(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m,
+                                            float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (m >= EK_AMX_MIN_ROWS) ek_gemm_q8_0_amx(packed, blocks, act, m, y, ldy, row_begin, row_end);
+    else gemm_q8_0_avx512(packed, blocks, act, m, y, ldy, row_begin, row_end);
+}
+
+EK_AVX512 static void gemm_q8_0_row_scaled_amx_or_vnni(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act,
+                                                       int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (m >= EK_AMX_MIN_ROWS) ek_gemm_q8_0_row_scaled_amx(packed, blocks, act, m, y, ldy, row_begin, row_end);
+    else gemm_q8_0_row_scaled_avx512(packed, blocks, act, m, y, ldy, row_begin, row_end);
+}
+
+/* The avx512 family where the CPU has AMX-INT8 (ek_cpu_features.amx_int8): the same kernels but Q8_0's products. */
+/* Everything but the Q8_0 products, which both AVX-512 tables share. */
+#define EK_AVX512_QUANTIZERS_AND_STREAM                                                                     \
+    .quantize_act = quantize_act_avx512, .quantize_act_row_scaled = quantize_act_row_scaled_avx512,        \
+    .quantize_row = {quantize_row_q8_0_avx512, quantize_row_q4_0_avx512, quantize_row_q4_1_avx512},        \
+    .quantize_row_q8_1 = quantize_row_q8_1_avx512,                                                          \
+    .dequantize_row = {dequantize_row_q8_0_avx512, dequantize_row_q4_0_avx512, dequantize_row_q4_1_avx512}, \
+    .read_stream = read_stream_avx512
+
+const ek_isa_kernels ek_kernels_avx512_amx = {
+    .gemm = {gemm_q8_0_amx_or_vnni, gemm_q4_0_avx512, gemm_q4_1_avx512},
+    .gemm_q8_0_row_scaled = {gemm_q8_0_row_scaled_amx_or_vnni, NULL},
+    EK_AVX512_QUANTIZERS_AND_STREAM,
+};
+
 const ek_isa_kernels ek_kernels_avx512 = {
     .gemm = {gemm_q8_0_avx512, gemm_q4_0_avx512, gemm_q4_1_avx512},
     .gemm_q8_0_row_scaled = {gemm_q8_0_row_scaled_avx512, NULL},
-    .quantize_act = quantize_act_avx512,
-    .quantize_act_row_scaled = quantize_act_row_scaled_avx512,
-    .quantize_row = {quantize_row_q8_0_avx512, quantize_row_q4_0_avx512, quantize_row_q4_1_avx512},
-    .quantize_row_q8_1 = quantize_row_q8_1_avx512,
-    .dequantize_row = {dequantize_row_q8_0_avx512, dequantize_row_q4_0_avx512, dequantize_row_q4_1_avx512},
-    .read_stream = read_stream_avx512,
+    EK_AVX512_QUANTIZERS_AND_STREAM,
 };
 #endif /* __x86_64__ */

@@ -24,6 +24,7 @@ typedef struct ek_cpu_features {
     bool avx512vl;
     bool avx512vnni;
     bool avxvnni;
+    bool amx_int8; /* AMX-TILE and AMX-INT8, their state enabled by the OS and (Linux) granted to this process */
     bool amd; /* an AMD core (CPUID vendor): decode GEMVs stream in the form measured fastest there (ek_gemm_f32,
                  ek_gemm_interleaved) */
     /* arm64 */
@@ -45,10 +46,13 @@ bool ek_cpu_brand(char *buffer, size_t capacity);
 typedef enum ek_isa {
     EK_ISA_SCALAR = 0,  /* portable C: the `_ref` oracle of every kernel       */
     EK_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C, and AVX-VNNI when the CPU has it */
-    EK_ISA_AVX512 = 2,  /* AVX-512 F/BW/VL + VNNI on 512-bit registers         */
+    EK_ISA_AVX512 = 2,  /* AVX-512 F/BW/VL + VNNI on 512-bit registers, and AMX
+                           tiles for int8 products where the CPU has them  */
     EK_ISA_NEON = 3,    /* arm64 NEON with the dot-product instructions        */
     EK_ISA_AVX2_PLAIN = 4, /* AVX2 + FMA + F16C without AVX-VNNI, even where
                               the CPU has it ("avx2-novnni"), to test that code */
+    EK_ISA_AVX512_PLAIN = 5, /* the AVX-512 kernels without AMX even where the
+                                CPU has it ("avx512-noamx"), as AMD's AVX-512 cores run */
 } ek_isa;
 
 /* Lower-case name of an ISA as EMBER_ISA spells it ("scalar", "avx2", "avx2-novnni", …). */

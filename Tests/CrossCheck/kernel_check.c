@@ -262,7 +262,7 @@ static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
 int main(int argc, char **argv) {
     ek_isa isa;
     if (argc < 2 || ek_isa_parse(argv[1], &isa) != EK_OK) {
-        fprintf(stderr, "usage: kernel_check scalar|avx2|avx512|neon|avx2-novnni\n");
+        fprintf(stderr, "usage: kernel_check scalar|avx2|avx512|neon|avx2-novnni|avx512-noamx\n");
         return 2;
     }
     ek_cpu_features features = ek_cpu_features_detect();
@@ -286,6 +286,10 @@ int main(int argc, char **argv) {
         /* more than 16 rows: whole groups of Q8_0 take the sixteen-column tiles (every tile size) */
         run_rows(isa, (ek_format)f, 19, 70, 256, 0, 5, 61);
         run_rows(isa, (ek_format)f, 23, 48, 384, 1, 0, 48);
+        /* 32 rows and more: AMX's chunks of 32 and a remainder in one half or both */
+        run_rows(isa, (ek_format)f, 37, 70, 256, 0, 5, 61);
+        run_rows(isa, (ek_format)f, 64, 48, 384, 1, 0, 48);
+        run_rows(isa, (ek_format)f, 50, 33, 96, 0, 16, 33);
     }
     seven_bits = 1; /* Q8_0 again, its values within seven bits */
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run(isa, EK_FORMAT_Q8_0, shapes[s][0], shapes[s][1], shapes[s][2], 0);
@@ -296,11 +300,13 @@ int main(int argc, char **argv) {
     run_rows(isa, EK_FORMAT_Q8_0, 19, 70, 256, 0, 5, 61);
     run_rows(isa, EK_FORMAT_Q8_0, 18, 70, 96, 1, 21, 70);
     run_rows(isa, EK_FORMAT_Q8_0, 23, 48, 384, 1, 0, 48);
+    run_rows(isa, EK_FORMAT_Q8_0, 45, 70, 256, 0, 5, 61);
     seven_bits = 0;
     /* row-scaled Q8_0: full range and seven bits, with and without column scales, odd shapes and row ranges */
     static const int row_scaled_shapes[][5] = {{1, 17, 576, 0, 17}, {3, 16, 128, 0, 16}, {4, 33, 96, 0, 33},
                                                {7, 70, 384, 5, 61}, {17, 31, 160, 0, 31}, {9, 100, 1536, 16, 96},
-                                               {18, 48, 384, 0, 48}, {19, 70, 256, 5, 61}, {22, 64, 96, 16, 64}};
+                                               {18, 48, 384, 0, 48}, {19, 70, 256, 5, 61}, {22, 64, 96, 16, 64},
+                                               {33, 70, 384, 5, 61}, {50, 100, 1536, 16, 96}, {64, 37, 160, 0, 37}};
     for (int limit = 127; limit >= 63; limit -= 64)
         for (size_t s = 0; s < sizeof row_scaled_shapes / sizeof row_scaled_shapes[0]; s++) {
             const int *r = row_scaled_shapes[s];

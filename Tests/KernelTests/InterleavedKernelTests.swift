@@ -20,7 +20,7 @@ struct InterleavedKernelTests {
         for type in Self.types {
             for isa in Quant.simdISAs where isa != .neon {
                 // Q4_0 and Q4_1 keep the packed layout on AVX-512 (its VNNI GEMV reads at the bandwidth already).
-                let expected = !(isa == .avx512 && [TensorType.q4_0, .q4_1].contains(type))
+                let expected = !(isa.isAVX512 && [TensorType.q4_0, .q4_1].contains(type))
                 #expect(ek_interleaved_available(isa.cValue, type.blockFormat!) == expected, "\(type) on \(isa)")
             }
             #expect(!ek_interleaved_available(EK_ISA_SCALAR, type.blockFormat!))

@@ -45,6 +45,9 @@ public struct SystemReport: Sendable, Codable {
         public var scalarTypes: [String] = []
         /// The weight types it re-lays at load, eight rows interleaved (`ek_interleaved.h`), rather than reading GGUF rows.
         public var interleavedTypes: [String] = []
+        /// The weight types whose products of 16 activation rows and more run on AMX tiles (`x86_amx.c`): Q8_0 under
+        /// `avx512` on a CPU with AMX-INT8; empty elsewhere.
+        public var tileTypes: [String] = []
 
         enum CodingKeys: String, CodingKey {
             case selected, best, override
@@ -52,6 +55,7 @@ public struct SystemReport: Sendable, Codable {
             case simdTypes = "simd_types"
             case scalarTypes = "scalar_types"
             case interleavedTypes = "interleaved_types"
+            case tileTypes = "tile_types"
         }
     }
 
@@ -243,7 +247,8 @@ public struct SystemReport: Sendable, Codable {
                 override: context.configuration.isaOverride, overrideError: context.isaOverrideError.map { "\($0)" },
                 simdTypes: TensorType.table.filter { $0.canDequantize && $0.hasSIMDKernel(context.isa) }.map(\.description),
                 scalarTypes: TensorType.table.filter { $0.canDequantize && !$0.hasSIMDKernel(context.isa) }.map(\.description),
-                interleavedTypes: TensorType.table.filter { $0.hasInterleavedKernel(context.isa) }.map(\.description)),
+                interleavedTypes: TensorType.table.filter { $0.hasInterleavedKernel(context.isa) }.map(\.description),
+                tileTypes: context.isa.multipliesInt8OnTiles(features: features) ? [TensorType.q8_0.description] : []),
             blas: BLAS(
                 library: "OpenBLAS", version: library.version, core: library.coreName,
                 coreLevel: library.coreLevel?.description, threads: library.threads,
@@ -281,7 +286,8 @@ public struct SystemReport: Sendable, Codable {
             "kernels    \(kernelsLine)",
             "           SIMD matmul: \(kernels.simdTypes.joined(separator: " "))"
                 + (kernels.scalarTypes.isEmpty ? "" : "; scalar reference: \(kernels.scalarTypes.joined(separator: " "))")
-                + (kernels.interleavedTypes.isEmpty ? "" : "; interleaved at load: \(kernels.interleavedTypes.joined(separator: " "))"),
+                + (kernels.interleavedTypes.isEmpty ? "" : "; interleaved at load: \(kernels.interleavedTypes.joined(separator: " "))")
+                + (kernels.tileTypes.isEmpty ? "" : "; AMX tiles from 16 rows: \(kernels.tileTypes.joined(separator: " "))"),
             "BLAS       \(blas.library) \(blas.version ?? "?"), core \(blas.core) (\(blas.coreLevel ?? "level unknown"))"
                 + "\(blas.coreTypeOverride.map { ", forced by OPENBLAS_CORETYPE=\($0)" } ?? ""), "
                 + "\(blas.threads) thread\(blas.threads == 1 ? "" : "s") (\(blas.parallelism)); "

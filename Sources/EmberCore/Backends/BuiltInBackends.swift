@@ -68,7 +68,7 @@ final class BLASBackend: Backend, @unchecked Sendable {
             fewRows = nil
             return
         }
-        let width: SIMDLevel = isa == .avx512 ? .avx512 : .avx2
+        let width: SIMDLevel = isa.isAVX512 ? .avx512 : .avx2
         if let blasLevel, blasLevel < width {
             fewRows = .init(isa: isa, limit: .max, anyRowsUpToColumns: .max)
         } else {

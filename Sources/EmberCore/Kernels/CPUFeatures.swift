@@ -22,6 +22,9 @@ public struct CPUFeatures: Sendable, Equatable {
     public var avx512vnni = false
     /// x86-64 AVX-VNNI: the VNNI int8 dot products on 256-bit AVX registers.
     public var avxvnni = false
+    /// x86-64 AMX-TILE and AMX-INT8 (Intel Xeon from Sapphire Rapids on), enabled by the operating system and granted
+    /// to this process: int8 products on tiles, which the `avx512` kernels use for batches of 16 rows and more.
+    public var amxInt8 = false
     /// An AMD x86 core (the CPUID vendor): the decode GEMVs take the forms measured fastest there (one fp32 weight
     /// row, one interleaved group at a time). Not a feature, so not in ``all``.
     public var amd = false
@@ -39,14 +42,15 @@ public struct CPUFeatures: Sendable, Equatable {
     init(_ c: ek_cpu_features) {
         avx2 = c.avx2; fma = c.fma; f16c = c.f16c
         avx512f = c.avx512f; avx512bw = c.avx512bw; avx512vl = c.avx512vl
-        avx512vnni = c.avx512vnni; avxvnni = c.avxvnni; amd = c.amd
+        avx512vnni = c.avx512vnni; avxvnni = c.avxvnni; amxInt8 = c.amx_int8; amd = c.amd
         neon = c.neon; dotprod = c.dotprod
     }
 
     var cValue: ek_cpu_features {
         ek_cpu_features(
             avx2: avx2, fma: fma, f16c: f16c, avx512f: avx512f, avx512bw: avx512bw,
-            avx512vl: avx512vl, avx512vnni: avx512vnni, avxvnni: avxvnni, amd: amd, neon: neon, dotprod: dotprod)
+            avx512vl: avx512vl, avx512vnni: avx512vnni, avxvnni: avxvnni, amx_int8: amxInt8, amd: amd, neon: neon,
+            dotprod: dotprod)
     }
 
     /// Every feature by the name Linux's `/proc/cpuinfo` style would give it, in a stable order.
@@ -56,7 +60,7 @@ public struct CPUFeatures: Sendable, Equatable {
         #else
         return [
             ("avx2", avx2), ("fma", fma), ("f16c", f16c), ("avx512f", avx512f), ("avx512bw", avx512bw),
-            ("avx512vl", avx512vl), ("avx512vnni", avx512vnni), ("avxvnni", avxvnni),
+            ("avx512vl", avx512vl), ("avx512vnni", avx512vnni), ("avxvnni", avxvnni), ("amx_int8", amxInt8),
         ]
         #endif
     }

@@ -4,14 +4,18 @@ import _CEmberKernels
 /// (the oracle every SIMD kernel is tested against) or one SIMD variant.
 ///
 /// Chosen per ``ComputeContext`` from ``CPUFeatures``; a host (the CLI from
-/// `EMBER_ISA=scalar|avx2|avx512|neon|avx2-novnni`) may force a path so tests
-/// and benchmarks can exercise each one. `avx2` uses AVX-VNNI where the CPU
-/// has it; `avx2-novnni` runs the AVX2 code that older CPUs get, even here.
+/// `EMBER_ISA=scalar|avx2|avx512|neon|avx2-novnni|avx512-noamx`) may force a path
+/// so tests and benchmarks can exercise each one. `avx2` uses AVX-VNNI where the
+/// CPU has it; `avx2-novnni` runs the AVX2 code that older CPUs get, even here.
+/// `avx512` uses AMX tiles for int8 products where the CPU has them;
+/// `avx512-noamx` runs the AVX-512 VNNI code that AMD's cores get, even here.
 public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
     /// The portable C reference, AVX2+FMA+F16C (with AVX-VNNI where present), AVX-512 F/BW/VL+VNNI, or arm64 NEON with dot product.
     case scalar, avx2, avx512, neon
     /// The AVX2 kernels without AVX-VNNI even where the CPU has it ("avx2-novnni"), to test that code.
     case avx2NoVNNI = "avx2-novnni"
+    /// The AVX-512 kernels without AMX even where the CPU has it ("avx512-noamx"), to test that code.
+    case avx512NoAMX = "avx512-noamx"
 
     /// The environment variable the CLI reads to force a path.
     public static let environmentVariable = "EMBER_ISA"
@@ -22,6 +26,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         case EK_ISA_AVX512: self = .avx512
         case EK_ISA_NEON: self = .neon
         case EK_ISA_AVX2_PLAIN: self = .avx2NoVNNI
+        case EK_ISA_AVX512_PLAIN: self = .avx512NoAMX
         default: self = .scalar
         }
     }
@@ -33,6 +38,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         case .avx512: EK_ISA_AVX512
         case .neon: EK_ISA_NEON
         case .avx2NoVNNI: EK_ISA_AVX2_PLAIN
+        case .avx512NoAMX: EK_ISA_AVX512_PLAIN
         }
     }
 
@@ -41,6 +47,12 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
     public func multipliesInt8WithoutVNNI(features: CPUFeatures = .current) -> Bool {
         self == .avx2NoVNNI || (self == .avx2 && !features.avxvnni)
     }
+
+    /// Whether this path runs the AVX-512 kernels (`avx512`, or `avx512-noamx`).
+    public var isAVX512: Bool { self == .avx512 || self == .avx512NoAMX }
+
+    /// Whether this path multiplies int8 on AMX tiles: `avx512` where the CPU has AMX-INT8.
+    public func multipliesInt8OnTiles(features: CPUFeatures = .current) -> Bool { self == .avx512 && features.amxInt8 }
 
     /// The name `EMBER_ISA` uses, e.g. "avx2-novnni".
     public var description: String { rawValue }
