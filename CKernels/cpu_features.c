@@ -33,38 +33,33 @@
 #endif
 
 #if defined(__x86_64__)
-/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24 and 25), their state enabled in XCR0 (bits 17 and 18), and on Linux
-   the tile data granted to this process (arch_prctl ARCH_REQ_XCOMP_PERM, which 5.16 and later kernels require before
-   the first tile instruction; without it that instruction faults). Asked once: the answer is cached. */
-static bool amx_int8_usable(void) {
-#if defined(__linux__)
-    static _Atomic int cached = 0; /* 0 not asked yet, 1 usable, 2 not */
-    int known = atomic_load_explicit(&cached, memory_order_acquire);
-    if (known != 0) return known == 1;
-#endif
+/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24 and 25) with their state enabled in XCR0 (bits 17 and 18). */
+static bool amx_int8_present(void) {
     unsigned int eax, ebx, ecx, edx;
-    bool usable = false;
-    if (__get_cpuid_max(0, NULL) >= 7 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
-        (edx & (3u << 24)) == (3u << 24)) {
-        __get_cpuid(1, &eax, &ebx, &ecx, &edx);
-        if (ecx & (1u << 27)) { /* OSXSAVE: XGETBV may run */
-            unsigned int xcr0_low, xcr0_high;
-            __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-            usable = (xcr0_low & (3u << 17)) == (3u << 17);
-        }
-    }
-#if defined(__linux__)
-    if (usable) {
-        const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
-        usable = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-    }
-    atomic_store_explicit(&cached, usable ? 1 : 2, memory_order_release);
-#else
-    usable = false; /* other systems: not yet asked how to grant the tile state */
-#endif
-    return usable;
+    if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) ||
+        (edx & (3u << 24)) != (3u << 24))
+        return false;
+    __get_cpuid(1, &eax, &ebx, &ecx, &edx);
+    if (!(ecx & (1u << 27))) return false; /* no OSXSAVE: XGETBV may not run */
+    unsigned int xcr0_low, xcr0_high;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    return (xcr0_low & (3u << 17)) == (3u << 17);
 }
 #endif
+
+bool ek_amx_tiles_granted(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    static _Atomic int cached = 0; /* 0 not asked yet, 1 granted, 2 not */
+    int known = atomic_load_explicit(&cached, memory_order_acquire);
+    if (known != 0) return known == 1;
+    const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+    const bool granted = amx_int8_present() && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    atomic_store_explicit(&cached, granted ? 1 : 2, memory_order_release);
+    return granted;
+#else
+    return false; /* other systems: not yet asked how they grant the tile state */
+#endif
+}
 
 ek_cpu_features ek_cpu_features_detect(void) {
     ek_cpu_features f;
@@ -81,7 +76,7 @@ ek_cpu_features ek_cpu_features_detect(void) {
     f.avxvnni = __builtin_cpu_supports("avxvnni");
     f.amd = __builtin_cpu_is("amd");
 #if defined(__x86_64__)
-    f.amx_int8 = f.avx512vnni && amx_int8_usable();
+    f.amx_int8 = f.avx512vnni && amx_int8_present();
 #endif
 #elif defined(__aarch64__)
     f.neon = true; /* Advanced SIMD is mandatory on AArch64. */

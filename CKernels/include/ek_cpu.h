@@ -24,7 +24,8 @@ typedef struct ek_cpu_features {
     bool avx512vl;
     bool avx512vnni;
     bool avxvnni;
-    bool amx_int8; /* AMX-TILE and AMX-INT8, their state enabled by the OS and (Linux) granted to this process */
+    bool amx_int8; /* AMX-TILE and AMX-INT8 with their state enabled by the OS (granted to a process on first use:
+                      ek_amx_tiles_granted) */
     bool amd; /* an AMD core (CPUID vendor): decode GEMVs stream in the form measured fastest there (ek_gemm_f32,
                  ek_gemm_interleaved) */
     /* arm64 */
@@ -34,6 +35,15 @@ typedef struct ek_cpu_features {
 
 /* The features of the CPU this process runs on (detected once, then cached). */
 ek_cpu_features ek_cpu_features_detect(void);
+
+/*
+ * Whether this process may run AMX tile instructions: the CPU has AMX-INT8 and, on Linux, the kernel granted the tile
+ * data (arch_prctl ARCH_REQ_XCOMP_PERM, required before the first tile instruction, which faults without it). Asked
+ * the first time the AMX kernels are about to run — not at detection, since a grant makes the kernel refuse
+ * alternate signal stacks too small for the tile state in every thread of the host process — and cached. False on
+ * other systems.
+ */
+bool ek_amx_tiles_granted(void);
 
 /*
  * Writes the CPU's marketing name (the CPUID brand string on x86) into

@@ -8,7 +8,7 @@ import EmberTestSupport
 /// and row-scaled Q8_0, at the batch sizes that take each tile arrangement (16 rows: one half; 17-31: both halves,
 /// the second partial; whole chunks of 32 with and without a remainder) and thread-like row ranges that start and
 /// end inside a group. The VNNI kernels are themselves held to the scalar oracle by ``QuantizedKernelTests``.
-@Suite("AMX kernels", .enabled(if: CPUFeatures.current.amxInt8, "the CPU has no AMX-INT8 (or the OS does not grant it)"))
+@Suite("AMX kernels", .enabled(if: KernelISA.avx512.multipliesInt8OnTiles(), "no AMX-INT8 here, or the OS does not grant it"))
 struct AMXKernelTests {
     static let batches = [16, 17, 31, 32, 45, 64, 77]
     static let ranges: [(Int, Int)] = [(0, 70), (5, 61), (16, 48), (17, 30), (48, 70)]

@@ -22,8 +22,9 @@ public struct CPUFeatures: Sendable, Equatable {
     public var avx512vnni = false
     /// x86-64 AVX-VNNI: the VNNI int8 dot products on 256-bit AVX registers.
     public var avxvnni = false
-    /// x86-64 AMX-TILE and AMX-INT8 (Intel Xeon from Sapphire Rapids on), enabled by the operating system and granted
-    /// to this process: int8 products on tiles, which the `avx512` kernels use for batches of 16 rows and more.
+    /// x86-64 AMX-TILE and AMX-INT8 (Intel Xeon from Sapphire Rapids on), enabled by the operating system: int8
+    /// products on tiles, which the `avx512` kernels use for batches of 16 rows and more once Linux grants this process
+    /// the tile state (``KernelISA/multipliesInt8OnTiles(features:)``).
     public var amxInt8 = false
     /// An AMD x86 core (the CPUID vendor): the decode GEMVs take the forms measured fastest there (one fp32 weight
     /// row, one interleaved group at a time). Not a feature, so not in ``all``.

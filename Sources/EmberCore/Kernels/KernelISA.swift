@@ -51,8 +51,11 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
     /// Whether this path runs the AVX-512 kernels (`avx512`, or `avx512-noamx`).
     public var isAVX512: Bool { self == .avx512 || self == .avx512NoAMX }
 
-    /// Whether this path multiplies int8 on AMX tiles: `avx512` where the CPU has AMX-INT8.
-    public func multipliesInt8OnTiles(features: CPUFeatures = .current) -> Bool { self == .avx512 && features.amxInt8 }
+    /// Whether this path multiplies int8 on AMX tiles: `avx512` where the CPU has AMX-INT8 and the operating system
+    /// grants this process the tile state (asked here the first time, as the kernels would ask it).
+    public func multipliesInt8OnTiles(features: CPUFeatures = .current) -> Bool {
+        self == .avx512 && features.amxInt8 && ek_amx_tiles_granted()
+    }
 
     /// The name `EMBER_ISA` uses, e.g. "avx2-novnni".
     public var description: String { rawValue }
