@@ -14,8 +14,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__)
 #include <stdatomic.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -34,7 +36,7 @@
 
 #if defined(__x86_64__)
 /* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24 and 25) with their state enabled in XCR0 (bits 17 and 18). */
-static bool amx_int8_present(void) {
+static bool amx_int8_read(void) {
     unsigned int eax, ebx, ecx, edx;
     if (__get_cpuid_max(0, NULL) < 7 || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) ||
         (edx & (3u << 24)) != (3u << 24))
@@ -44,6 +46,18 @@ static bool amx_int8_present(void) {
     unsigned int xcr0_low, xcr0_high;
     __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
     return (xcr0_low & (3u << 17)) == (3u << 17);
+}
+
+/* amx_int8_read, read once: every kernel call detects the features, and under a hypervisor each CPUID exits to it
+   (3.7 µs measured in a KVM guest — three of them were 11 µs on every product). */
+static bool amx_int8_present(void) {
+    static _Atomic int cached = 0; /* 0 not read yet, 1 present, 2 not */
+    int known = atomic_load_explicit(&cached, memory_order_acquire);
+    if (known == 0) {
+        known = amx_int8_read() ? 1 : 2;
+        atomic_store_explicit(&cached, known, memory_order_release);
+    }
+    return known == 1;
 }
 #endif
 
