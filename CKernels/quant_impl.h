@@ -38,6 +38,14 @@ typedef float (*ek_quantize_act_row_scaled_kernel)(const float *x, int64_t block
 typedef void (*ek_quantize_row_kernel)(const float *x, void *blocks, int64_t nblocks);
 typedef void (*ek_dequantize_row_kernel)(const void *blocks, float *y, int64_t nblocks);
 
+/* The mask of packed group g's rows inside the output range [row_begin, row_end): bit r for row g·16 + r. */
+static inline uint16_t ek_group_mask(int64_t g, int64_t row_begin, int64_t row_end) {
+    const int64_t first = g * EK_PACK_ROWS;
+    const int64_t lo = row_begin > first ? row_begin - first : 0;
+    const int64_t hi = row_end - first < EK_PACK_ROWS ? row_end - first : EK_PACK_ROWS;
+    return (uint16_t)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
 /* Everything one ISA provides. Entries may be NULL where the ISA falls back to the reference. */
 typedef struct ek_isa_kernels {
     ek_gemm_kernel gemm[3];                 /* indexed by ek_format */

@@ -72,16 +72,13 @@ typedef struct tile_pass {
     __mmask16 mask[2];            /* each group's outputs inside the row range                         */
 } tile_pass;
 
-/* Accumulator tile t into 16 rows of 16 int32 lanes (64-byte aligned). */
-#define EK_STORE_TILE(t, out) _tile_stored(t, (out), 64)
-
-/* Each used accumulator tile into `sums` ([tile][row][lane]). */
+/* Each used accumulator tile into `sums` ([tile][row][lane], 64-byte rows). */
 EK_AMX EK_INLINE void store_sums(const tile_pass *p, int32_t sums[4][16][16]) {
-    EK_STORE_TILE(C00, sums[0]);
-    if (p->group[1]) EK_STORE_TILE(C01, sums[1]);
+    _tile_stored(C00, sums[0], 64);
+    if (p->group[1]) _tile_stored(C01, sums[1], 64);
     if (p->rows[1]) {
-        EK_STORE_TILE(C10, sums[2]);
-        if (p->group[1]) EK_STORE_TILE(C11, sums[3]);
+        _tile_stored(C10, sums[2], 64);
+        if (p->group[1]) _tile_stored(C11, sums[3], 64);
     }
 }
 
@@ -167,14 +164,6 @@ EK_AMX EK_INLINE void run_pass(bool rows_scaled, const tile_pass *p) {
         }
 }
 
-/* The mask of group g's rows inside [row_begin, row_end). */
-EK_INLINE __mmask16 group_mask(int64_t g, int64_t row_begin, int64_t row_end) {
-    const int64_t first = g * EK_PACK_ROWS;
-    const int64_t lo = row_begin > first ? row_begin - first : 0;
-    const int64_t hi = row_end - first < EK_PACK_ROWS ? row_end - first : EK_PACK_ROWS;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
 /* Activation rows [first, last) in chunks of `chunk` (32, or the last 1-31 once) against every group pair of the row
    range, with the tiles configured for that chunk size: whole chunks first, then the remainder, so the tiles are
    configured at most twice a call. Groups outside, chunks inside: a group pair's weights come from memory once and
@@ -193,7 +182,7 @@ EK_AMX EK_INLINE void run_chunks(bool rows_scaled, const uint8_t *packed, int64_
             .rows = {rows0, rows1},
             .blocks = blocks,
             .ldy = ldy,
-            .mask = {group_mask(g, row_begin, row_end), pair ? group_mask(g + 1, row_begin, row_end) : 0},
+            .mask = {ek_group_mask(g, row_begin, row_end), pair ? ek_group_mask(g + 1, row_begin, row_end) : 0},
         };
         for (int64_t i = first; i < last; i += chunk) {
             p.act = act + i * blocks;
@@ -204,16 +193,12 @@ EK_AMX EK_INLINE void run_chunks(bool rows_scaled, const uint8_t *packed, int64_
     }
 }
 
-EK_AMX static void gemm_q8_0_amx(bool rows_scaled, const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act,
-                                 int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+/* Inlined into each entry point below with rows_scaled a constant. */
+EK_AMX EK_INLINE void gemm_q8_0_amx(bool rows_scaled, const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act,
+                                    int64_t m, float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
     const int64_t whole = m / 32 * 32;
-    if (rows_scaled) {
-        run_chunks(true, packed, blocks, act, 0, whole, 32, y, ldy, row_begin, row_end);
-        run_chunks(true, packed, blocks, act, whole, m, m - whole, y, ldy, row_begin, row_end);
-    } else {
-        run_chunks(false, packed, blocks, act, 0, whole, 32, y, ldy, row_begin, row_end);
-        run_chunks(false, packed, blocks, act, whole, m, m - whole, y, ldy, row_begin, row_end);
-    }
+    run_chunks(rows_scaled, packed, blocks, act, 0, whole, 32, y, ldy, row_begin, row_end);
+    run_chunks(rows_scaled, packed, blocks, act, whole, m, m - whole, y, ldy, row_begin, row_end);
     _tile_release(); /* the tile state back to its initial one: no 8 KB saved at each context switch */
 }
 

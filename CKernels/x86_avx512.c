@@ -363,14 +363,6 @@ EK_AVX512 EK_INLINE void tile_rows(ek_format format, bool rows_scaled, int tile,
     for (int t = 0; t < tile; t++) _mm512_mask_storeu_ps(y + t * ldy, mask[0], acc[t]);
 }
 
-/* The mask of group g's rows inside [row_begin, row_end). */
-EK_INLINE __mmask16 group_mask(int64_t g, int64_t row_begin, int64_t row_end) {
-    const int64_t first = g * EK_PACK_ROWS;
-    const int64_t lo = row_begin > first ? row_begin - first : 0;
-    const int64_t hi = row_end - first < EK_PACK_ROWS ? row_end - first : EK_PACK_ROWS;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
 EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, bool rows_scaled, const uint8_t *packed, int64_t blocks,
                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                      int64_t row_begin, int64_t row_end) {
@@ -380,7 +372,7 @@ EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, bool rows_scaled, const u
         /* Groups two at a time when there are four activation rows or more; one row to three run one group at a
            time, in two chains a row (a pair's one chain a row would wait on VPDPBUSD's latency). */
         const bool pair = m >= EK_TILE && (g + 1) * EK_PACK_ROWS < row_end;
-        const __mmask16 mask[2] = {group_mask(g, row_begin, row_end), pair ? group_mask(g + 1, row_begin, row_end) : 0};
+        const __mmask16 mask[2] = {ek_group_mask(g, row_begin, row_end), pair ? ek_group_mask(g + 1, row_begin, row_end) : 0};
         const int64_t first = g * EK_PACK_ROWS;
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
         int64_t i = 0;
@@ -449,7 +441,6 @@ EK_AVX512 static void gemm_q8_0_row_scaled_amx_or_vnni(const uint8_t *packed, in
     else gemm_q8_0_row_scaled_avx512(packed, blocks, act, m, y, ldy, row_begin, row_end);
 }
 
-/* The avx512 family where the CPU has AMX-INT8 (ek_cpu_features.amx_int8): the same kernels but Q8_0's products. */
 /* Everything but the Q8_0 products, which both AVX-512 tables share. */
 #define EK_AVX512_QUANTIZERS_AND_STREAM                                                                     \
     .quantize_act = quantize_act_avx512, .quantize_act_row_scaled = quantize_act_row_scaled_avx512,        \
@@ -458,6 +449,7 @@ EK_AVX512 static void gemm_q8_0_row_scaled_amx_or_vnni(const uint8_t *packed, in
     .dequantize_row = {dequantize_row_q8_0_avx512, dequantize_row_q4_0_avx512, dequantize_row_q4_1_avx512}, \
     .read_stream = read_stream_avx512
 
+/* The avx512 family where the CPU has AMX-INT8 and the tile state is granted: Q8_0's products differ. */
 const ek_isa_kernels ek_kernels_avx512_amx = {
     .gemm = {gemm_q8_0_amx_or_vnni, gemm_q4_0_avx512, gemm_q4_1_avx512},
     .gemm_q8_0_row_scaled = {gemm_q8_0_row_scaled_amx_or_vnni, NULL},
