@@ -367,11 +367,21 @@ EK_AVX512 EK_INLINE void gemm_avx512(ek_format format, bool rows_scaled, const u
                                      const ek_block_q8_act *act, int64_t m, float *y, int64_t ldy,
                                      int64_t row_begin, int64_t row_end) {
     const size_t group_block = EK_GROUP_BLOCK_BYTES(format);
+    /* The decode GEMV (one row) on Intel cores takes long groups two at a time too, as two streams (each block's
+       chains are short and independent, so one chain a row does not hold a lone row back). One Emerald Rapids,
+       16384×8192 from memory, two threads, medians of 5 rounds against a read loop, alternating builds: Q4_0
+       0.80–0.93 → 0.87–0.96 of the loop (six alternations, pairs ahead in five), Q4_1 0.86–0.87 → 0.91–0.94, Q8_0
+       0.92–0.94 → 0.97 (two each); at 16384×4096 Q4_0 even (0.82–0.86 both). Short groups stay single: each
+       stream asks for the bytes EK_PREFETCH_AHEAD past its own, which in a short group are the other stream's —
+       SmolLM2's 49152×576 Q8_0 (9.8 KB groups) read 0.83–0.89 → 0.78–0.84 in pairs. AMD's Zen 4 streamed the
+       single groups at 0.96–1.04 of its loop and keeps them (pairs unmeasured there). */
+    const bool pair_one_row = m == 1 && (size_t)blocks * group_block >= 4 * (size_t)EK_PREFETCH_AHEAD &&
+                              !ek_cpu_features_detect().amd;
     int64_t g = row_begin / EK_PACK_ROWS;
     while (g * EK_PACK_ROWS < row_end) {
-        /* Groups two at a time when there are four activation rows or more; one row to three run one group at a
-           time, in two chains a row (a pair's one chain a row would wait on VPDPBUSD's latency). */
-        const bool pair = m >= EK_TILE && (g + 1) * EK_PACK_ROWS < row_end;
+        /* Groups two at a time when there are four activation rows or more (and for one row, above); two or three
+           run one group at a time, in two chains a row (a pair's one chain a row would wait on VPDPBUSD's latency). */
+        const bool pair = (m >= EK_TILE || pair_one_row) && (g + 1) * EK_PACK_ROWS < row_end;
         const __mmask16 mask[2] = {ek_group_mask(g, row_begin, row_end), pair ? ek_group_mask(g + 1, row_begin, row_end) : 0};
         const int64_t first = g * EK_PACK_ROWS;
         const uint8_t *gb = packed + (size_t)g * (size_t)blocks * group_block;
