@@ -134,7 +134,7 @@ $(SANITIZE_CHECK): Tests/CrossCheck/kernel_check.c $(SANITIZED_OBJECTS)
 	@test -x $@
 sanitize-kernels: sanitized-kernels
 	@$(MAKE) --no-print-directory $(SANITIZE_CHECK)
-	@for isa in scalar avx2 avx2-novnni avx512 avx512-noamx; do \
+	@for isa in scalar avx2 avx2-novnni avx512 avx512-noamx avx512-novnni; do \
 	  out=$$($(SANITIZE_CHECK) $$isa 2>&1); status=$$?; \
 	  if echo "$$out" | grep -q "not supported"; then continue; fi; \
 	  [ $$status -eq 0 ] || { echo "$$out" | tail -30; exit 1; }; \

@@ -16,6 +16,7 @@ static const ek_il_kernels *il_kernels_for(ek_isa isa) {
 #if defined(__x86_64__)
     case EK_ISA_AVX2: case EK_ISA_AVX2_PLAIN: return &ek_il_kernels_avx2;
     case EK_ISA_AVX512: case EK_ISA_AVX512_PLAIN: return &ek_il_kernels_avx512;
+    case EK_ISA_AVX512_NOVNNI: return &ek_il_kernels_avx512_novnni;
 #endif
     default: return &no_il_kernels;
     }

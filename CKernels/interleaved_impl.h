@@ -66,6 +66,7 @@ typedef struct ek_il_kernels {
 #if defined(__x86_64__)
 extern const ek_il_kernels ek_il_kernels_avx2;
 extern const ek_il_kernels ek_il_kernels_avx512;
+extern const ek_il_kernels ek_il_kernels_avx512_novnni;
 #endif
 
 #endif /* EK_INTERLEAVED_IMPL_H */

@@ -13,13 +13,15 @@ const char *ek_isa_name(ek_isa isa) {
     case EK_ISA_NEON: return "neon";
     case EK_ISA_AVX2_PLAIN: return "avx2-novnni";
     case EK_ISA_AVX512_PLAIN: return "avx512-noamx";
+    case EK_ISA_AVX512_NOVNNI: return "avx512-novnni";
     }
     return "unknown";
 }
 
 ek_status ek_isa_parse(const char *name, ek_isa *out) {
     if (name == NULL || out == NULL) return EK_ERR_NULL_POINTER;
-    static const ek_isa all[] = {EK_ISA_SCALAR, EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN, EK_ISA_AVX512_PLAIN};
+    static const ek_isa all[] = {EK_ISA_SCALAR, EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN, EK_ISA_AVX512_PLAIN,
+                                 EK_ISA_AVX512_NOVNNI};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, ek_isa_name(all[i])) == 0) {
             *out = all[i];
@@ -48,6 +50,12 @@ bool ek_isa_supported(ek_isa isa, const ek_cpu_features *f) {
 #else
         return false;
 #endif
+    case EK_ISA_AVX512_NOVNNI:
+#if defined(__x86_64__)
+        return f->avx512f && f->avx512bw && f->avx512vl && f->fma && f->f16c;
+#else
+        return false;
+#endif
     case EK_ISA_NEON:
 #if defined(__aarch64__)
         return f->neon && f->dotprod;
@@ -59,7 +67,7 @@ bool ek_isa_supported(ek_isa isa, const ek_cpu_features *f) {
 }
 
 ek_isa ek_isa_best(const ek_cpu_features *f) {
-    static const ek_isa widest_first[] = {EK_ISA_AVX512, EK_ISA_AVX2, EK_ISA_NEON};
+    static const ek_isa widest_first[] = {EK_ISA_AVX512, EK_ISA_AVX512_NOVNNI, EK_ISA_AVX2, EK_ISA_NEON};
     for (size_t i = 0; i < sizeof widest_first / sizeof widest_first[0]; i++) {
         if (ek_isa_supported(widest_first[i], f)) return widest_first[i];
     }

@@ -13,6 +13,7 @@ static const ek_isa_kernels *kernels_for(ek_isa isa) {
 #if defined(__x86_64__)
     case EK_ISA_AVX512: return features.amx_int8 && ek_amx_tiles_granted() ? &ek_kernels_avx512_amx : &ek_kernels_avx512;
     case EK_ISA_AVX512_PLAIN: return &ek_kernels_avx512;
+    case EK_ISA_AVX512_NOVNNI: return &ek_kernels_avx512_novnni;
     case EK_ISA_AVX2: return features.avxvnni ? &ek_kernels_avx2 : &ek_kernels_avx2_plain;
     case EK_ISA_AVX2_PLAIN: return &ek_kernels_avx2_plain;
 #endif

@@ -65,6 +65,7 @@ extern const ek_isa_kernels ek_kernels_scalar;
 #if defined(__x86_64__)
 extern const ek_isa_kernels ek_kernels_avx512;
 extern const ek_isa_kernels ek_kernels_avx512_amx;
+extern const ek_isa_kernels ek_kernels_avx512_novnni;
 /* Packed Q8_0 products on AMX tiles (x86_amx.c), per block and row-scaled: results equal the AVX-512 kernels'. */
 void ek_gemm_q8_0_amx(const uint8_t *packed, int64_t blocks, const ek_block_q8_act *act, int64_t m, float *y,
                       int64_t ldy, int64_t row_begin, int64_t row_end);

@@ -14,7 +14,7 @@ static const ek_row_kernels *row_kernels_for(ek_isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
     case EK_ISA_AVX2: case EK_ISA_AVX2_PLAIN: return &ek_row_kernels_avx2;
-    case EK_ISA_AVX512: case EK_ISA_AVX512_PLAIN: return &ek_row_kernels_avx512;
+    case EK_ISA_AVX512: case EK_ISA_AVX512_PLAIN: case EK_ISA_AVX512_NOVNNI: return &ek_row_kernels_avx512;
 #endif
 #if defined(__aarch64__)
     case EK_ISA_NEON: return &ek_row_kernels_neon;

@@ -49,6 +49,17 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_broadcast4)(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* wide_dot(acc, u, a, small): VPDPBUSD, or in the avx512-novnni build its exact VPMADDUBSW + VPMADDWD form
+   (x86_dot512.h). */
+#define EK_DOT512_TARGET EK_IL_TARGET
+#define EK_DOT512_NAME EK_IL_NAME(wide_dot)
+#if defined(EK_IL_VNNI)
+#define EK_DOT512_VNNI 1
+#else
+#define EK_DOT512_VNNI 0
+#endif
+#include "x86_dot512.h"
+
 /* The low (high = 0) or high nibble of every byte of `raw`. */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_nibbles)(__m512i raw, const int high) {
     return _mm512_and_si512(high ? _mm512_srli_epi16(raw, 4) : raw, _mm512_set1_epi8(0x0f));
@@ -197,8 +208,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb,
                 const ek_block_q8_act *ab = (const ek_block_q8_act *)(act + (size_t)t * act_row_bytes) + b;         \
                 __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();                                   \
                 for (int v = 0; v < 4; v++) {                                                                       \
-                    d0 = _mm512_dpbusd_epi32(d0, u[v], EK_IL_NAME(wide_broadcast4)(ab->qs + 4 * v));                \
-                    d1 = _mm512_dpbusd_epi32(d1, u[4 + v], EK_IL_NAME(wide_broadcast4)(ab->qs + 16 + 4 * v));       \
+                    d0 = EK_IL_NAME(wide_dot)(d0, u[v], EK_IL_NAME(wide_broadcast4)(ab->qs + 4 * v), (offset) != 128); \
+                    d1 = EK_IL_NAME(wide_dot)(d1, u[4 + v], EK_IL_NAME(wide_broadcast4)(ab->qs + 16 + 4 * v), (offset) != 128); \
                 }                                                                                                   \
                 __m512i dot = _mm512_add_epi32(d0, d1);                                                             \
                 if (offset) dot = _mm512_sub_epi32(dot, _mm512_set1_epi32((offset) * ab->sum));                     \
@@ -283,7 +294,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, co
         const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(values + 64 * (8 * s + g)))
                                   : EK_IL_NAME(wide_k45_values)(five, gb, group_bytes, s, g);
         for (int t = 0; t < tile; t++)
-            part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 4 * g));
+            part[t] = EK_IL_NAME(wide_dot)(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 4 * g), 1);
     }
     for (int t = 0; t < tile; t++) sums[t] = _mm512_add_epi32(sums[t], _mm512_mullo_epi32(part[t], scale));
 }
@@ -378,7 +389,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q6_k_quarter)(const uint8_t *gb, 
             const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(values + 64 * (32 * h + 8 * q + g)))
                                       : EK_IL_NAME(wide_q6_k_values)(gb, group_bytes, h, q, g);
             for (int t = 0; t < tile; t++)
-                part[t] = _mm512_dpbusd_epi32(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g));
+                part[t] = EK_IL_NAME(wide_dot)(part[t], u, EK_IL_NAME(wide_broadcast4)(aq[t] + 128 * h + 32 * q + 4 * g), 1);
         }
         EK_IL_NAME(wide_scaled_add)(sums, part, scales[half], tile);
     }
@@ -455,8 +466,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_tile)(EK_IL_WIDE_TILE
                 const __m512i u = decoded ? _mm512_load_si512((const __m512i *)(bv + 64 * (8 * s + r)))
                                           : EK_IL_NAME(wide_iq4_xs_values)(gb, group_bytes, s, r);
                 for (int t = 0; t < tile; t++)
-                    part[t] = _mm512_dpbusd_epi32(part[t], u,
-                                                  EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 16 * (r % 2) + 4 * (r / 2)));
+                    part[t] = EK_IL_NAME(wide_dot)(part[t], u,
+                                                   EK_IL_NAME(wide_broadcast4)(aq[t] + 32 * s + 16 * (r % 2) + 4 * (r / 2)), 0);
             }
             EK_IL_NAME(wide_scaled_add)(sums, part, scale, tile);
         }

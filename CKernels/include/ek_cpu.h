@@ -63,6 +63,9 @@ typedef enum ek_isa {
                               the CPU has it ("avx2-novnni"), to test that code */
     EK_ISA_AVX512_PLAIN = 5, /* the AVX-512 kernels without AMX even where the
                                 CPU has it ("avx512-noamx"), as AMD's AVX-512 cores run */
+    EK_ISA_AVX512_NOVNNI = 6, /* AVX-512 F/BW/VL without VNNI ("avx512-novnni"): int8
+                                 products by VPMADDUBSW + VPMADDWD, as Skylake-SP/X
+                                 need; on a VNNI CPU only when forced */
 } ek_isa;
 
 /* Lower-case name of an ISA as EMBER_ISA spells it ("scalar", "avx2", "avx2-novnni", …). */

@@ -22,6 +22,7 @@
 #include <string.h>
 #include "ek_quant.h"
 #include "ek_rows.h"
+#include "ek_interleaved.h"
 
 static uint64_t state = 0x5eed;
 static uint64_t next_random(void) {
@@ -183,6 +184,22 @@ static void run(ek_isa isa, ek_format format, int m, int n, int k, int integer_e
 
 /* ek_gemm_rows on `isa` for a row format against the scalar oracle (same quantized activations), rows [first, end):
    within 1e-5 of Σ|w·x| (the dequantized weights), outputs outside the range untouched. */
+/* Whether rows [first, end) of got are within 10⁻⁵·Σ|w·x| of expected and the others still hold `untouched`. */
+static int rows_within_bound(const float *got, const float *expected, const float *wf, const float *x, int m, int n,
+                             int k, int first, int end, float untouched) {
+    for (int i = 0; i < m * n; i++) {
+        int row = i % n;
+        if (row < first || row >= end) {
+            if (got[i] != untouched) return 0;
+            continue;
+        }
+        double magnitude = 0;
+        for (int j = 0; j < k; j++) magnitude += fabs((double)wf[(size_t)row * k + j] * x[(size_t)(i / n) * k + j]);
+        if (!(fabs((double)got[i] - expected[i]) <= 1e-5 * magnitude + 1e-6)) return 0;
+    }
+    return 1;
+}
+
 static void run_row_format(ek_isa isa, ek_format format, int m, int n, int blocks_per_row, int first, int end) {
     const int k = blocks_per_row * (int)ek_format_block_elements(format);
     const size_t row_bytes = (size_t)blocks_per_row * ek_format_block_bytes(format);
@@ -202,17 +219,19 @@ static void run_row_format(ek_isa isa, ek_format format, int m, int n, int block
     for (int i = 0; i < m * n; i++) got[i] = expected[i] = untouched;
     ok = ek_gemm_rows(EK_ISA_SCALAR, format, w, n, k, act_ref, m, expected, n, first, end) == EK_OK &&
          ek_gemm_rows(isa, format, w, n, k, act_ref, m, got, n, first, end) == EK_OK;
-    for (int i = 0; ok && i < m * n; i++) {
-        int row = i % n;
-        if (row < first || row >= end) {
-            ok = got[i] == untouched;
-            continue;
-        }
-        double magnitude = 0;
-        for (int j = 0; j < k; j++) magnitude += fabs((double)wf[(size_t)row * k + j] * x[(size_t)(i / n) * k + j]);
-        ok = fabs((double)got[i] - expected[i]) <= 1e-5 * magnitude + 1e-6;
-    }
+    ok = ok && rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched);
     check(ok, ek_row_kernel_is_simd(isa, format) ? "row kernel within bound" : "row oracle (no SIMD kernel)", format, m, n, k);
+    if (ek_format_interleavable(format) && ek_interleaved_available(isa, format)) {
+        /* the same product over the interleaved copy (on AVX-512 pairs of groups from 9 rows on) */
+        const size_t il_bytes = ek_interleaved_size(format, n, k);
+        uint8_t *il = malloc(il_bytes);
+        for (int i = 0; i < m * n; i++) got[i] = untouched;
+        ok = ek_interleave_weights(format, w, n, k, il, il_bytes) == EK_OK &&
+             ek_gemm_interleaved(isa, format, il, n, k, act_ref, m, got, n, first, end) == EK_OK;
+        ok = ok && rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched);
+        check(ok, "interleaved kernel within bound", format, m, n, k);
+        free(il);
+    }
     free(w); free(x); free(wf); free(act); free(act_ref); free(expected); free(got);
 }
 
@@ -262,7 +281,7 @@ static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
 int main(int argc, char **argv) {
     ek_isa isa;
     if (argc < 2 || ek_isa_parse(argv[1], &isa) != EK_OK) {
-        fprintf(stderr, "usage: kernel_check scalar|avx2|avx512|neon|avx2-novnni|avx512-noamx\n");
+        fprintf(stderr, "usage: kernel_check scalar|avx2|avx512|neon|avx2-novnni|avx512-noamx|avx512-novnni\n");
         return 2;
     }
     ek_cpu_features features = ek_cpu_features_detect();
@@ -317,8 +336,9 @@ int main(int argc, char **argv) {
     run_row_scaled(isa, 5, 40, 256, 63, 0, 0, 1, 3, 38);
     for (int f = 0; f < EK_FORMAT_COUNT; f++) {
         if (ek_format_packable((ek_format)f)) continue;
+        /* one to six activation rows; 9 and 17 (more than a tile: the GEMMs that decode a group's values once) */
         static const int row_shapes[][5] = {{1, 37, 1, 0, 37}, {3, 19, 3, 2, 18}, {5, 17, 2, 1, 17}, {4, 33, 1, 0, 33},
-                                            {6, 7, 5, 3, 7}};
+                                            {6, 7, 5, 3, 7}, {9, 37, 2, 0, 37}, {17, 20, 1, 3, 20}};
         for (size_t s = 0; s < sizeof row_shapes / sizeof row_shapes[0]; s++) {
             const int *r = row_shapes[s];
             run_row_format(isa, (ek_format)f, r[0], r[1], r[2], r[3], r[4]);

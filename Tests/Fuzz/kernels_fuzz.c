@@ -26,7 +26,7 @@ static int isa_count;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     ek_cpu_features features = ek_cpu_features_detect();
-    const ek_isa all[] = {EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN, EK_ISA_AVX512_PLAIN};
+    const ek_isa all[] = {EK_ISA_AVX2, EK_ISA_AVX512, EK_ISA_NEON, EK_ISA_AVX2_PLAIN, EK_ISA_AVX512_PLAIN, EK_ISA_AVX512_NOVNNI};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (ek_isa_supported(all[i], &features)) isas[isa_count++] = all[i];
     return 0;

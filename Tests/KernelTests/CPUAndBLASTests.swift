@@ -39,9 +39,11 @@ struct CPUAndBLASTests {
         features.avx2 = true; features.fma = true; features.f16c = true
         #expect(KernelISA.best(for: features) == .avx2)
         features.avx512f = true; features.avx512bw = true; features.avx512vl = true
-        #expect(KernelISA.best(for: features) == .avx2, "AVX-512 kernels need VNNI too")
+        #expect(KernelISA.best(for: features) == .avx512NoVNNI, "AVX-512 without VNNI (Skylake-SP/X) has its own path")
+        #expect(!KernelISA.avx512.isSupported(by: features))
         features.avx512vnni = true
         #expect(KernelISA.best(for: features) == .avx512)
+        #expect(KernelISA.avx512NoVNNI.isSupported(by: features))
         #expect(!KernelISA.neon.isSupported(by: features))
         #endif
     }
@@ -57,11 +59,14 @@ struct CPUAndBLASTests {
         #expect(throws: KernelError.unsupportedISA(.avx512, features: ["avx2", "fma", "f16c"])) {
             try KernelISA.select(override: "avx512", features: avx2Only)
         }
+        #expect(throws: KernelError.unsupportedISA(.avx512NoVNNI, features: ["avx2", "fma", "f16c"])) {
+            try KernelISA.select(override: "avx512-novnni", features: avx2Only)
+        }
         #endif
     }
 
     @Test func unknownOverrideIsATypedError() {
-        #expect(throws: KernelError.unknownISA(value: "sse9", expected: ["scalar", "avx2", "avx512", "neon", "avx2-novnni", "avx512-noamx", "auto"])) {
+        #expect(throws: KernelError.unknownISA(value: "sse9", expected: ["scalar", "avx2", "avx512", "neon", "avx2-novnni", "avx512-noamx", "avx512-novnni", "auto"])) {
             try KernelISA.select(override: "sse9")
         }
     }

@@ -77,7 +77,7 @@ extension Runtime {
 
         /// The variables ``Runtime/Configuration/init(environment:computeUnits:)`` reads.
         public enum Variable {
-            /// Forces a kernel ISA: scalar, avx2, avx512, neon, avx2-novnni, avx512-noamx (or auto).
+            /// Forces a kernel ISA: scalar, avx2, avx512, neon, avx2-novnni, avx512-noamx, avx512-novnni (or auto).
             public static let isa = KernelISA.environmentVariable
             /// Backend plugins to load, separated by ":".
             public static let pluginPath = "EMBER_PLUGIN_PATH"

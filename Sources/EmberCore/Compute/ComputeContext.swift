@@ -9,7 +9,7 @@ import Foundation
 public final class ComputeContext: @unchecked Sendable {
     /// How a context is set up; the CLI fills it from the environment, a host from its own settings.
     public struct Configuration: Sendable {
-        /// A kernel family to force ("scalar", "avx2", "avx512", "neon", "avx2-novnni", "avx512-noamx"); nil or "auto" picks the best.
+        /// A kernel family to force ("scalar", "avx2", "avx512", "neon", "avx2-novnni", "avx512-noamx", "avx512-novnni"); nil or "auto" picks the best.
         public var isaOverride: String?
         /// Worker threads per QoS class; default one per active core.
         public var threadsPerClass: Int

@@ -4,11 +4,13 @@ import _CEmberKernels
 /// (the oracle every SIMD kernel is tested against) or one SIMD variant.
 ///
 /// Chosen per ``ComputeContext`` from ``CPUFeatures``; a host (the CLI from
-/// `EMBER_ISA=scalar|avx2|avx512|neon|avx2-novnni|avx512-noamx`) may force a path
-/// so tests and benchmarks can exercise each one. `avx2` uses AVX-VNNI where the
-/// CPU has it; `avx2-novnni` runs the AVX2 code that older CPUs get, even here.
-/// `avx512` uses AMX tiles for int8 products where the CPU has them;
-/// `avx512-noamx` runs the AVX-512 VNNI code that AMD's cores get, even here.
+/// `EMBER_ISA=scalar|avx2|avx512|neon|avx2-novnni|avx512-noamx|avx512-novnni`) may
+/// force a path so tests and benchmarks can exercise each one. `avx2` uses AVX-VNNI
+/// where the CPU has it; `avx2-novnni` runs the AVX2 code that older CPUs get, even
+/// here. `avx512` uses AMX tiles for int8 products where the CPU has them;
+/// `avx512-noamx` runs the AVX-512 VNNI code that AMD's cores get, even here;
+/// `avx512-novnni` is the AVX-512 path of CPUs without VNNI (Skylake-SP/X), chosen
+/// there and forced anywhere else.
 public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
     /// The portable C reference, AVX2+FMA+F16C (with AVX-VNNI where present), AVX-512 F/BW/VL+VNNI, or arm64 NEON with dot product.
     case scalar, avx2, avx512, neon
@@ -16,6 +18,9 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
     case avx2NoVNNI = "avx2-novnni"
     /// The AVX-512 kernels without AMX even where the CPU has it ("avx512-noamx"), to test that code.
     case avx512NoAMX = "avx512-noamx"
+    /// AVX-512 F/BW/VL without VNNI ("avx512-novnni"): int8 products by VPMADDUBSW + VPMADDWD. The best path of a CPU
+    /// with AVX-512 but no VNNI; a fallback where VNNI is.
+    case avx512NoVNNI = "avx512-novnni"
 
     /// The environment variable the CLI reads to force a path.
     public static let environmentVariable = "EMBER_ISA"
@@ -27,6 +32,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         case EK_ISA_NEON: self = .neon
         case EK_ISA_AVX2_PLAIN: self = .avx2NoVNNI
         case EK_ISA_AVX512_PLAIN: self = .avx512NoAMX
+        case EK_ISA_AVX512_NOVNNI: self = .avx512NoVNNI
         default: self = .scalar
         }
     }
@@ -39,6 +45,7 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         case .neon: EK_ISA_NEON
         case .avx2NoVNNI: EK_ISA_AVX2_PLAIN
         case .avx512NoAMX: EK_ISA_AVX512_PLAIN
+        case .avx512NoVNNI: EK_ISA_AVX512_NOVNNI
         }
     }
 
@@ -48,8 +55,8 @@ public enum KernelISA: String, Sendable, CaseIterable, CustomStringConvertible {
         self == .avx2NoVNNI || (self == .avx2 && !features.avxvnni)
     }
 
-    /// Whether this path runs the AVX-512 kernels (`avx512`, or `avx512-noamx`).
-    public var isAVX512: Bool { self == .avx512 || self == .avx512NoAMX }
+    /// Whether this path runs the AVX-512 kernels (`avx512`, `avx512-noamx` or `avx512-novnni`).
+    public var isAVX512: Bool { self == .avx512 || self == .avx512NoAMX || self == .avx512NoVNNI }
 
     /// Whether this path multiplies int8 on AMX tiles: `avx512` where the CPU has AMX-INT8 and the operating system
     /// grants this process the tile state (asked here the first time, as the kernels would ask it).

@@ -1,0 +1,34 @@
+/* x86_interleaved_undef.h — undefines what x86_interleaved_body.h (and x86_interleaved_wide.h) define or take, so
+   x86_interleaved.c can include the body again for another ISA. */
+#undef EK_IL_TARGET
+#undef EK_IL_NAME
+#undef EK_IL_TABLE
+#undef EK_IL_INLINE
+#undef EK_IL_TILE
+#undef EK_IL_TILE_ARGS
+#undef EK_IL_DRIVER
+#undef EK_IL_DRIVER_HEAD
+#undef EK_IL_DRIVER_SIGNATURE
+#undef EK_IL_DRIVER_LOOP
+#undef EK_IL_DRIVER_DECODING
+#undef EK_IL_RUN_TILES
+#undef EK_IL_RUN_TILES_SUMMED
+#undef EK_IL_TILE_SWITCH
+#undef EK_IL_SUM_ROWS
+#undef EK_IL_DECODE_CHUNK
+#undef EK_IL_TILE_CASE
+#undef EK_IL_Q5
+#undef EK_IL_PER32
+#undef EK_IL_K45
+#undef EK_IL_HAS_VNNI
+#undef EK_IL_WIDE_OR_NOT
+#undef EK_IL_VNNI
+#undef EK_IL_WIDE
+#undef EK_IL_WIDE_TILE
+#undef EK_IL_WIDE_TILE_ARGS
+#undef EK_IL_WIDE_CASE
+#undef EK_IL_WIDE_RUN_TILES
+#undef EK_IL_WIDE_VALUES
+#undef EK_IL_WIDE_DRIVER
+#undef EK_IL_WIDE_PER32
+#undef EK_IL_WIDE_K45
