@@ -183,7 +183,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb,
 }
 
 /* A per-32 format over unsigned values u = value + `offset`: two VPDPBUSD chains a row, −offset·Σa in integers
-   from the activation block's exact sum (Q5_0 16, IQ4_NL 128); Q5_1 (`five_one`) adds minimum·(d·Σq) in fp32. */
+   from the activation block's exact sum (Q5_0 16, IQ4_NL 128); Q5_1 (`five_one`) adds minimum·(d·Σq) in fp32. Only
+   IQ4_NL's offset of 128 makes values past 127, the bytes wide_dot's no-VNNI form must take whole. */
 #define EK_IL_WIDE_PER32(name, values_of, offset, five_one, bytes, quants, high)                                       \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_##name##_decode)(const uint8_t *gb, size_t group_bytes, uint8_t *out) { \
         __m512i u[8];                                                                                               \
