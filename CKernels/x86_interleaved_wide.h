@@ -10,7 +10,8 @@
  * core with two 512-bit multiply ports that is twice the work per
  * instruction the 256-bit tiles get, for one extra insert per weight
  * register (shared by a tile's rows, and gone where the values are decoded
- * once per GEMM). Sub-block sums are VPDPBUSD's int32, scaled by one
+ * once per GEMM). Sub-block sums are VPDPBUSD's int32 (wide_dot: its exact
+ * VPMADDUBSW + VPMADDWD form in the avx512-novnni build), scaled by one
  * VPMULLD a sub-block (Q4_K/Q5_K: exact integer block sums) or one
  * conversion and FMA (Q6_K, IQ4_XS: wide_scaled_add): at this width fewer
  * instructions than int16 sums and VPMADDWD. A lone last group of a row
