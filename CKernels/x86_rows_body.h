@@ -679,12 +679,15 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
    accumulators the AVX2 path used (it had measured 6.8 % faster than float_block) 20-25 % slower. SmolLM2 fp32
    decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, const int rows, const uint8_t *w,
-                                                              size_t row_bytes, int64_t k, const float *x, float *y) {
+                                                              size_t row_bytes, int64_t k, const float *x, float *y,
+                                                              const uint8_t *ahead, size_t ahead_step) {
     EK_F32_VEC acc[4];
     for (int q = 0; q < rows; q++) acc[q] = EK_F32_ZERO();
     int64_t j = 0;
     for (; j + EK_F32_WIDTH <= k; j += EK_F32_WIDTH) {
         const EK_F32_VEC xv = EK_F32_LOAD(x + j);
+        for (size_t b = 0; b < ahead_step; b += 64) _mm_prefetch((const char *)ahead + b, _MM_HINT_T0);
+        ahead += ahead_step;
         for (int q = 0; q < rows; q++)
             acc[q] = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w + (size_t)q * row_bytes, j, kind), xv, acc[q]);
     }
@@ -724,9 +727,11 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const int kind, const
 
 /* One activation row over rows [row_begin, row_end) of weights of `kind`: a row at a time when `one_row` (a
    constant after inlining, or the row length's test in gemm_f32_one_row; float_row), otherwise four rows at a time
-   (float_stream). */
-EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const bool one_row, const void *w, int64_t k,
-                                                             const float *x, float *y, int64_t row_begin, int64_t row_end) {
+   (float_stream) — with `ahead` (a constant after inlining), each group asking for the next group's lines in step
+   with its own (EK_HALF_AHEAD_ROW_BYTES). */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, const bool one_row, const bool ahead,
+                                                             const void *w, int64_t k, const float *x, float *y,
+                                                             int64_t row_begin, int64_t row_end) {
     const size_t row_bytes = (size_t)k * EK_ROWS_NAME(weight_bytes)(kind);
     const uint8_t *base = (const uint8_t *)w;
     int64_t r = row_begin;
@@ -734,8 +739,14 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(stream_rows)(const int kind, con
         for (; r < row_end; r++) EK_ROWS_NAME(float_row)(kind, base + (size_t)r * row_bytes, k, x, y + r);
         return;
     }
-    for (; r + 4 <= row_end; r += 4) EK_ROWS_NAME(float_stream)(kind, 4, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
-    for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(kind, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r);
+    /* The next group's 4 × row_bytes spread over this group's steps, in whole lines. */
+    const size_t steps = k >= EK_F32_WIDTH ? (size_t)(k / EK_F32_WIDTH) : 1;
+    const size_t per_step = (4 * row_bytes + steps - 1) / steps;
+    const size_t ahead_step = ahead ? (per_step + 63) / 64 * 64 : 0;
+    for (; r + 4 <= row_end; r += 4)
+        EK_ROWS_NAME(float_stream)(kind, 4, base + (size_t)r * row_bytes, row_bytes, k, x, y + r,
+                                   base + (size_t)(r + 4) * row_bytes, ahead_step);
+    for (; r < row_end; r++) EK_ROWS_NAME(float_stream)(kind, 1, base + (size_t)r * row_bytes, row_bytes, k, x, y + r, NULL, 0);
 }
 
 /* Whether a product takes the packed outer products (x86_outer_body.h): enough activation rows and weight rows. */
@@ -747,7 +758,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_f32_rows)(const bool one_ro
                                                                const float *x, int64_t m, float *y, int64_t ldy,
                                                                int64_t row_begin, int64_t row_end) {
     if (m == 1) {
-        EK_ROWS_NAME(stream_rows)(0, one_row, w, k, x, y, row_begin, row_end);
+        EK_ROWS_NAME(stream_rows)(0, one_row, false, w, k, x, y, row_begin, row_end);
         return;
     }
     if (EK_ROWS_NAME(outer_pays)(m, k, row_begin, row_end) &&
@@ -816,6 +827,14 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
    4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). */
 #define EK_HALF_ONE_ROW_BYTES 3072
 
+/* Rows of up to this many bytes of fp16/bf16 decode on AVX-512 builds ask for the next four-row group's lines as
+   they go (stream_rows' `ahead`): float_stream's four short rows side by side left the prefetchers behind. One
+   Emerald Rapids, 2 threads, F16 matrices cycled from memory, 7 alternating rounds, GB/s medians (a read loop
+   22.5-24.2): 49152×576 13.8 → 20.6, 16384×1024 15.2 → 19.7, 8192×1536 15.1 → 19.0; two groups ahead measured the
+   same or less; at 4 KB rows and longer it cost (8192×2048 22.7 → 18.2, 4096×4096 25.2 → 19.4), and fp32's rows
+   (float_stream, 0.85-1.0 of the read loop already) gained nothing. Outputs bit for bit the same. */
+#define EK_HALF_AHEAD_ROW_BYTES 3072
+
 /* fp16/bf16: one activation row by float_row (AVX2, rows up to 3 KB) or float_stream (AVX-512), two by half_rows;
    from EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's packed outer products, each panel
    widened as it is packed — once per call, then fp32 arithmetic at fp32's rate:
@@ -830,14 +849,15 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
                                                    float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
 #if defined(EK_ROWS_512)
     if (m == 1) {
-        if (bf16) EK_ROWS_NAME(stream_rows)(2, false, w, k, x, y, row_begin, row_end);
-        else EK_ROWS_NAME(stream_rows)(1, false, w, k, x, y, row_begin, row_end);
+        const bool ahead = k * 2 <= EK_HALF_AHEAD_ROW_BYTES;
+        if (bf16) EK_ROWS_NAME(stream_rows)(2, false, ahead, w, k, x, y, row_begin, row_end);
+        else EK_ROWS_NAME(stream_rows)(1, false, ahead, w, k, x, y, row_begin, row_end);
         return;
     }
 #else
     if (m == 1 && k * 2 <= EK_HALF_ONE_ROW_BYTES) { /* a row at a time (float_row), as fp32 on AVX2 builds */
-        if (bf16) EK_ROWS_NAME(stream_rows)(2, true, w, k, x, y, row_begin, row_end);
-        else EK_ROWS_NAME(stream_rows)(1, true, w, k, x, y, row_begin, row_end);
+        if (bf16) EK_ROWS_NAME(stream_rows)(2, true, false, w, k, x, y, row_begin, row_end);
+        else EK_ROWS_NAME(stream_rows)(1, true, false, w, k, x, y, row_begin, row_end);
         return;
     }
 #endif
