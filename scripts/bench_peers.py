@@ -11,6 +11,7 @@ ratio alike.
 
 Text generation (llama-bench's pp128 / tg64, both at --threads):
   fp32    Ember on the F32 file            vs llama.cpp on the same F32 file
+  fp16    Ember on the F16 file (fp16)     vs llama.cpp on the same F16 file
   int8    Ember on the Q8_0 file           vs llama.cpp on the same Q8_0 file
   int4    Ember int4 on the Q4_1 file      vs llama.cpp's best 4-bit file, Q4_0 (repacked at load)
   int4-q4_0  Ember int4 on that Q4_0 file  vs llama.cpp on the same Q4_0 file (the same bytes a token on both sides)
@@ -26,6 +27,7 @@ import argparse, json, os, statistics, subprocess, sys, tempfile
 
 TEXT_CASES = [  # name, Ember's file, Ember's precision, llama.cpp's file
     ("fp32", "smollm2-135m-F32.gguf", "native", "smollm2-135m-F32.gguf"),
+    ("fp16", "smollm2-135m-F16.gguf", "native", "smollm2-135m-F16.gguf"),
     ("int8", "smollm2-135m-Q8_0.gguf", "native", "smollm2-135m-Q8_0.gguf"),
     ("int4", None, "int4", "smollm2-135m-Q4_0.gguf"),
     ("int4-q4_0", "smollm2-135m-Q4_0.gguf", "int4", "smollm2-135m-Q4_0.gguf"),

@@ -92,6 +92,7 @@ enum CConversions {
         decision.size = UInt32(MemoryLayout<ember_decision_t>.size)
         decision.precision = switch completion.decision.precision {
         case .fp32: EMBER_PRECISION_FP32
+        case .fp16: EMBER_PRECISION_FP16
         case .int8: EMBER_PRECISION_INT8
         case .int4: EMBER_PRECISION_INT4
         }

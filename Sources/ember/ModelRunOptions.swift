@@ -7,8 +7,9 @@ import Foundation
 struct DecisionOptions: ParsableArguments {
     @Option(help: """
         native (the weights as the file stores them: Q4_K, Q6_K, Q5_0 …), auto (the policy decides from the power state), \
-        fp32 (dequantized), int8 (as Q8_0) or int4 (the stored 4-bit types, other tensors as Q4_1). \
-        Default: native for a file whose weight matrices are all quantized, auto otherwise.
+        fp32 (dequantized), fp16 (16-bit floats: F16, a BF16 file's weights kept as BF16; fp32 arithmetic), int8 (as \
+        Q8_0) or int4 (the stored 4-bit types, other tensors as Q4_1). \
+        Default: native for a file whose weight matrices are all quantized or 16-bit, auto otherwise.
         """)
     var precision: String?
 
@@ -27,7 +28,7 @@ struct DecisionOptions: ParsableArguments {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
         if let precision, !["auto", "native"].contains(precision), Precision(rawValue: precision) == nil {
-            throw ValidationError("--precision \(precision): expected native, auto, fp32, int8 or int4")
+            throw ValidationError("--precision \(precision): expected native, auto, \(Precision.names)")
         }
         if let threads, !(1...ProcessInfo.processInfo.activeProcessorCount).contains(threads) {
             throw ValidationError("--threads \(threads): expected 1 to \(ProcessInfo.processInfo.activeProcessorCount) (the cores)")
@@ -39,8 +40,8 @@ struct DecisionOptions: ParsableArguments {
     /// The precision the flags force, nil for auto and native.
     var forcedPrecision: Precision? { precision.flatMap(Precision.init(rawValue:)) }
 
-    /// What a critical request of this command needs, for a model whose weight matrices are all quantized
-    /// (`quantizedFile`: then no `--precision` means native) or not.
+    /// What a critical request of this command needs, for a model whose weight matrices are all quantized or
+    /// 16-bit (`quantizedFile`: then no `--precision` means native) or not.
     func requirements(quantizedFile: Bool) -> RequestRequirements {
         let native = precision == "native" || (precision == nil && quantizedFile)
         return RequestRequirements(tier: .critical, precision: forcedPrecision, computeUnits: ceiling, storedWeights: native)

@@ -57,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
     var units = "all"
 
-    @Option(help: "native (the weights as stored), auto (the policy's choice, the default), fp32, int8 or int4: every request's precision.")
+    @Option(help: "native (the weights as stored), auto (the policy's choice, the default), fp32, fp16, int8 or int4: every request's precision.")
     var precision = "auto"
 
     @Option(help: "Compute threads per request (default: the policy's choice, at most the cores).")
@@ -82,7 +82,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--memory-budget \(memoryBudget): expected megabytes from 1 to \(1 << 30)")
         }
         guard ["native", "auto"].contains(precision) || Precision(rawValue: precision) != nil else {
-            throw ValidationError("--precision \(precision): expected native, auto, fp32, int8 or int4")
+            throw ValidationError("--precision \(precision): expected native, auto, \(Precision.names)")
         }
         if let threads, !(1...ProcessInfo.processInfo.activeProcessorCount).contains(threads) {
             throw ValidationError("--threads \(threads): expected 1 to \(ProcessInfo.processInfo.activeProcessorCount) (the cores)")

@@ -23,7 +23,7 @@ struct CLIArgumentTests {
         (["serve", "--stdio", "--power-timeline", "/nonexistent/timeline.json"], "/nonexistent/timeline.json: (file): no such file"),
         (["serve", "--stdio", "--chunk-bytes", "300"], "chunkBytes: found 300, expected at least 512"),
         (["serve", "--stdio", "--model", "nope"], "--model nope: no model named \"nope\" in the manifest"),
-        (["serve", "--stdio", "--precision", "int2"], "--precision int2: expected native, auto, fp32, int8 or int4"),
+        (["serve", "--stdio", "--precision", "int2"], "--precision int2: expected native, auto, fp32, fp16, int8 or int4"),
         (["serve", "--http", "localhost:99999"], "--http localhost:99999: expected HOST:PORT"),
         (["serve", "--http", "8080", "--stdio"], "give exactly one of --http HOST:PORT, --socket PATH and --stdio"),
         (["serve", "--stdio", "--model", "a", "--model", "b"], "repeat them with --http"),

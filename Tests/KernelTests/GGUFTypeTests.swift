@@ -212,6 +212,33 @@ struct GGUFTypeTests {
         #expect(ek_gemm_f32(EK_ISA_SCALAR, y, 2, 2, y, 1, &y, 2, 1, 3) == EK_ERR_RANGE)
     }
 
+    /// fp16 weights are made from fp32 ones (the fp16 precision): F16 rounds to nearest even as F16C does, element by
+    /// element as the scalar conversion; BF16 rounds to nearest even on its own cases; a finite value beyond F16's
+    /// range is refused with its place and value rather than made infinite.
+    @Test func halfTypesAreMadeFromFP32() throws {
+        var generator = SplitMix64(seed: 3)
+        var values = (0..<1000).map { _ in (generator.nextUnitFloat() * 2 - 1) * 100 }
+        values += [0, -0.0, 6e-8, 3e-5, 65504, 65519, -65519, .infinity, -.infinity, 1 + 1 / 2048, 1 + 3 / 2048]
+        var halves = [UInt16](repeating: 0, count: values.count)
+        try halves.withUnsafeMutableBytes { try TensorType.f16.quantizeRow(values, columns: values.count, into: $0.baseAddress!) }
+        #expect(halves == values.map { ek_fp32_to_fp16($0) })
+        #expect(halves[values.count - 2] == 0x3C00 && halves[values.count - 1] == 0x3C02, "ties to even")
+        let oneStep = Float(bitPattern: 0x3F80_0000 | 1 << 15) // 1 + 2⁻⁸: halfway between bf16 1 and 1 + 2⁻⁷
+        let cases: [(Float, UInt16)] = [(1, 0x3F80), (oneStep, 0x3F80), (Float(bitPattern: 0x3F81_8000), 0x3F82),
+                                        (Float(bitPattern: 0x3F80_8001), 0x3F81), (-2.5, 0xC020), (-0.0, 0x8000),
+                                        (.infinity, 0x7F80), (.greatestFiniteMagnitude, 0x7F80), (Float(bitPattern: 0x0001_16C2), 0x0001)]
+        var brain = [UInt16](repeating: 0, count: cases.count + 1)
+        try brain.withUnsafeMutableBytes {
+            try TensorType.bf16.quantizeRow(cases.map(\.0) + [.nan], columns: cases.count + 1, into: $0.baseAddress!)
+        }
+        #expect(Array(brain.prefix(cases.count)) == cases.map(\.1))
+        #expect(brain[cases.count] & 0x7F80 == 0x7F80 && brain[cases.count] & 0x7F != 0, "NaN stays NaN")
+        #expect { try TensorType.f16.quantizeRow([1, 70000], columns: 2, into: &halves) } throws: { error in
+            "\(error)".contains("value 1") && "\(error)".contains("70000") && "\(error)".contains("65504")
+        }
+        #expect { try WeightMatrix(try Tensor(shape: [1, 2], values: [1, 65520]), as: .f16) } throws: { error in "\(error)".contains("65520") }
+    }
+
     @Test func rowKernelsRefuseBadArguments() {
         var y = [Float](repeating: 0, count: 4)
         let w = [UInt8](repeating: 0, count: 144 * 2), act = [UInt8](repeating: 0, count: 4096)

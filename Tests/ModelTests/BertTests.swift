@@ -45,7 +45,7 @@ struct BertTests {
     /// between sentences that are 0.81 apart was what it gave when they did not), the CPU route's scalar reference.
     @Test(arguments: [(Precision.fp32, ComputeUnits.cpuAndGPU, 0.99999), (.int8, .cpuAndNeuralEngine, 0.995), (.int4, .cpuAndNeuralEngine, 0.98),
                       (.int8, .cpuAndGPU, 0.995), (.int4, .cpuAndGPU, 0.98), (.int8, .cpuOnly, 0.995), (.int4, .cpuOnly, 0.98),
-                      (.fp32, .cpuOnly, 0.99999)])
+                      (.fp32, .cpuOnly, 0.99999), (.fp16, .cpuAndGPU, 0.9999), (.fp16, .cpuAndNeuralEngine, 0.9999)])
     func embeddingsMatchTheReference(precision: Precision, units: ComputeUnits, minimumCosine: Double) throws {
         let model = try #require(Self.model)
         let batch = try model.embed(Self.references.map(\.text), units: units, precision: precision).embeddings

@@ -10,9 +10,12 @@ struct LlamaReferenceTests {
     static let model: (any TextGenerator)? = try? TestCompute.textGenerator(path: GGUFReaderTests.smolLM2)
 
     /// int4: the file's Q4_1 weights on the neural-engine route, Q8_1 activations as llama.cpp's Q4_1 kernels use.
-    /// fp32: the same weights dequantized once, BLAS on the GPU route, against llama.cpp on the F32 file.
+    /// fp32: the same weights dequantized once, BLAS on the GPU route, against llama.cpp on the F32 file; fp16: those
+    /// values rounded to F16 (the GPU route's half kernels, and the neural-engine route's), against the same.
     @Test(arguments: [("smollm2_greedy_q4_1.jsonl", Precision?.none, ComputeUnits.cpuAndNeuralEngine),
-                      ("smollm2_greedy_f32.jsonl", Precision.fp32, ComputeUnits.cpuAndGPU)])
+                      ("smollm2_greedy_f32.jsonl", Precision.fp32, ComputeUnits.cpuAndGPU),
+                      ("smollm2_greedy_f32.jsonl", Precision.fp16, ComputeUnits.cpuAndGPU),
+                      ("smollm2_greedy_f32.jsonl", Precision.fp16, ComputeUnits.cpuAndNeuralEngine)])
     func greedyMatchesTheFirstTokensAndTeacherForcedTop1(file: String, precision: Precision?, units: ComputeUnits) throws {
         let model = try #require(Self.model)
         for reference in try References.generations(file) {

@@ -171,7 +171,7 @@ struct CostPolicyTests {
             ("[]", "not a JSON object"),
             (#"{"unit": {}}"#, "units"),
             (#"{"units": {"tpu": {"int8": {"gops": 1, "joules_per_gop": 1}}}}"#, "units.tpu"),
-            (#"{"units": {"gpu": {"fp16": {"gops": 1, "joules_per_gop": 1}}}}"#, "units.gpu.fp16"),
+            (#"{"units": {"gpu": {"fp8": {"gops": 1, "joules_per_gop": 1}}}}"#, "units.gpu.fp8"),
             (#"{"units": {"gpu": {"fp32": {"joules_per_gop": 1}}}}"#, "units.gpu.fp32.gops"),
             (#"{"units": {"gpu": {"fp32": {"gops": "fast", "joules_per_gop": 1}}}}"#, "units.gpu.fp32.gops"),
             (#"{"units": {"gpu": {"fp32": {"gops": -3, "joules_per_gop": 1}}}}"#, "units.gpu.fp32.gops"),

@@ -58,6 +58,25 @@ struct DecodeCostTests {
         }
     }
 
+    /// The GPU route's fp16 keeps F16 weights 16-bit: decoding streams half of fp32's bytes there (its int8 and int4
+    /// are held as fp32), so a critical generation confined to that route runs fp16; a calibration file names fp16 as
+    /// it names the others, and an unknown precision's error lists them all.
+    @Test func theGPURouteDecodesAtFP16() throws {
+        let gpu = try #require(UnitCostTable.reference.cost(.gpu, .fp16))
+        #expect(gpu.decodeGops == 2 * UnitCostTable.reference.cost(.gpu, .fp32)!.decodeGops)
+        let decision = BackendPolicy.decide(request: RequestRequirements(tier: .critical, computeUnits: .cpuAndGPU,
+                                                                         workload: .reference),
+                                            state: .mains, configuration: PolicyConfiguration(threads: 2))
+        #expect(decision.precision == .fp16 && decision.unit == .gpu, "\(decision.explanation)")
+        let table = try UnitCostTable.parse(Data(#"{"read_gbs": 30, "units": {"gpu": {"fp16": {"gops": 100, "joules_per_gop": 0.1}}}}"#.utf8),
+                                            file: "half.json")
+        #expect(table.cost(.gpu, .fp16)?.decodeGops == UnitCost.memoryBoundDecodeGops(readGBs: 30, precision: .fp16))
+        #expect(UnitCost.memoryBoundDecodeGops(readGBs: 30, precision: .fp16) > 1.8 * UnitCost.memoryBoundDecodeGops(readGBs: 30, precision: .fp32))
+        #expect { try UnitCostTable.parse(Data(#"{"units": {"gpu": {"fp8": {"gops": 1, "joules_per_gop": 1}}}}"#.utf8), file: "f.json") } throws: { error in
+            "\(error)".contains("units.gpu.fp8") && "\(error)".contains("fp32, fp16, int8 or int4")
+        }
+    }
+
     /// A calibration file may give `decode_gops` per entry; without it decoding is bound by the file's `read_gbs`.
     @Test func calibrationFilesCarryDecodeRatesOrTheBandwidthToDeriveThem() throws {
         let given = try UnitCostTable.parse(Data(#"{"units": {"gpu": {"fp32": {"gops": 100, "joules_per_gop": 0.1, "decode_gops": 12}}}}"#.utf8),

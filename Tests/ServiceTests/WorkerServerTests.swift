@@ -63,8 +63,17 @@ struct WorkerServerTests {
         #expect((generate["durationMs"] as? Int).map { $0 >= 0 } == true)
         let decision = try #require(generate["decision"] as? [String: Any])
         #expect(decision["action"] as? String == "run" && decision["precision"] is String && decision["qos"] as? String == "userInitiated")
-        #expect(report["stream_output"] as? String == output)
-        #expect((report["stream_pieces"] as? [String])?.joined() == output)
+        // Streamed: the pieces make the response's text; at the same precision and unit it is the same text (the
+        // policy decides each request afresh, and a loaded machine's measured times may move the second elsewhere).
+        let streamed = try #require(report["stream_output"] as? String)
+        #expect((report["stream_pieces"] as? [String])?.joined() == streamed)
+        let streamDecision = try #require(report["stream_decision"] as? [String: Any])
+        if streamDecision["precision"] as? String == decision["precision"] as? String,
+           streamDecision["unit"] as? String == decision["unit"] as? String {
+            #expect(streamed == output)
+        } else {
+            #expect(streamed.hasPrefix(" Paris."), "\(streamed) (\(streamDecision))")
+        }
 
         // Embeddings: 2 × 384, chunked (no line over 512 bytes), the guitar pair close.
         #expect(report["embed_ok"] as? Bool == true)
@@ -116,7 +125,7 @@ struct WorkerServerTests {
         let charging = try #require(report["charging_status"] as? [String: Any])
         #expect(charging["batteryPct"] as? Int == 16)
         let answered = try #require(report["deferred_answer"] as? [String: Any])
-        #expect(answered["ok"] as? Bool == true && ["fp32", "int8", "int4"].contains(answered["precision"] as? String ?? ""), "\(answered)")
+        #expect(answered["ok"] as? Bool == true && ["fp32", "fp16", "int8", "int4"].contains(answered["precision"] as? String ?? ""), "\(answered)")
         #expect((answered["waitMs"] as? Int ?? 0) > 1000, "it waited for the charger")
         #expect((report["after_charging"] as? [String: Any])?["ok"] as? Bool == true)
     }

@@ -58,6 +58,7 @@ static void print_escaped(const char *label, const char *text) {
 static const char *precision_name(ember_precision_t precision) {
     switch (precision) {
     case EMBER_PRECISION_FP32: return "fp32";
+    case EMBER_PRECISION_FP16: return "fp16";
     case EMBER_PRECISION_INT8: return "int8";
     case EMBER_PRECISION_INT4: return "int4";
     }

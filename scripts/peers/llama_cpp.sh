@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the newest llama.cpp we can reach — the copy vendored in the llama-cpp-python source package on PyPI —
 # into DIR (once; later runs reuse it), and writes the SmolLM2 files it is compared on beside it, re-quantized by its
-# own llama-quantize from the Q4_1 file Ember ships with: F32, Q8_0, Q4_0 and Q4_K_M. llama-server is built too, for
+# own llama-quantize from the Q4_1 file Ember ships with: F32, F16, Q8_0, Q4_0 and Q4_K_M. llama-server is built too, for
 # the token checks (scripts/greedy_vs_llamacpp.py, scripts/teacher_forced_vs_llamacpp.py).
 # Usage: scripts/peers/llama_cpp.sh DIR SMOLLM2_Q4_1.gguf     Prints the folder of the binaries on its last line.
 # LLAMA_CPP_ISA=avx2 builds a second copy (build-avx2/) for the AVX2 + FMA machine kind, without AVX-512 or VNNI
@@ -34,7 +34,7 @@ if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >&2
   cmake --build "$build" -j "$(nproc)" --target llama-bench llama-quantize llama-server >&2
 fi
-for type in F32 Q8_0 Q4_0 Q4_K_M; do
+for type in F32 F16 Q8_0 Q4_0 Q4_K_M; do
   out="$dir/smollm2-135m-$type.gguf"
   [ -s "$out" ] || "$bin/llama-quantize" --allow-requantize "$model" "$out" "$type" >/dev/null 2>&1 \
     || { echo "llama-quantize could not write $out" >&2; exit 1; }

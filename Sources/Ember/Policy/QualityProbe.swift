@@ -12,8 +12,8 @@ public enum QualityProbe {
 
     /// The version of the recipes that make a model's int8 and int4 weights (which roles and layers stay at 8 bits,
     /// how scales are searched): part of the cache key, so a cached profile never outlives the recipe it measured.
-    /// 2: MiniLM's int4 keeps ffn_up at int8 in its middle layers.
-    public static let recipeVersion = 2
+    /// 2: MiniLM's int4 keeps ffn_up at int8 in its middle layers. 3: fp16 (F16 weights) measured too.
+    public static let recipeVersion = 3
 
     /// The cache key of the model at `path` (a file, or a folder whose `model.safetensors` is hashed) on `isa`:
     /// "checksum|bytes|isa|recipes N", the checksum a 64-bit multiply-rotate hash of every 8-byte word of the file (fast — about
@@ -38,7 +38,7 @@ public enum QualityProbe {
         return String(format: "%016llx|%d|", hash, data.count) + isa + "|recipes \(recipeVersion)"
     }
 
-    /// The generator's loss per precision: perplexity at int8 and int4 over fp32's, minus one.
+    /// The generator's loss per precision: perplexity at fp16, int8 and int4 over fp32's, minus one.
     public static func measure(_ model: any TextGenerator, threads: Int) throws -> QualityProfile {
         func perplexity(_ precision: Precision) throws -> Perplexity.Result {
             try Perplexity.evaluate(model, text: text, contextLength: min(contextLength, model.contextLength),
@@ -47,7 +47,7 @@ public enum QualityProbe {
         defer { model.releaseBoundWeights() }
         let reference = try perplexity(.fp32)
         var loss: [Precision: Double] = [:]
-        for precision in [Precision.int8, .int4] {
+        for precision in [Precision.fp16, .int8, .int4] {
             loss[precision] = try perplexity(precision).perplexity / reference.perplexity - 1
         }
         return QualityProfile(metric: "perplexity", loss: loss, reference: reference.perplexity,
@@ -62,7 +62,7 @@ public enum QualityProbe {
         defer { model.releaseBoundWeights() }
         let reference = try vectors(.fp32)
         var loss: [Precision: Double] = [:]
-        for precision in [Precision.int8, .int4] {
+        for precision in [Precision.fp16, .int8, .int4] {
             let other = try vectors(precision)
             let cosines = zip(reference, other).map { cosineSimilarity($0, $1) }
             loss[precision] = 1 - cosines.reduce(0, +) / Double(max(1, cosines.count))

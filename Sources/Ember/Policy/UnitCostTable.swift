@@ -23,10 +23,13 @@ public struct UnitCost: Sendable, Equatable, Encodable {
     /// The share of the read bandwidth decoding reaches at each precision, measured on this project's Zen 3 kind
     /// (SmolLM2 135M, 64 tokens, 2 threads, read bandwidth 30.8 GB/s, 2026-11-27): fp32 37 tokens/s × 538 MB of
     /// weights = 0.65 of it, int8 (Q8_0) 120 × 143 MB = 0.56, int4 122 × 84 MB at Q4_1's 0.625 bytes per weight =
-    /// 0.33 (its output matrix stays Q8_0, and the attention and barriers weigh more at fewer bytes).
+    /// 0.33 (its output matrix stays Q8_0, and the attention and barriers weigh more at fewer bytes). fp16 (F16, 269 MB a token) was
+    /// not measured there; on an Intel Emerald Rapids it streamed 0.89 of fp32's bytes per second (75 tokens/s against
+    /// fp32's 42, 2026-11-30), so fp32's share × 0.9.
     public static func decodeBandwidthShare(_ precision: Precision) -> Double {
         switch precision {
         case .fp32: 0.65
+        case .fp16: 0.6
         case .int8: 0.55
         case .int4: 0.35
         }
@@ -108,13 +111,18 @@ public struct UnitCostTable: Sendable, Equatable {
     /// is given no calibration (`BackendPolicy.decide` without a ``CostModel``, `ember policy --reference-costs`).
     /// Decoding there (SmolLM2 135M, 64 tokens): int4 390 tokens/s, int8 310, fp32 95 — 105, 83 and 26 billion
     /// operations per second; the GPU route holds its int8 and int4 weights as fp32 and so decodes at fp32's rate.
+    /// fp16 was not measured there: the GPU route's row is fp32's batch rate (the half kernels widen each panel once
+    /// and run fp32's arithmetic) with twice fp32's decode (half the bytes streamed); the CPU route's scalar
+    /// reference converts F16 to fp32, so its row is fp32's.
     public static let reference = UnitCostTable(units: [
         .neuralEngine: [.int4: UnitCost(gops: 1119, joulesPerGop: 0.0107, decodeGops: 105, source: "reference"),
                         .int8: UnitCost(gops: 1001, joulesPerGop: 0.0120, decodeGops: 83, source: "reference")],
         .gpu: [.fp32: UnitCost(gops: 161, joulesPerGop: 0.0746, decodeGops: 26, source: "reference"),
+               .fp16: UnitCost(gops: 161, joulesPerGop: 0.0746, decodeGops: 52, source: "reference"),
                .int8: UnitCost(gops: 164, joulesPerGop: 0.0731, decodeGops: 26, source: "reference"),
                .int4: UnitCost(gops: 166, joulesPerGop: 0.0722, decodeGops: 26, source: "reference")],
         .cpu: [.fp32: UnitCost(gops: 25, joulesPerGop: 0.49, dispatchMicroseconds: 2, decodeGops: 25, source: "reference"),
+               .fp16: UnitCost(gops: 25, joulesPerGop: 0.49, dispatchMicroseconds: 2, decodeGops: 25, source: "reference"),
                .int8: UnitCost(gops: 17, joulesPerGop: 0.69, dispatchMicroseconds: 2, source: "reference"),
                .int4: UnitCost(gops: 8, joulesPerGop: 1.42, dispatchMicroseconds: 2, source: "reference")],
     ])
@@ -154,7 +162,7 @@ public struct UnitCostTable: Sendable, Equatable {
             for (precisionName, entry) in precisions {
                 let field = "units.\(unitName).\(precisionName)"
                 guard let precision = Precision(rawValue: precisionName) else {
-                    throw PolicyInputError(file: file, field: field, found: precisionName, expected: "fp32, int8 or int4")
+                    throw PolicyInputError(file: file, field: field, found: precisionName, expected: Precision.names)
                 }
                 guard let object = entry as? [String: Any] else {
                     throw PolicyInputError(file: file, field: field, found: "\(entry)", expected: #"{"gops": N, "joules_per_gop": N}"#)

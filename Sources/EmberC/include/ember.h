@@ -99,10 +99,15 @@ typedef enum ember_model_kind {
     EMBER_MODEL_EMBEDDING = 1  /* a sentence-transformers folder (MiniLM)        */
 } ember_model_kind_t;
 
+/* The precision a request ran at. Values are never renumbered and new ones
+ * are added at the end (FP16: 16-bit float weights, fp32 arithmetic, came
+ * after the first three): a host should treat a value it does not know as
+ * "another precision", not as an error. */
 typedef enum ember_precision {
     EMBER_PRECISION_FP32 = 0,
     EMBER_PRECISION_INT8 = 1,
-    EMBER_PRECISION_INT4 = 2
+    EMBER_PRECISION_INT4 = 2,
+    EMBER_PRECISION_FP16 = 3
 } ember_precision_t;
 
 /* ---- Structures (each starts with its size: set it to sizeof) ------------ */

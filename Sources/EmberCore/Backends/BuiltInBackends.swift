@@ -56,15 +56,24 @@ final class SIMDBackend: Backend, @unchecked Sendable {
 /// 512-token prefill equal or 2–4 % faster). Against OpenBLAS's SkylakeX
 /// core the AVX-512 kernel measured 0.78–1.09× at 128 rows (its packed outer
 /// products; ~0.8× at 600 rows before them), so that core keeps what is above.
+///
+/// F16 and BF16 weights stay 16-bit here when `isa` has SIMD fp32 kernels — the
+/// fp16 precision of this route, as GPUs on phones run it: `isa`'s half kernels
+/// widen them in registers (decode reads half of fp32's bytes; from 40 rows the
+/// packed outer products widen each panel once and run at fp32's rate).
 final class BLASBackend: Backend, @unchecked Sendable {
-    let descriptor = BackendDescriptor(
-        name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),
-        conversion: "weights dequantized to fp32 once and cached", convertedTypes: Set(convertibleTypes.filter { $0 != .f32 }))
+    let descriptor: BackendDescriptor
     let opTable = OpTable()
     let fewRows: BoundMatmul.FewRows?
 
     init(isa: KernelISA, blasLevel: SIMDLevel? = BLASLibrary.current.coreLevel) {
-        guard ek_gemm_f32_is_simd(isa.cValue) else {
+        let halvesKept = ek_gemm_f32_is_simd(isa.cValue)
+        descriptor = BackendDescriptor(
+            name: "openblas", unit: .gpu, score: 100, supports: Set(convertibleTypes.map { OpSupport(.matmul, $0) }),
+            conversion: halvesKept ? "weights dequantized to fp32 once and cached (f16 and bf16 kept, widened in registers)"
+                                   : "weights dequantized to fp32 once and cached",
+            convertedTypes: Set(convertibleTypes.filter { $0 != .f32 && !(halvesKept && halfTypes.contains($0)) }))
+        guard halvesKept else {
             fewRows = nil
             return
         }
@@ -78,7 +87,8 @@ final class BLASBackend: Backend, @unchecked Sendable {
     }
 
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul {
-        try .blas(weights, fewRows: fewRows, placement: placement, pool: pool)
+        if let fewRows, halfTypes.contains(weights.type) { return try .half(weights, isa: fewRows.isa, placement: placement) }
+        return try .blas(weights, fewRows: fewRows, placement: placement, pool: pool)
     }
 }
 

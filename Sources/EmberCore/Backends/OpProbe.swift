@@ -182,28 +182,23 @@ struct OpProbe {
     /// One row of `values` in `type`.
     static func row(_ values: [Float], as type: TensorType) throws -> WeightMatrix { try matrix(values, rows: 1, as: type) }
 
-    /// `values` as `rows` rows of `type`: quantized by Ember for f32, Q8_0, Q4_0 and Q4_1, converted for f16 and bf16;
-    /// the block types Ember cannot quantize into get seeded random blocks of the same shape (the probe compares
-    /// backends on the same weights, whatever they are).
+    /// `values` as `rows` rows of `type`: made by Ember for f32, f16, bf16, Q8_0, Q4_0 and Q4_1; the block types Ember
+    /// cannot quantize into get seeded random blocks of the same shape (the probe compares backends on the same
+    /// weights, whatever they are).
     static func matrix(_ values: [Float], rows: Int, as type: TensorType) throws -> WeightMatrix {
         let columns = values.count / max(rows, 1)
         if type.canQuantize { return try WeightMatrix(try Tensor(shape: [rows, columns], values: values), as: type) }
-        if let format = type.blockFormat {
-            guard let bytes = type.byteCount(rows: rows, columns: columns) else {
-                throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of \(type.blockSize)")
-            }
-            var blocks = [UInt8](repeating: 0, count: bytes)
-            try KernelError.check(ek_fill_random_blocks(format, UInt64(values.count) &* 31 &+ UInt64(type.id), &blocks,
-                                                        Int64(bytes / type.blockBytes)),
-                                  kernel: "ek_fill_random_blocks", argument: { _ in "type" })
-            return try blocks.withUnsafeBytes { try WeightMatrix(type: type, rows: rows, columns: columns, copying: $0) }
+        guard let format = type.blockFormat else {
+            throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a type Ember can write")
         }
-        let halves: [UInt16] = switch type {
-        case .f16: values.map { ek_fp32_to_fp16($0) }
-        case .bf16: values.map { UInt16($0.bitPattern >> 16) }
-        default: throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a type Ember can write")
+        guard let bytes = type.byteCount(rows: rows, columns: columns) else {
+            throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of \(type.blockSize)")
         }
-        return try halves.withUnsafeBytes { try WeightMatrix(type: type, rows: rows, columns: columns, copying: $0) }
+        var blocks = [UInt8](repeating: 0, count: bytes)
+        try KernelError.check(ek_fill_random_blocks(format, UInt64(values.count) &* 31 &+ UInt64(type.id), &blocks,
+                                                    Int64(bytes / type.blockBytes)),
+                              kernel: "ek_fill_random_blocks", argument: { _ in "type" })
+        return try blocks.withUnsafeBytes { try WeightMatrix(type: type, rows: rows, columns: columns, copying: $0) }
     }
 
     /// fp32 values stored as fp16 bit patterns, two per float slot (the buffer a half-precision cache is).

@@ -80,7 +80,7 @@ public final class WeightMatrix: @unchecked Sendable {
             throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
         }
         guard type.canQuantize else {
-            throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "f32, q8_0, q4_0 or q4_1 to quantize into")
+            throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "f32, f16, bf16, q8_0, q4_0 or q4_1 to quantize into")
         }
         let (rows, columns) = (weights.shape[0], weights.shape[1])
         guard let byteCount = type.byteCount(rows: rows, columns: columns) else {
@@ -190,9 +190,9 @@ public final class WeightMatrix: @unchecked Sendable {
     }
 
     /// The same weights at `precision`, derived on first use and cached: itself
-    /// when already there; fp32 by converting; int8 as Q8_0 and int4 as
-    /// Q4_1, requantized from the fp32 values. One model file thus serves
-    /// every precision the policy picks.
+    /// when already there (F16 and BF16 are both fp16); fp32 by converting;
+    /// fp16 as F16, int8 as Q8_0 and int4 as Q4_1, requantized from the fp32
+    /// values. One model file thus serves every precision the policy picks.
     public func variant(for precision: Precision) throws -> WeightMatrix {
         if type.precision == precision { return self }
         if let cached = lock.withLock({ precisionVariants[precision] }) { return cached }

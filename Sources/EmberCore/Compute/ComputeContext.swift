@@ -99,10 +99,11 @@ public final class ComputeContext: @unchecked Sendable {
     /// The costs in force: measured by ``calibrate()`` or adopted from a cache, else the documented defaults.
     public var calibration: Calibration { lock.withLock { calibrationValue } }
 
-    /// What a calibration must hold for to be used here: CPU, kernel ISA, BLAS core, cores and built-in backends.
+    /// What a calibration must hold for to be used here: CPU, kernel ISA, BLAS core, cores, built-in backends and
+    /// the version of what they run (v5: the GPU route keeps F16/BF16 weights 16-bit).
     public var calibrationKey: String {
         let builtIns = backends.all.filter { !$0.descriptor.source.isPlugin }.map(\.descriptor.name).joined(separator: ",")
-        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v4"
+        return "\(CPUFeatures.modelName)|\(isa)|\(blas.coreName)|\(pool.threadsPerClass)|\(builtIns)|v5"
     }
 
     /// Uses `calibration`'s costs of the built-in backends if its key is this context's (a cache from an earlier run;
@@ -260,14 +261,14 @@ public final class ComputeContext: @unchecked Sendable {
         case (.neuralEngine, .int4): return cost(800e9)
         case (.neuralEngine, _): return cost(700e9)
         case (.gpu, _): return cost(190e9)
-        case (.cpu, .fp32): return cost(16e9)
+        case (.cpu, .fp32), (.cpu, .fp16): return cost(16e9)
         case (.cpu, .int8): return cost(10e9)
         case (.cpu, .int4): return cost(6e9)
         }
     }
 
     /// Each route as its backends make it: resource, backends, ops, and the matmul cost per precision of its best
-    /// backend (for F32, Q8_0 and Q4_1 weights).
+    /// backend (for F32, F16, Q8_0 and Q4_1 weights).
     public var unitProfiles: [UnitProfile] {
         let available = backends.available
         return ComputeUnit.preference.map { unit in

@@ -45,7 +45,8 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     public let blockSize: Int
     /// Bytes per block.
     public let blockBytes: Int
-    /// The precision class the policy speaks of (fp32 for the float types); nil for types Ember does not compute with.
+    /// The precision class the policy speaks of (fp32 for F32, fp16 for F16 and BF16); nil for types Ember does not
+    /// compute with.
     public let precision: Precision?
     /// How Ember's kernels hold it.
     package let storage: Storage
@@ -72,7 +73,7 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     /// fp32 (GGUF type 0).
     public static let f32 = TensorType(id: 0, name: "F32", blockSize: 1, blockBytes: 4, precision: .fp32, storage: .float32)
     /// IEEE half precision (GGUF type 1).
-    public static let f16 = TensorType(id: 1, name: "F16", blockSize: 1, blockBytes: 2, precision: .fp32, storage: .float16)
+    public static let f16 = TensorType(id: 1, name: "F16", blockSize: 1, blockBytes: 2, precision: .fp16, storage: .float16)
     /// Q4_0: 32 four-bit values and one fp16 scale (GGUF type 2).
     public static let q4_0 = TensorType(id: 2, name: "Q4_0", blockSize: 32, blockBytes: 18, precision: .int4, storage: .blocks(EK_FORMAT_Q4_0))
     /// Q4_1: 32 four-bit values, an fp16 scale and minimum (GGUF type 3).
@@ -80,7 +81,7 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     /// Q8_0: 32 eight-bit values and one fp16 scale (GGUF type 8).
     public static let q8_0 = TensorType(id: 8, name: "Q8_0", blockSize: 32, blockBytes: 34, precision: .int8, storage: .blocks(EK_FORMAT_Q8_0))
     /// bfloat16 (GGUF type 30).
-    public static let bf16 = TensorType(id: 30, name: "BF16", blockSize: 1, blockBytes: 2, precision: .fp32, storage: .bfloat16)
+    public static let bf16 = TensorType(id: 30, name: "BF16", blockSize: 1, blockBytes: 2, precision: .fp16, storage: .bfloat16)
 
     /// Q5_0: 32 five-bit values and one fp16 scale (GGUF type 6).
     public static let q5_0 = blocks(6, "Q5_0", 32, 22, .int4, EK_FORMAT_Q5_0)
@@ -140,13 +141,13 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     /// Whether Ember can turn rows of this type into fp32 (the scalar reference every backend is checked against).
     public var canDequantize: Bool { storage != .sizeOnly }
 
-    /// Whether Ember can make weights of this type from fp32 values (f32, Q8_0, Q4_0 and Q4_1: the types
-    /// other precisions are derived in).
+    /// Whether Ember can make weights of this type from fp32 values (F32, F16, BF16, Q8_0, Q4_0 and Q4_1: the
+    /// types other precisions are derived in).
     public var canQuantize: Bool {
         switch storage {
-        case .float32: true
+        case .float32, .float16, .bfloat16: true
         case let .blocks(format): ek_format_packable(format)
-        case .float16, .bfloat16, .sizeOnly: false
+        case .sizeOnly: false
         }
     }
 
@@ -209,27 +210,47 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Quantizes one row of `columns` fp32 values into `out` (this type's bytes), with `isa`'s kernels
-    /// (bit for bit the scalar reference's result).
+    /// (bit for bit the scalar reference's result). F16 and BF16 round to nearest even; a finite value beyond F16's
+    /// range (±65504) is refused rather than made infinite.
     public func quantizeRow(_ values: UnsafePointer<Float>, columns: Int, into out: UnsafeMutableRawPointer, isa: KernelISA = .best()) throws {
         switch storage {
         case .float32:
             out.copyMemory(from: values, byteCount: columns * 4)
+        case .float16:
+            let halves = out.assumingMemoryBound(to: UInt16.self)
+            ek_fp32_to_fp16_row(values, halves, Int64(columns))
+            for index in 0..<columns where halves[index] & 0x7FFF == 0x7C00 && values[index].isFinite {
+                throw KernelError.invalidArgument(argument: "value \(index)", found: "\(values[index])",
+                                                  expected: "a value within f16's range (±65504); run at fp32 or keep the weights as bf16")
+            }
+        case .bfloat16:
+            let halves = out.assumingMemoryBound(to: UInt16.self)
+            for index in 0..<columns { halves[index] = Self.bfloat16(values[index]) }
         case let .blocks(format) where ek_format_packable(format):
             try KernelError.check(ek_quantize_row(isa.cValue, format, values, out, Int64(columns)),
                                   kernel: "ek_quantize_row", argument: { _ in "\(self) row" })
-        case .float16, .bfloat16, .sizeOnly, .blocks:
-            throw KernelError.invalidArgument(argument: "type", found: name, expected: "f32, q8_0, q4_0 or q4_1 to quantize into")
+        case .sizeOnly, .blocks:
+            throw KernelError.invalidArgument(argument: "type", found: name, expected: "f32, f16, bf16, q8_0, q4_0 or q4_1 to quantize into")
         }
+    }
+
+    /// `value` as bfloat16, rounded to nearest even (NaN stays a quiet NaN).
+    static func bfloat16(_ value: Float) -> UInt16 {
+        let bits = value.bitPattern
+        if value.isNaN { return UInt16(bits >> 16) | 0x0040 }
+        let rounded = bits &+ 0x7FFF &+ ((bits >> 16) & 1)
+        return UInt16(rounded >> 16)
     }
 
     /// The names of the types Ember computes with, for messages.
     public static var computable: String { table.filter(\.canDequantize).map(\.description).joined(separator: ", ") }
 
     /// The type weights of `precision` are made in when a model's file holds another: int8 as Q8_0, int4 as
-    /// Q4_1, fp32 as F32.
+    /// Q4_1, fp16 as F16, fp32 as F32.
     public static func derived(for precision: Precision) -> TensorType {
         switch precision {
         case .fp32: .f32
+        case .fp16: .f16
         case .int8: .q8_0
         case .int4: .q4_1
         }
@@ -255,15 +276,22 @@ extension TensorType: Codable {
 
 /// The numeric precision a request runs at.
 public enum Precision: String, Sendable, CaseIterable, Codable, Comparable, CustomStringConvertible {
-    /// Up to 5 bits (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q5_K, IQ4_NL, IQ4_XS), 6–8 bits (Q6_K, Q8_0) or float (F32, F16,
-    /// BF16) weights, narrowest first.
-    case int4, int8, fp32
+    /// Up to 5 bits (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q5_K, IQ4_NL, IQ4_XS), 6–8 bits (Q6_K, Q8_0), 16-bit float
+    /// (F16, BF16: half the bytes of fp32, widened to fp32 in registers, fp32 arithmetic) or fp32 (F32) weights,
+    /// narrowest first.
+    case int4, int8, fp16, fp32
 
-    /// Orders by width: int4 < int8 < fp32.
+    /// Orders by width: int4 < int8 < fp16 < fp32.
     public static func < (lhs: Precision, rhs: Precision) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
     }
 
-    /// The raw value: "int4", "int8" or "fp32".
+    /// The raw value: "int4", "int8", "fp16" or "fp32".
     public var description: String { rawValue }
+
+    /// Every precision's name, widest first, for messages: "fp32, fp16, int8 or int4".
+    public static var names: String {
+        let names = allCases.reversed().map(\.rawValue)
+        return names.dropLast().joined(separator: ", ") + " or " + names.last!
+    }
 }

@@ -120,6 +120,7 @@ def scenario_protocol(path):
     response, chunks, pieces = a.request(prompt="The capital of France is", maxTokens=8, tier="critical", stream=True)
     report["stream_pieces"] = pieces
     report["stream_output"] = response.get("output")
+    report["stream_decision"] = response.get("decision")
 
     response, chunks, _ = a.request(kind="embed", input=["A man is playing a guitar.", "Someone plays music on a guitar."])
     vectors = response["output"]
