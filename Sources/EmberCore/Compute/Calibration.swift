@@ -138,11 +138,12 @@ public struct UnitProfile: Sendable, Codable {
     public var backends: [String]
     /// Every op some backend on this route runs.
     public var ops: [String]
-    /// Matmul cost per precision ("fp32", "int8", "int4"), from the best backend on the route for the precision's
-    /// type (F32, Q8_0, Q4_1).
+    /// Matmul cost per precision ("fp32", "fp16", "int8", "int4"), from the best backend on the route for the
+    /// precision's type (F32, F16, Q8_0, Q4_1).
     public var costs: [String: OpCost]
-    /// Bytes each weight takes as that backend holds it, per precision: the type's own (1.0625 for Q8_0) unless the
-    /// backend converts the weights once (the GPU route's BLAS dequantizes them: 4). Decoding reads them all per token.
+    /// Bytes each weight takes as that backend holds it, per precision: the type's own (1.0625 for Q8_0, 2 for F16)
+    /// unless the backend converts the weights once (the GPU route's BLAS dequantizes int8 and int4 weights: 4).
+    /// Decoding reads them all per token.
     public var weightBytes: [String: Double] = [:]
 
     enum CodingKeys: String, CodingKey {
