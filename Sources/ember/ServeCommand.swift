@@ -57,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
     var units = "all"
 
-    @Option(help: "native (the weights as stored), auto (the policy's choice, the default), fp32, fp16, int8 or int4: every request's precision.")
+    @Option(help: "native (the weights as stored), auto (the policy's choice, the default), \(Precision.names): every request's precision.")
     var precision = "auto"
 
     @Option(help: "Compute threads per request (default: the policy's choice, at most the cores).")

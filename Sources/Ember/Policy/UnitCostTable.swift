@@ -23,9 +23,9 @@ public struct UnitCost: Sendable, Equatable, Encodable {
     /// The share of the read bandwidth decoding reaches at each precision, measured on this project's Zen 3 kind
     /// (SmolLM2 135M, 64 tokens, 2 threads, read bandwidth 30.8 GB/s, 2026-11-27): fp32 37 tokens/s × 538 MB of
     /// weights = 0.65 of it, int8 (Q8_0) 120 × 143 MB = 0.56, int4 122 × 84 MB at Q4_1's 0.625 bytes per weight =
-    /// 0.33 (its output matrix stays Q8_0, and the attention and barriers weigh more at fewer bytes). fp16 (F16, 269 MB a token) was
-    /// not measured there; on an Intel Emerald Rapids it streamed 0.89 of fp32's bytes per second (75 tokens/s against
-    /// fp32's 42, 2026-11-30), so fp32's share × 0.9.
+    /// 0.33 (its output matrix stays Q8_0, and the attention and barriers weigh more at fewer bytes). fp16 (F16,
+    /// 269 MB a token) was not measured there; on an Intel Emerald Rapids it streamed 0.89 of fp32's bytes per second
+    /// (75 tokens/s against fp32's 42, 2026-11-30), so fp32's share × 0.9.
     public static func decodeBandwidthShare(_ precision: Precision) -> Double {
         switch precision {
         case .fp32: 0.65

@@ -80,7 +80,7 @@ public final class WeightMatrix: @unchecked Sendable {
             throw TensorError.shapeMismatch(argument: "weights", expected: "fp32 [N, K]", found: weights.shape)
         }
         guard type.canQuantize else {
-            throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "f32, f16, bf16, q8_0, q4_0 or q4_1 to quantize into")
+            throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "\(TensorType.quantizable) to quantize into")
         }
         let (rows, columns) = (weights.shape[0], weights.shape[1])
         guard let byteCount = type.byteCount(rows: rows, columns: columns) else {

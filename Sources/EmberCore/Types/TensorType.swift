@@ -230,7 +230,7 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
             try KernelError.check(ek_quantize_row(isa.cValue, format, values, out, Int64(columns)),
                                   kernel: "ek_quantize_row", argument: { _ in "\(self) row" })
         case .sizeOnly, .blocks:
-            throw KernelError.invalidArgument(argument: "type", found: name, expected: "f32, f16, bf16, q8_0, q4_0 or q4_1 to quantize into")
+            throw KernelError.invalidArgument(argument: "type", found: name, expected: "\(Self.quantizable) to quantize into")
         }
     }
 
@@ -244,6 +244,9 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
 
     /// The names of the types Ember computes with, for messages.
     public static var computable: String { table.filter(\.canDequantize).map(\.description).joined(separator: ", ") }
+
+    /// The names of the types Ember makes from fp32 values (``canQuantize``), for messages.
+    public static var quantizable: String { table.filter(\.canQuantize).map(\.description).joined(separator: ", ") }
 
     /// The type weights of `precision` are made in when a model's file holds another: int8 as Q8_0, int4 as
     /// Q4_1, fp16 as F16, fp32 as F32.
