@@ -52,4 +52,42 @@ struct PerplexityTests {
         #expect(throws: Perplexity.TooShort.self) { try Perplexity.evaluate(model, text: text, contextLength: 64, options: options) }
         #expect(throws: KernelError.self) { try Perplexity.evaluate(model, text: text, contextLength: 1 << 20, options: options) }
     }
+
+    /// Several runs measured at once against one reference give each run what measuring it alone gives.
+    @Test func severalRunsShareOneReference() throws {
+        let model = try SyntheticGGUF.tinyLlama().withFile(TestCompute.textGenerator(path:))
+        let text = String(repeating: "ABCDEFGHIJ", count: 9)
+        func options(_ precision: Precision) -> ExecutionOptions {
+            ExecutionOptions(units: .cpuAndNeuralEngine, precision: precision, threads: 2)
+        }
+        let runs = [Precision.int8, .int4, .fp32].map(options)
+        let together = try Perplexity.evaluate(model, text: text, contextLength: 40, runs: runs, reference: options(.fp32))
+        #expect(together.count == 3)
+        for (run, combined) in zip(runs, together) {
+            let alone = try Perplexity.evaluate(model, text: text, contextLength: 40, options: run, reference: options(.fp32))
+            let (a, b) = (try #require(alone.divergence), try #require(combined.divergence))
+            #expect(alone.perplexity == combined.perplexity && alone.tokens == combined.tokens, "\(run.precision!)")
+            #expect(a.meanKL == b.meanKL && a.sameTop == b.sameTop && a.referencePerplexity == b.referencePerplexity, "\(run.precision!)")
+        }
+        #expect(try #require(together[0].divergence).meanKL > 0, "int8 differs from fp32")
+        #expect(abs(try #require(together[2].divergence).meanKL) < 1e-9)
+        #expect(throws: KernelError.self) { try Perplexity.evaluate(model, text: text, contextLength: 40, runs: []) }
+    }
+
+    /// The quality probe's generator loss is exp(mean KL from fp32) − 1 of each precision, measured together.
+    @Test func theQualityProbeMeasuresDivergenceFromFP32() throws {
+        let model = try SyntheticGGUF.tinyLlama().withFile(TestCompute.textGenerator(path:))
+        let profile = try QualityProbe.measure(model, threads: 2)
+        let contextLength = min(QualityProbe.contextLength, model.contextLength)
+        func options(_ precision: Precision) -> ExecutionOptions {
+            ExecutionOptions(units: .all, precision: precision, threads: 2, qos: .utility)
+        }
+        let int4 = try Perplexity.evaluate(model, text: QualityProbe.text, contextLength: contextLength, options: options(.int4),
+                                           reference: options(.fp32))
+        let divergence = try #require(int4.divergence)
+        #expect(profile.metric == "perplexity" && profile.source.contains("KL divergence from fp32 over \(int4.tokens) tokens"))
+        #expect(abs(profile.loss(at: .int4) - expm1(divergence.meanKL)) < 1e-12, "\(profile.loss) vs KL \(divergence.meanKL)")
+        #expect(profile.loss(at: .int4) > profile.loss(at: .int8) && profile.loss(at: .int8) > profile.loss(at: .fp16), "\(profile.loss)")
+        #expect(profile.loss(at: .fp16) > 0 && profile.reference == divergence.referencePerplexity)
+    }
 }

@@ -74,50 +74,90 @@ public enum Perplexity {
     public static func evaluate(_ model: any TextGenerator, text: String, contextLength: Int, options: ExecutionOptions,
                                 reference: ExecutionOptions? = nil, chunks limit: Int? = nil,
                                 progress: (_ chunk: Int, _ of: Int, _ perplexity: Double) -> Void = { _, _, _ in }) throws -> Result {
+        try evaluate(model, text: text, contextLength: contextLength, runs: [options], reference: reference, chunks: limit,
+                     progress: progress)[0]
+    }
+
+    /// The same measurement for several runs at once (one ``Result`` per element of `runs`, in order): each chunk's
+    /// reference rows are computed once and compared with every run's, so measuring three precisions against fp32
+    /// costs four passes, not six. `progress` hears the first run's running perplexity.
+    public static func evaluate(_ model: any TextGenerator, text: String, contextLength: Int, runs: [ExecutionOptions],
+                                reference: ExecutionOptions? = nil, chunks limit: Int? = nil,
+                                progress: (_ chunk: Int, _ of: Int, _ perplexity: Double) -> Void = { _, _, _ in }) throws -> [Result] {
         guard contextLength >= 4, contextLength <= model.contextLength else {
             throw KernelError.invalidArgument(argument: "contextLength", found: "\(contextLength)",
                                               expected: "4 to \(model.contextLength), the model's context")
         }
+        guard !runs.isEmpty else { throw KernelError.invalidArgument(argument: "runs", found: "none", expected: "at least one run") }
         let start = DispatchTime.now().uptimeNanoseconds
         let body = text.hasSuffix("\n") ? String(text.dropLast()) : text
         let tokens = model.tokenizer.encode(body, parseSpecial: false, withBOS: nil)
         guard tokens.count >= 2 * contextLength else { throw TooShort(tokens: tokens.count, contextLength: contextLength) }
         let chunkCount = min(tokens.count / contextLength, limit ?? .max)
         let first = contextLength / 2
-        var nll = Statistic(), referenceNLL = Statistic(), kl = Statistic(), deltaP = Statistic()
-        var perToken: [Double] = [], sameTop = 0
+        var tallies = Array(repeating: Tally(), count: runs.count)
+        var referenceNLL = Statistic()
         for chunk in 0..<chunkCount {
             var ids = Array(tokens[(chunk * contextLength)..<((chunk + 1) * contextLength)])
             if model.tokenizer.addBOS, let bos = model.tokenizer.bosID { ids[0] = bos }
-            let run = try ChunkRun(model, ids, first: first, options: options)
+            let chunkRuns = try runs.map { try ChunkRun(model, ids, first: first, options: $0) }
             let base = try reference.map { try ChunkRun(model, ids, first: first, options: $0) }
-            while let rows = try run.next() {
-                let baseRows = try base?.next()
-                for (index, logp) in rows.enumerated() {
-                    let target = ids[run.position - rows.count + index + 1]
-                    nll.add(-logp[target])
-                    guard let logq = baseRows?[index] else { continue }
-                    referenceNLL.add(-logq[target])
-                    var divergence = 0.0
-                    for (q, p) in zip(logq, logp) where q > -16 { divergence += exp(q) * (q - p) }
-                    kl.add(divergence)
-                    perToken.append(divergence)
-                    deltaP.add(exp(logp[target]) - exp(logq[target]))
-                    if Self.argmax(logp) == Self.argmax(logq) { sameTop += 1 }
+            if let base {
+                while let baseRows = try base.next() {
+                    let position = base.position - baseRows.count
+                    for index in baseRows.indices { referenceNLL.add(-baseRows[index][ids[position + index + 1]]) }
+                    for (run, chunkRun) in chunkRuns.enumerated() {
+                        guard let rows = try chunkRun.next() else { continue }
+                        tallies[run].add(rows, targets: ids[(position + 1)...], reference: baseRows)
+                    }
+                }
+            } else {
+                for (run, chunkRun) in chunkRuns.enumerated() {
+                    while let rows = try chunkRun.next() {
+                        tallies[run].add(rows, targets: ids[(chunkRun.position - rows.count + 1)...], reference: nil)
+                    }
                 }
             }
-            progress(chunk + 1, chunkCount, exp(nll.mean))
+            progress(chunk + 1, chunkCount, exp(tallies[0].nll.mean))
         }
-        let divergence = reference.map { _ -> Divergence in
-            perToken.sort()
-            return Divergence(referencePerplexity: exp(referenceNLL.mean), meanKL: kl.mean, meanKLUncertainty: kl.standardError,
-                              kl99: perToken[min(perToken.count - 1, Int((0.99 * Double(perToken.count - 1)).rounded()))],
-                              maximumKL: perToken.last ?? 0, sameTop: Double(sameTop) / Double(max(1, kl.count)),
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return tallies.map { tally in
+            let perplexity = exp(tally.nll.mean)
+            let divergence = reference.map { _ in tally.divergence(referencePerplexity: exp(referenceNLL.mean)) }
+            return Result(perplexity: perplexity, uncertainty: tally.nll.standardError * perplexity, chunks: chunkCount,
+                          tokens: tally.nll.count, seconds: seconds, divergence: divergence)
+        }
+    }
+
+    /// One run's sums over the scored tokens.
+    private struct Tally {
+        var nll = Statistic(), kl = Statistic(), deltaP = Statistic()
+        var perToken: [Double] = [], sameTop = 0
+
+        /// Adds `rows` (log-probabilities) predicting `targets` in order, each compared with the same row of
+        /// `reference` when there is one.
+        mutating func add(_ rows: [[Double]], targets: ArraySlice<Int>, reference: [[Double]]?) {
+            for (index, logp) in rows.enumerated() {
+                let target = targets[targets.startIndex + index]
+                nll.add(-logp[target])
+                guard let logq = reference?[index] else { continue }
+                var divergence = 0.0
+                for (q, p) in zip(logq, logp) where q > -16 { divergence += exp(q) * (q - p) }
+                kl.add(divergence)
+                perToken.append(divergence)
+                deltaP.add(exp(logp[target]) - exp(logq[target]))
+                if Perplexity.argmax(logp) == Perplexity.argmax(logq) { sameTop += 1 }
+            }
+        }
+
+        /// The divergence from the reference run over what was added.
+        func divergence(referencePerplexity: Double) -> Divergence {
+            let sorted = perToken.sorted()
+            return Divergence(referencePerplexity: referencePerplexity, meanKL: kl.mean, meanKLUncertainty: kl.standardError,
+                              kl99: sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int((0.99 * Double(sorted.count - 1)).rounded()))],
+                              maximumKL: sorted.last ?? 0, sameTop: Double(sameTop) / Double(max(1, kl.count)),
                               rmsDeltaP: deltaP.rootMeanSquare)
         }
-        let perplexity = exp(nll.mean)
-        return Result(perplexity: perplexity, uncertainty: nll.standardError * perplexity, chunks: chunkCount, tokens: nll.count,
-                      seconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, divergence: divergence)
     }
 
     /// One chunk run from an empty cache: the first `first` tokens fed without logits, then the log-probabilities
@@ -158,7 +198,7 @@ public enum Perplexity {
         }
     }
 
-    private static func argmax(_ values: [Double]) -> Int {
+    fileprivate static func argmax(_ values: [Double]) -> Int {
         var best = 0
         for index in values.indices where values[index] > values[best] { best = index }
         return best
