@@ -46,9 +46,15 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             wordPiece = try? WordPiece(tokenizerJSON: repositoryRoot.appendingPathComponent("models/all-minilm-l6-v2/tokenizer.json").path,
                                        maxLength: 128)
             context = ComputeContext(configuration: .init(threadsPerClass: 1))
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ember-fuzz-\(getpid())")
+            let directory = Self.scratchDirectory
             try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            atexit { try? FileManager.default.removeItem(at: Environment.scratchDirectory) }
             scratch = directory.appendingPathComponent("input").path
+        }
+
+        /// This process's folder for the inputs written to files, removed when the process exits.
+        static var scratchDirectory: URL {
+            FileManager.default.temporaryDirectory.appendingPathComponent("ember-fuzz-\(getpid())")
         }
     }
 

@@ -136,6 +136,7 @@ struct PluginTests {
         #expect(throws: PluginError.self) { try context.loadPlugin(at: "/nonexistent/libnothing.so") }
         let notALibrary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-not-a-plugin-\(getpid()).so")
         try Data("not an ELF file".utf8).write(to: notALibrary)
+        defer { try? FileManager.default.removeItem(at: notALibrary) }
         #expect(throws: PluginError.self) { try context.loadPlugin(at: notALibrary.path) }
     }
 }

@@ -16,7 +16,7 @@ Sends REQUESTS critical generations of MAX_TOKENS tokens on one connection, samp
 comes back. Prints one JSON line: the RSS before, the peak and after (MiB), the budget, and how many ended.
 Exits 1 when the peak exceeds the RSS before plus the budget plus 64 MiB of slack, or a request never ends.
 """
-import json, os, re, signal, socket, subprocess, sys, tempfile, time
+import atexit, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
 BINARY, MODELS = sys.argv[1], sys.argv[2]
 CGROUP_LIMIT = int(sys.argv[3][len("cgroup="):]) if sys.argv[3].startswith("cgroup=") else None
@@ -95,7 +95,9 @@ def cgroup_peak_mib(folder):
 
 
 def main():
-    path = os.path.join(tempfile.mkdtemp(prefix="ember-budget-"), "worker.sock")
+    folder = tempfile.mkdtemp(prefix="ember-budget-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "worker.sock")
     command = [BINARY, "serve", "--socket", path, "--max-requests-per-connection", str(REQUESTS + 8)]
     cgroup = None
     if CGROUP_LIMIT:

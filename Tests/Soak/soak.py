@@ -17,7 +17,7 @@ disconnect with requests in flight. Checks, and exits 1 on any failure:
     spins), and exits cleanly on SIGTERM.
 Prints one JSON line with the counts.
 """
-import json, os, random, signal, socket, subprocess, sys, tempfile, threading, time, uuid
+import atexit, json, os, random, shutil, signal, socket, subprocess, sys, tempfile, threading, time, uuid
 
 BINARY, MODELS, SECONDS = sys.argv[1], sys.argv[2], float(sys.argv[3])
 CLIENTS = int(sys.argv[4]) if len(sys.argv) > 4 else 8
@@ -179,6 +179,7 @@ def run_phase(server, path, deadline, seeds):
 def main():
     idle_percent = -1.0
     folder = tempfile.mkdtemp(prefix="ember-soak-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = os.path.join(folder, "worker.sock")
     timeline = os.path.join(folder, "timeline.json")
     steps = []

@@ -11,8 +11,9 @@ public enum PluginBuilder {
 
     /// Compiles `source` (the example by default) with `defines` into `lib<name>.so` in a temporary folder; returns its path.
     public static func build(defines: [String] = [], name: String, source: URL = PluginBuilder.source) throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ember-plugins-\(getpid())")
+        let directory = Self.directory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        _ = removedAtExit
         let output = directory.appendingPathComponent("lib\(name).so").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -27,6 +28,12 @@ public enum PluginBuilder {
         }
         return output
     }
+
+    /// This process's folder of built libraries.
+    static var directory: URL { FileManager.default.temporaryDirectory.appendingPathComponent("ember-plugins-\(getpid())") }
+
+    /// Asks, once, for ``directory`` to be removed when the process exits (loaded libraries stay mapped).
+    private static let removedAtExit: Void = { atexit { try? FileManager.default.removeItem(at: PluginBuilder.directory) } }()
 
     /// A counter the library at `path` exports as `int64_t symbol(void)`.
     public static func counter(_ path: String, _ symbol: String) -> Int64 {

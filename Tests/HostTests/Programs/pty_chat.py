@@ -7,14 +7,16 @@ lines in one bracketed paste (one turn, newlines kept); asks for a
 long reply and presses Ctrl-C once text streams (the reply stops, the chat goes on, the partial reply is kept);
 /save, then Ctrl-D (the chat ends). Prints what it checked; exits 1 on the first failure.
 """
-import json, os, pty, re, select, sys, tempfile, time
+import atexit, json, os, pty, re, select, shutil, sys, tempfile, time
 
 EMBER, MODELS = sys.argv[1], sys.argv[2]
 
 
 def main():
     unended = []  # the screens' ends of turns that did not end with statistics and a prompt
-    saved = os.path.join(tempfile.mkdtemp(prefix="ember-pty-"), "chat.json")
+    folder = tempfile.mkdtemp(prefix="ember-pty-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    saved = os.path.join(folder, "chat.json")
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["EMBER_MODELS_DIR"] = MODELS
