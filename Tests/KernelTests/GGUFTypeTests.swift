@@ -237,6 +237,12 @@ struct GGUFTypeTests {
             "\(error)".contains("value 1") && "\(error)".contains("70000") && "\(error)".contains("65504")
         }
         #expect { try WeightMatrix(try Tensor(shape: [1, 2], values: [1, 65520]), as: .f16) } throws: { error in "\(error)".contains("65520") }
+        // At the fp16 precision such a matrix is kept as BF16 (fp32's range), not refused; one within range is F16.
+        let outlier = try WeightMatrix(try Tensor(shape: [2, 2], values: [1, 3, -2.5, 70000]), as: .f32)
+        let kept = try outlier.variant(for: .fp16)
+        #expect(kept.type == .bf16)
+        #expect(try kept.fp32().scalars() == [1, 3, -2.5, 70144], "70000 rounds to bf16's 70144")
+        #expect(try WeightMatrix(try Tensor(shape: [1, 2], values: [1, 65504]), as: .f32).variant(for: .fp16).type == .f16)
     }
 
     @Test func rowKernelsRefuseBadArguments() {

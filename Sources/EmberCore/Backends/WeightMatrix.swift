@@ -193,6 +193,9 @@ public final class WeightMatrix: @unchecked Sendable {
     /// when already there (F16 and BF16 are both fp16); fp32 by converting;
     /// fp16 as F16, int8 as Q8_0 and int4 as Q4_1, requantized from the fp32
     /// values. One model file thus serves every precision the policy picks.
+    /// A matrix holding a weight beyond F16's ±65504 becomes BF16 at fp16 —
+    /// fp32's range in the same two bytes, with 8 bits of mantissa instead of 11
+    /// — so that a model the policy runs at fp16 is not refused for one outlier.
     public func variant(for precision: Precision) throws -> WeightMatrix {
         if type.precision == precision { return self }
         if let cached = lock.withLock({ precisionVariants[precision] }) { return cached }
@@ -204,7 +207,11 @@ public final class WeightMatrix: @unchecked Sendable {
                                     borrowing: UnsafeRawBufferPointer(start: values.baseAddress, count: values.byteCount),
                                     owner: values.storage)
         } else {
-            made = try requantized(to: target)
+            do {
+                made = try requantized(to: target)
+            } catch is TensorType.BeyondHalfRange where target == .f16 {
+                made = try requantized(to: .bf16)
+            }
         }
         return lock.withLock {
             if let raced = precisionVariants[precision] { return raced }

@@ -209,9 +209,19 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// A finite value F16 cannot hold (it would round to infinity): thrown by ``quantizeRow(_:columns:into:isa:)``.
+    public struct BeyondHalfRange: Error, CustomStringConvertible {
+        /// The value's column in the row, and the value.
+        public let index: Int, value: Float
+        /// One line naming the value and what F16 holds.
+        public var description: String {
+            "value \(index): \(value), expected a value within f16's range (±65504); run at fp32 or keep the weights as bf16"
+        }
+    }
+
     /// Quantizes one row of `columns` fp32 values into `out` (this type's bytes), with `isa`'s kernels
     /// (bit for bit the scalar reference's result). F16 and BF16 round to nearest even; a finite value beyond F16's
-    /// range (±65504) is refused rather than made infinite.
+    /// range (±65504) is refused (``BeyondHalfRange``) rather than made infinite.
     public func quantizeRow(_ values: UnsafePointer<Float>, columns: Int, into out: UnsafeMutableRawPointer, isa: KernelISA = .best()) throws {
         switch storage {
         case .float32:
@@ -220,8 +230,7 @@ public struct TensorType: Sendable, Hashable, CustomStringConvertible {
             let halves = out.assumingMemoryBound(to: UInt16.self)
             ek_fp32_to_fp16_row(values, halves, Int64(columns))
             for index in 0..<columns where halves[index] & 0x7FFF == 0x7C00 && values[index].isFinite {
-                throw KernelError.invalidArgument(argument: "value \(index)", found: "\(values[index])",
-                                                  expected: "a value within f16's range (±65504); run at fp32 or keep the weights as bf16")
+                throw BeyondHalfRange(index: index, value: values[index])
             }
         case .bfloat16:
             let halves = out.assumingMemoryBound(to: UInt16.self)
