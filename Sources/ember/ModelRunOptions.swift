@@ -8,7 +8,7 @@ struct DecisionOptions: ParsableArguments {
     @Option(help: """
         native (the weights as the file stores them: Q4_K, Q6_K, Q5_0 …), auto (the policy decides from the power state), \
         fp32 (dequantized), fp16 (16-bit floats: F16, a BF16 file's weights kept as BF16; fp32 arithmetic), int8 (as \
-        Q8_0) or int4 (the stored 4-bit types, other tensors as Q4_1). \
+        Q8_0) or int4 (the stored 4-bit types, other tensors as Q4_1; a 4-bit mix such as Q4_K_M as stored). \
         Default: native for a file whose weight matrices are all quantized or 16-bit, auto otherwise.
         """)
     var precision: String?

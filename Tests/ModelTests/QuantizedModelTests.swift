@@ -21,7 +21,7 @@ struct QuantizedModelTests {
 
     /// hidden 256 (the K-quants' block), 4 heads of 64 with 2 KV heads, feed-forward 512, 53 tokens (not a multiple
     /// of eight: a padded interleaved group), a Q6_K token embedding and a separate Q5_K output.
-    static func model() throws -> DecoderModel {
+    static func model(layerTypes: [[TensorType]] = layerTypes) throws -> DecoderModel {
         let (hidden, heads, kvHeads, feedForward, vocabulary) = (256, 4, 2, 512, 53)
         var gguf = SyntheticGGUF.tinyLlama(layers: layerTypes.count)
         var generator = SplitMix64(seed: 77)
@@ -68,6 +68,27 @@ struct QuantizedModelTests {
         }
         gguf.tensors += [norm("output_norm.weight", gain: 1), blocks("output.weight", .q5_K, rows: vocabulary, columns: hidden)]
         return try #require(try gguf.withFile(TestCompute.textGenerator(path:)) as? DecoderModel)
+    }
+
+    /// int4 makes Q4_1 of the types finer than 5 bits, except in a 4-bit mix (every layer matrix block-quantized, some
+    /// at 5 bits or fewer), whose Q6_K and Q8_0 matrices it keeps as stored, as llama-quantize placed them.
+    @Test func int4KeepsAFourBitMixAsStored() throws {
+        func int4Types(_ model: DecoderModel) throws -> [String: Set<TensorType>] {
+            let plan = try model.plan(ExecutionOptions(units: .cpuAndNeuralEngine, precision: .int4))
+            return Dictionary(grouping: plan.steps.filter { $0.op == .matmul && $0.layer != nil }, by: \.role).mapValues { Set($0.map(\.type)) }
+        }
+        let mix: [[TensorType]] = [[.q4_K, .q4_K, .q8_0, .q4_K, .q5_0, .q5_0, .q6_K], [.q4_K, .q4_K, .q5_0, .q4_K, .q5_0, .q5_0, .q4_K]]
+        let mixed = try Self.model(layerTypes: mix)
+        #expect(mixed.int4KeepsStoredTypes)
+        let kept = try int4Types(mixed)
+        #expect(kept["attn_v"] == [.q8_0, .q5_0] && kept["ffn_down"] == [.q6_K, .q4_K], "\(kept)")
+        // With F16 and BF16 matrices among its layers the file is no 4-bit mix: its Q6_K and Q8_0 become Q4_1.
+        let unmixed = try Self.model()
+        #expect(!unmixed.int4KeepsStoredTypes)
+        let made = try int4Types(unmixed)
+        #expect(made["ffn_down"] == [.q4_1, .q4_K] && made["attn_v"] == [.iq4_XS, .q4_1], "\(made)")
+        // An 8-bit file is no 4-bit mix either.
+        #expect(try !Self.model(layerTypes: [[TensorType]](repeating: Array(repeating: .q8_0, count: 7), count: 2)).int4KeepsStoredTypes)
     }
 
     @Test func storedTypesRunAsTheReferenceAndAsDequantizedWeights() throws {

@@ -85,7 +85,8 @@ struct CostPolicyTests {
     }
 
     @Test func measuredQualityDecides() {
-        // Gemma 3's int4 (Q4_K requantized to Q4_1) measured +6.5 % perplexity here: it must not run int4 on battery.
+        // Gemma 3's int4 when it made Q4_1 of its Q6_K and Q8_0 matrices measured +6.5 % perplexity: a profile like that must
+        // not run int4 on battery.
         let workload = Workload.generation(parameters: 270_000_000, promptTokens: 32, newTokens: 64, model: "gemma")
         let lossy = QualityProfile(metric: "perplexity", loss: [.int8: 0.001, .int4: 0.10], reference: 22.8, source: "test")
         var costs = CostModel.reference

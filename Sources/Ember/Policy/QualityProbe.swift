@@ -13,8 +13,8 @@ public enum QualityProbe {
     /// The version of the recipes that make a model's int8 and int4 weights (which roles and layers stay at 8 bits,
     /// how scales are searched): part of the cache key, so a cached profile never outlives the recipe it measured.
     /// 2: MiniLM's int4 keeps ffn_up at int8 in its middle layers. 3: fp16 (F16 weights) measured too. 4: a generator's
-    /// loss from the KL divergence to fp32, not the perplexity ratio.
-    public static let recipeVersion = 4
+    /// loss from the KL divergence to fp32, not the perplexity ratio. 5: int4 keeps a 4-bit mix's types as stored.
+    public static let recipeVersion = 5
 
     /// The cache key of the model at `path` (a file, or a folder whose `model.safetensors` is hashed) on `isa`:
     /// "checksum|bytes|isa|recipes N", the checksum a 64-bit multiply-rotate hash of every 8-byte word of the file (fast — about
