@@ -44,7 +44,7 @@ public enum QualityProbe {
     /// on text written as fp32 would write it. The ratio of the two perplexities on the text itself would be the direct
     /// measure, but on the probe's ~126 scored tokens its standard error is about ±1 % (SmolLM2's int8 measured +1.42 %
     /// here and +0.29 % on 1,020 tokens of another text), where the budgets it is held to are +0.5 % to +5 %; the mean
-    /// KL divergence over the same tokens is known to ±6 % of itself.
+    /// KL divergence over the same tokens is known to ±5–8 % of itself.
     public static func measure(_ model: any TextGenerator, threads: Int) throws -> QualityProfile {
         func options(_ precision: Precision) -> ExecutionOptions {
             ExecutionOptions(units: .all, precision: precision, threads: threads, qos: .utility)
