@@ -28,7 +28,9 @@ struct PerplexityTests {
         #expect(abs(native.perplexity / 15.9289 - 1) < 0.01, "Q4_1: \(native.perplexity)")
         let divergence = try #require(native.divergence)
         #expect(abs(divergence.referencePerplexity / 15.9143 - 1) < 0.01, "fp32: \(divergence.referencePerplexity)")
-        #expect(divergence.meanKL > 0 && divergence.meanKL < 0.02 && divergence.sameTop > 0.9, "\(divergence)")
+        // With EMBER_ISA=scalar no SIMD backend takes Q4_1: the weights run dequantized on the GPU route, as fp32 does.
+        #expect(TestCompute.isa == .scalar ? divergence.meanKL < 1e-9 : divergence.meanKL > 0, "\(divergence)")
+        #expect(divergence.meanKL < 0.02 && divergence.sameTop > 0.9, "\(divergence)")
     }
 
     @Test(.enabled(if: textPresent && GemmaFile.present))
