@@ -82,7 +82,7 @@ final class DecoderPlan: @unchecked Sendable {
         }
         // The output projection (the token table when tied) keeps a finer quantized format (Q8_0 in SmolLM2's
         // file) unless fp32 is asked for, as llama.cpp runs its Q4_1 file; at int4 a 4-bit mix's layers keep theirs too.
-        let matrices = model.layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] } + [model.output]
+        let matrices = model.layerMatrices + [model.output]
         let keepsMix = key.precision == .int4 && model.int4KeepsStoredTypes
         let bound = try BoundMatmuls(matrices, pool: context.pool) { index, w in
             try bind(w, keepingFinerFormat: keepsMix || index == matrices.count - 1)

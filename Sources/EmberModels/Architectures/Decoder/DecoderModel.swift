@@ -24,6 +24,8 @@ final class DecoderModel: TextGenerator, @unchecked Sendable {
         let postAttentionNorm, postFeedForwardNorm: UnsafePointer<Float>?
         let feedForwardNorm: UnsafePointer<Float>
         let gate, up, down: WeightMatrix
+        /// The layer's matmul weights in pass order: Q, K, V, O, gate, up, down.
+        var matrices: [WeightMatrix] { [q, k, v, o, gate, up, down] }
 
         init(attentionNorm: UnsafePointer<Float>, q: WeightMatrix, k: WeightMatrix, v: WeightMatrix, o: WeightMatrix,
              qBias: UnsafePointer<Float>?, kBias: UnsafePointer<Float>?, vBias: UnsafePointer<Float>?,
@@ -65,19 +67,18 @@ final class DecoderModel: TextGenerator, @unchecked Sendable {
     /// sensitive (Gemma 3 270M's Q4_K_M: half the `ffn_down` and `attn_v`); making Q4_1 of those cost Gemma +6.5 %
     /// perplexity, keeping them costs what the 8-bit activations cost (+0.3 %).
     var int4KeepsStoredTypes: Bool {
-        let matrices = layers.flatMap { [$0.q, $0.k, $0.v, $0.o, $0.gate, $0.up, $0.down] }
+        let matrices = layerMatrices
         return matrices.allSatisfy { $0.type.blockSize > 1 } && matrices.contains { $0.type.precision == .int4 }
     }
+    /// Every layer's matmul weights, layer after layer in pass order (``Layer/matrices``).
+    var layerMatrices: [WeightMatrix] { layers.flatMap(\.matrices) }
     var matmulParameters: Int {
-        layers.reduce(output.rows * output.columns) { sum, layer in
-            sum + [layer.q, layer.k, layer.v, layer.o, layer.gate, layer.up, layer.down].reduce(0) { $0 + $1.rows * $1.columns }
-        }
+        layerMatrices.reduce(output.rows * output.columns) { $0 + $1.rows * $1.columns }
     }
 
     func releaseBoundWeights() {
         plans.removeAll()
-        var matrices = [embedding, output]
-        for layer in layers { matrices += [layer.q, layer.k, layer.v, layer.o, layer.gate, layer.up, layer.down] }
+        let matrices = [embedding, output] + layerMatrices
         matrices.forEach { $0.releaseDerivedCopies() }
     }
 
