@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-llamacpp-tokens check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
+.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-llamacpp-tokens check-llamacpp-tokens-floor check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
 
 all: build
 
@@ -321,7 +321,19 @@ check-llamacpp-tokens: build models
 	    || { echo "llama-quantize could not write $$out"; exit 1; }; \
 	  files="$$files $$out"; \
 	done && \
-	LD_LIBRARY_PATH="$$llama_bin" python3 scripts/teacher_forced_vs_llamacpp.py "$$llama_bin" $(EMBER) $$files
+	candidate=$(EMBER) && \
+	if [ "$(TOKEN_CHECK_CANDIDATE)" = llama-avx2 ]; then \
+	  candidate=$$(LLAMA_CPP_ISA=avx2 bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1); \
+	fi && \
+	python3 scripts/teacher_forced_vs_llamacpp.py "$$llama_bin" "$$candidate" $$files
+
+# The floor of that count: llama.cpp's AVX2-only build in Ember's place, against its native (AVX-512) build — how far
+# llama.cpp's own rounding on another ISA moves its picks under the same rule. Only where the native build is not the
+# AVX2 one.
+check-llamacpp-tokens-floor:
+	@if ! grep -qw avx512f /proc/cpuinfo; then \
+	  echo "check-llamacpp-tokens-floor: this CPU has no AVX-512, so llama.cpp's native build is its AVX2 build: nothing to compare"; \
+	else $(MAKE) --no-print-directory check-llamacpp-tokens TOKEN_CHECK_CANDIDATE=llama-avx2; fi
 
 # The package-benchmark suites under Benchmarks/ (statistics, allocations).
 bench-suite: deps

@@ -11,9 +11,11 @@ def post(port, path, body, timeout=300):
 
 @contextlib.contextmanager
 def running(bin_dir, model, port, extra_args=()):
-    """llama-server on `model` (context 512, 2 threads unless `extra_args` say otherwise) until the block ends."""
+    """llama-server on `model` (context 512, 2 threads unless `extra_args` say otherwise) until the block ends. It loads
+    the libraries of its own build (`bin_dir`), whatever LD_LIBRARY_PATH the caller has, so two builds can be compared."""
+    env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
     server = subprocess.Popen([os.path.join(bin_dir, "llama-server"), "-m", model, "--port", str(port), "-t", "2",
-                               "-c", "512", *extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "-c", "512", *extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         for _ in range(600):
             try:

@@ -3,6 +3,7 @@
 the compounding of free-running greedy decoding).
 
 Usage: teacher_forced_vs_llamacpp.py LLAMA_BIN_DIR EMBER_BINARY FILE.gguf [FILE.gguf ...]
+       teacher_forced_vs_llamacpp.py LLAMA_BIN_DIR OTHER_LLAMA_BIN_DIR FILE.gguf [FILE.gguf ...]
 
 For each file: starts llama-server (2 threads), lets it continue 25 prompts greedily for 13 tokens with the top two
 log-probabilities, and takes positions 0, 4, 8 and 12 of each continuation: the prompt plus llama.cpp's tokens before
@@ -11,6 +12,10 @@ skipped), and Ember's token is compared with llama.cpp's. A different pick is a 
 llama.cpp's top two are within 0.15 nats, a mismatch otherwise. Every position starts from the same context on both
 sides, so one early difference does not decide the rest. Prints one line per file and the total; exits 1 on any
 mismatch. scripts/greedy_vs_llamacpp.py is the free-running form.
+
+With a directory holding another llama.cpp build (say one built for AVX2 only) in place of Ember, that build answers
+each position instead (its llama-server, the same prompt ids, one token): llama.cpp against itself under the same rule,
+the floor that its own rounding sets for the count.
 """
 import os, sys
 
@@ -44,6 +49,16 @@ def llama_positions(bin_dir, path, port=18190):
                     cases.append((ids + generated[:k], text, generated[k], top2[k]))
     return cases
 
+def llama_next_tokens(bin_dir, path, cases, port=18191):
+    """Another llama.cpp build's greedy token after each case's ids (as ember_generate's report, for main)."""
+    reports = []
+    with running(bin_dir, path, port):
+        for ids, _, _, _ in cases:
+            r = post(port, "/completion", {"prompt": ids, "n_predict": 1, "temperature": 0, "top_k": 1,
+                                           "samplers": ["top_k"], "cache_prompt": False, "return_tokens": True})
+            reports.append({"prompt_token_ids": ids, "token_ids": r["tokens"]})
+    return reports
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -52,8 +67,9 @@ def main():
     for path in files:
         bad = ties = skipped = 0
         cases = llama_positions(bin_dir, path)
-        for ids, text, want, top2 in cases:
-            report = ember_generate(ember, path, "native", 1, text)
+        other = llama_next_tokens(ember, path, cases) if os.path.isdir(ember) else None
+        for i, (ids, text, want, top2) in enumerate(cases):
+            report = other[i] if other is not None else ember_generate(ember, path, "native", 1, text)
             if report is None:
                 bad += 1
                 continue
