@@ -146,7 +146,9 @@ struct GenerationParameters {
 
     /// Unset temperature, top-p and seed take llama-server's defaults (temperature 0.8, top-p 0.95, top-k 40, min-p
     /// 0.05) and a fresh seed: a client that sends nothing gets varied, sensible text, as from other servers.
-    init(_ fields: RequestFields) throws {
+    /// Log-probabilities are asked as OpenAI's two endpoints ask them: `logprobs: true` and `top_logprobs` (0–20) in a
+    /// `chat` request, `logprobs` as the number of most likely tokens (0–5) in a text completion.
+    init(_ fields: RequestFields, chat: Bool) throws {
         if let n = try fields.integer("n", in: Int64.min...Int64.max), n != 1 {
             throw HTTPAPIError.invalid("n", found: "\(n)", expected: "1 (one choice per request; send several requests for more)")
         }
@@ -165,6 +167,7 @@ struct GenerationParameters {
             sampler.repetitionPenalty = 1 + Float(penalty) * 0.25
         }
         if let format = fields.value("response_format") { sampler.format = try Self.outputFormat(format) }
+        sampler.logprobs = try Self.logprobs(fields, chat: chat)
         self.sampler = sampler
         stop = try fields.strings("stop", most: 4) ?? []
         stream = try fields.bool("stream") ?? false
@@ -180,6 +183,19 @@ struct GenerationParameters {
 }
 
 extension GenerationParameters {
+    /// How many most likely tokens to report a step, nil for no log-probabilities. A chat's `top_logprobs` without
+    /// `logprobs: true` is refused, as OpenAI refuses it, rather than dropped.
+    static func logprobs(_ fields: RequestFields, chat: Bool) throws -> Int? {
+        guard chat else { return try fields.integer("logprobs", in: 0...5).map { Int($0) } }
+        let asked = try fields.bool("logprobs") ?? false
+        let top = try fields.integer("top_logprobs", in: 0...20).map { Int($0) }
+        if let top, !asked {
+            throw HTTPAPIError.invalid("top_logprobs", found: "\(top) without \"logprobs\": true",
+                                       expected: "\"logprobs\": true with it (it counts the alternatives logprobs reports)")
+        }
+        return asked ? top ?? 0 : nil
+    }
+
     /// OpenAI's `response_format`: `{"type": "text"}`, `{"type": "json_object"}` or `{"type": "json_schema",
     /// "json_schema": {"name", "schema", "strict"}}`; the schema is checked here, so a schema Ember cannot enforce is a
     /// 400 naming the keyword, never ignored.
@@ -271,10 +287,10 @@ public enum OpenAIRequestCheck {
             _ = try fields.strings("input", most: 2048)
             _ = try fields.string("encoding_format")
         case "chat":
-            _ = try GenerationParameters(fields)
+            _ = try GenerationParameters(fields, chat: true)
             _ = try chatMessages(fields)
         default:
-            _ = try GenerationParameters(fields)
+            _ = try GenerationParameters(fields, chat: false)
             _ = try fields.strings("prompt", most: 1)
         }
     }

@@ -33,15 +33,17 @@ enum OpenAIResponses {
                  ("total_tokens", .number(Double(prompt + completion)))])
     }
 
-    /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`).
+    /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`); `logprobs`
+    /// says whether the request asked for log-probabilities.
     static func completion(chat: Bool, id: String, created: Int, model: String, generation: Completion<Generation>,
-                           tier: Tier) -> JSONValue {
+                           tier: Tier, logprobs asked: Bool = false) -> JSONValue {
         let text = generation.output.text
         let finish = JSONValue.string(finishReason(generation.output.stopReason))
+        let logprobs = asked ? Self.logprobs(chat: chat, generation.output.logprobs) : .null
         let choice: JSONValue = chat
             ? .object([("index", .number(0)), ("message", .object([("role", .string("assistant")), ("content", .string(text))])),
-                       ("logprobs", .null), ("finish_reason", finish)])
-            : .object([("index", .number(0)), ("text", .string(text)), ("logprobs", .null), ("finish_reason", finish)])
+                       ("logprobs", logprobs), ("finish_reason", finish)])
+            : .object([("index", .number(0)), ("text", .string(text)), ("logprobs", logprobs), ("finish_reason", finish)])
         return .object([
             ("id", .string(id)), ("object", .string(chat ? "chat.completion" : "text_completion")),
             ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([choice])),
@@ -50,18 +52,61 @@ enum OpenAIResponses {
         ])
     }
 
-    /// One streamed chunk: a piece of text (or the role, first), or the last one with its finish reason.
+    /// OpenAI's `logprobs` object for `tokens`: a chat's `{"content": [{token, logprob, bytes, top_logprobs}],
+    /// "refusal": null}`, or a text completion's `{tokens, token_logprobs, top_logprobs, text_offset}` (its
+    /// `top_logprobs` holds the chosen token too, as OpenAI's do: up to `logprobs` + 1 entries). A log-probability too
+    /// small for a float is sent as −9999, as OpenAI sends it.
+    static func logprobs(chat: Bool, _ tokens: [TokenLogprobs]) -> JSONValue {
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+        func number(_ logprob: Float) -> JSONValue { .float(logprob.isFinite ? logprob : -9999) }
+        func bytes(_ bytes: [UInt8]) -> JSONValue { .array(bytes.map { .number(Double($0)) }) }
+        if chat {
+            let content = tokens.map { step -> JSONValue in
+                let top = step.top.map { JSONValue.object([("token", .string(text($0.bytes))), ("logprob", number($0.logprob)),
+                                                           ("bytes", bytes($0.bytes))]) }
+                return .object([("token", .string(text(step.chosen.bytes))), ("logprob", number(step.chosen.logprob)),
+                                ("bytes", bytes(step.chosen.bytes)), ("top_logprobs", .array(top))])
+            }
+            return .object([("content", .array(content)), ("refusal", .null)])
+        }
+        // Each token's offset in characters (Unicode scalars) of the text before it; counted in one pass: the bytes up
+        // to the last one that starts a character are counted once, the rest again with each token.
+        var offsets: [JSONValue] = []
+        var decoded: [UInt8] = []
+        var counted = 0, scalars = 0
+        for step in tokens {
+            offsets.append(.number(Double(scalars + text(Array(decoded[counted...])).unicodeScalars.count)))
+            decoded += step.chosen.bytes
+            if let start = decoded[counted...].lastIndex(where: { $0 & 0xC0 != 0x80 }), start > counted {
+                scalars += text(Array(decoded[counted..<start])).unicodeScalars.count
+                counted = start
+            }
+        }
+        let top = tokens.map { step -> JSONValue in
+            var pairs = step.top.map { (text($0.bytes), number($0.logprob)) }
+            if !step.top.contains(where: { $0.token == step.chosen.token }) {
+                pairs.append((text(step.chosen.bytes), number(step.chosen.logprob)))
+            }
+            return .object(pairs)
+        }
+        return .object([("tokens", .array(tokens.map { .string(text($0.chosen.bytes)) })),
+                        ("token_logprobs", .array(tokens.map { number($0.chosen.logprob) })),
+                        ("top_logprobs", .array(top)), ("text_offset", .array(offsets))])
+    }
+
+    /// One streamed chunk: a piece of text (or the role, first), or the last one with its finish reason (and, when
+    /// asked, the whole generation's `logprobs`).
     static func chunk(chat: Bool, id: String, created: Int, model: String, piece: String?, role: Bool = false,
-                      finish: String? = nil, extra: [(String, JSONValue)] = []) -> JSONValue {
+                      finish: String? = nil, logprobs: JSONValue = .null, extra: [(String, JSONValue)] = []) -> JSONValue {
         let choice: JSONValue
         if chat {
             var delta: [(String, JSONValue)] = []
             if role { delta.append(("role", .string("assistant"))) }
             if let piece { delta.append(("content", .string(piece))) }
-            choice = .object([("index", .number(0)), ("delta", .object(delta)), ("logprobs", .null),
+            choice = .object([("index", .number(0)), ("delta", .object(delta)), ("logprobs", logprobs),
                               ("finish_reason", finish.map(JSONValue.string) ?? .null)])
         } else {
-            choice = .object([("index", .number(0)), ("text", .string(piece ?? "")), ("logprobs", .null),
+            choice = .object([("index", .number(0)), ("text", .string(piece ?? "")), ("logprobs", logprobs),
                               ("finish_reason", finish.map(JSONValue.string) ?? .null)])
         }
         return .object([("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),

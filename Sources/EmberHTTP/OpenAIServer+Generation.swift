@@ -16,7 +16,7 @@ extension OpenAIServer {
     /// or as Server-Sent Events.
     func generation(_ fields: RequestFields, chat: Bool, headers: RequestHeaders, request: Request) async throws -> Response {
         let name = try servedName(fields, embedding: false)
-        let parameters = try GenerationParameters(fields)
+        let parameters = try GenerationParameters(fields, chat: chat)
         let messages = chat ? try chatMessages(fields) : []
         let promptText: String
         if !chat {
@@ -67,7 +67,8 @@ extension OpenAIServer {
             }
             metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
-                                                        generation: completion, tier: headers.tier), status: .ok)
+                                                        generation: completion, tier: headers.tier,
+                                                        logprobs: parameters.sampler.logprobs != nil), status: .ok)
         }
 
         // Streamed: the run starts now; the headers go out with its first piece (or its end), so a request the
@@ -95,7 +96,8 @@ extension OpenAIServer {
             _ = try await Self.translatingDrop(deferral, headers) { throw error }
         }
         let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier,
-                               includeUsage: parameters.includeUsage, metrics: metrics, log: configuration.log,
+                               includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
+                               metrics: metrics, log: configuration.log,
                                firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)
         var responseHeaders = HTTPFields()
@@ -151,6 +153,8 @@ struct UnsafeTransfer<Value>: @unchecked Sendable {
 
 /// Writes a generation's events as OpenAI's Server-Sent Events: the role first (chat), a chunk per piece, the last
 /// chunk with the finish reason and the `ember` object, the usage chunk when asked, then `data: [DONE]`.
+/// Log-probabilities, when asked, come whole in the last chunk: pieces reach the stream as text only (the scheduler
+/// carries strings), and a client joins the chunks' `logprobs` as it joins their text.
 struct SSEStream: Sendable {
     let chat: Bool
     let id: String
@@ -158,6 +162,8 @@ struct SSEStream: Sendable {
     let model: String
     let tier: Tier
     let includeUsage: Bool
+    /// Whether the request asked for log-probabilities.
+    let logprobs: Bool
     let metrics: ServerMetrics
     let log: @Sendable (String) -> Void
     /// Called once the first event is written.
@@ -176,6 +182,7 @@ struct SSEStream: Sendable {
                 metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count)
                 try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: chat ? nil : "",
                                                      finish: OpenAIResponses.finishReason(generation.stopReason),
+                                                     logprobs: logprobs ? OpenAIResponses.logprobs(chat: chat, generation.logprobs) : .null,
                                                      extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
                 if includeUsage {
                     let usage = OpenAIResponses.usage(prompt: generation.promptTokenIDs.count, completion: generation.tokenIDs.count)

@@ -28,9 +28,13 @@ struct GenerateCommand: AsyncParsableCommand {
     @Flag(name: .customLong("json-object"), help: "Generate one JSON object (any keys).")
     var jsonObject = false
 
+    @Option(help: ArgumentHelp("With --json: each token's log-probability and the step's N most likely tokens (0–20).",
+                               valueName: "N"))
+    var logprobs: Int?
+
     /// The sampling options as the library takes them (the schema file read).
     func sampler() throws -> SamplerSettings {
-        var settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed)
+        var settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed, logprobs: logprobs)
         if let jsonSchema {
             guard let data = FileManager.default.contents(atPath: jsonSchema) else {
                 throw ValidationError("--json-schema: cannot read \(jsonSchema); expected a file holding a JSON Schema")
@@ -48,6 +52,10 @@ struct GenerateCommand: AsyncParsableCommand {
     func validate() throws {
         guard n >= 1 else { throw ValidationError("-n: found \(n), expected at least 1 token") }
         guard jsonSchema == nil || !jsonObject else { throw ValidationError("--json-schema and --json-object: give one of them") }
+        if let logprobs {
+            guard (0...20).contains(logprobs) else { throw ValidationError("--logprobs: found \(logprobs), expected 0 to 20 tokens a step") }
+            guard json else { throw ValidationError("--logprobs \(logprobs): add --json (the log-probabilities are reported in its object)") }
+        }
         do { try sampler().validate() } catch let error as ValidationError {
             throw error
         } catch {
@@ -67,6 +75,21 @@ struct GenerateCommand: AsyncParsableCommand {
         var timings: [String: Double]
         var energy_joules: Double
         var energy_source: String
+        /// With --logprobs: per token of the text, its id, text and log-probability, and the step's most likely tokens.
+        var logprobs: [TokenReport]?
+    }
+
+    struct TokenReport: Encodable {
+        var id: Int
+        var token: String
+        var logprob: Float
+        var top: [TokenReport]?
+
+        init(_ probability: TokenProbability, top: [TokenProbability]? = nil) {
+            (id, token) = (probability.token, String(decoding: probability.bytes, as: UTF8.self))
+            logprob = probability.logprob.isFinite ? probability.logprob : -9999 // JSON has no −∞
+            self.top = top?.map { TokenReport($0) }
+        }
     }
 
     func run() async throws {
@@ -88,7 +111,8 @@ struct GenerateCommand: AsyncParsableCommand {
                 timings: ["load_ms": loadMs, "first_token_ms": firstPiece.milliseconds ?? -1,
                           "prefill_tokens_per_s": Double(result.promptTokenIDs.count) / max(result.prefillSeconds, 1e-9),
                           "decode_tokens_per_s": Double(max(0, result.tokenIDs.count - 1)) / max(result.decodeSeconds, 1e-9)],
-                energy_joules: result.energy.joules, energy_source: result.energy.source.rawValue)
+                energy_joules: result.energy.joules, energy_source: result.energy.source.rawValue,
+                logprobs: logprobs == nil ? nil : result.logprobs.map { TokenReport($0.chosen, top: $0.top) })
             try printJSON(report, singleLine: true)
         } else {
             print()

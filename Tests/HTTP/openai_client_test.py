@@ -107,6 +107,39 @@ def run_checks(base):
     check("stop strings end the text before them", "6" not in stopped.choices[0].text and stopped.choices[0].finish_reason == "stop",
           repr(stopped.choices[0].text))
 
+    # Log-probabilities, as OpenAI's clients ask for them: the tokens join to the text, each is ≤ 0, greedy picks the best.
+    scored = client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0, logprobs=True,
+                                            top_logprobs=3)
+    content = scored.choices[0].logprobs.content if scored.choices[0].logprobs else []
+    check("chat logprobs: one entry a token, joining to the text", content and "".join(t.token for t in content) == text
+          and b"".join(bytes(t.bytes) for t in content).decode() == text, repr([t.token for t in content]))
+    check("chat logprobs: ≤ 0, three alternatives best first, greedy took the best", all(
+        t.logprob <= 0 and len(t.top_logprobs) == 3 and t.top_logprobs[0].token == t.token
+        and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6
+        and all(a.logprob >= b.logprob for a, b in zip(t.top_logprobs, t.top_logprobs[1:])) for t in content))
+    streamed_logprobs = []
+    for chunk in client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0,
+                                                logprobs=True, stream=True):
+        for choice in chunk.choices:
+            if choice.logprobs and choice.logprobs.content:
+                streamed_logprobs += choice.logprobs.content
+    check("chat stream logprobs equal the plain answer's", [t.token for t in streamed_logprobs] == [t.token for t in content]
+          and all(abs(a.logprob - b.logprob) < 1e-6 for a, b in zip(streamed_logprobs, content)))
+    scored = client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=24, temperature=0, stop=["6"],
+                                       logprobs=2)
+    lp = scored.choices[0].logprobs
+    check("completion logprobs: tokens up to the stop string, offsets, top entries", lp is not None
+          and "".join(lp.tokens).startswith(scored.choices[0].text) and len("".join(lp.tokens[:-1])) < len(scored.choices[0].text)
+          and len(lp.token_logprobs) == len(lp.tokens) == len(lp.top_logprobs) == len(lp.text_offset)
+          and lp.text_offset[0] == 0 and all(len(top) == 2 for top in lp.top_logprobs)
+          and all(lp.text_offset[i + 1] == lp.text_offset[i] + len(lp.tokens[i]) for i in range(len(lp.tokens) - 1)),
+          json.dumps(lp.model_dump() if lp else None)[:300])
+    try:
+        client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=4, top_logprobs=2)
+        check("top_logprobs without logprobs is refused", False)
+    except openai.BadRequestError as error:
+        check("top_logprobs without logprobs is a 400 naming it", "top_logprobs" in str(error), str(error)[:160])
+
     sentences = ["The cat sat on the mat.", "A dog slept on the rug.", "Stock markets fell sharply today."]
     floats = client.embeddings.create(model=EMBED_MODEL, input=sentences, encoding_format="float")
     encoded = client.embeddings.create(model=EMBED_MODEL, input=sentences)  # the client asks for base64 and decodes it

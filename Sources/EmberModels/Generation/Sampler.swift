@@ -19,6 +19,10 @@ public struct SamplerSettings: Sendable, Equatable {
     public var seed: UInt64 = 0
     /// What the text must be: free text (the default), any JSON object, or JSON valid against a schema.
     public var format: OutputFormat = .text
+    /// Not a sampling rule but what the generation reports with each token: nil reports nothing; 0…20 reports each
+    /// sampled token's log-probability and that many of the step's most likely tokens with theirs
+    /// (``Generation/logprobs``).
+    public var logprobs: Int? = nil
 
     /// Throws `KernelError.invalidArgument` naming the first setting out of range:
     /// temperature finite and ≥ 0, top-k ≥ 0, top-p in (0, 1], min-p in [0, 1], repetition penalty finite and > 0,
@@ -34,14 +38,18 @@ public struct SamplerSettings: Sendable, Equatable {
         try check(repetitionPenalty.isFinite && repetitionPenalty > 0, "repetitionPenalty", "\(repetitionPenalty)",
                   "a finite number > 0 (1 is off)")
         try check(repetitionWindow >= 0, "repetitionWindow", "\(repetitionWindow)", "≥ 0")
+        if let logprobs { try check((0...20).contains(logprobs), "logprobs", "\(logprobs)", "0 to 20 most likely tokens a step (nil: none)") }
         try format.validate()
     }
 
-    /// Settings with the defaults above: greedy, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, seed 0, free text.
+    /// Settings with the defaults above: greedy, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, seed 0, free
+    /// text, no log-probabilities reported.
     public init(temperature: Float = 0, topK: Int = 40, topP: Float = 0.95, minP: Float = 0.05,
-                repetitionPenalty: Float = 1, repetitionWindow: Int = 64, seed: UInt64 = 0, format: OutputFormat = .text) {
+                repetitionPenalty: Float = 1, repetitionWindow: Int = 64, seed: UInt64 = 0, format: OutputFormat = .text,
+                logprobs: Int? = nil) {
         (self.temperature, self.topK, self.topP, self.minP) = (temperature, topK, topP, minP)
         (self.repetitionPenalty, self.repetitionWindow, self.seed, self.format) = (repetitionPenalty, repetitionWindow, seed, format)
+        self.logprobs = logprobs
     }
 }
 

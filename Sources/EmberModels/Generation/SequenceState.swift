@@ -17,6 +17,11 @@ struct SequenceState {
     private(set) var text = ""
     private(set) var stopReason = "max_tokens"
     private(set) var finished = false
+    /// Each text token's log-probabilities when the settings ask for them (``SamplerSettings/logprobs``).
+    private(set) var logprobs: [TokenLogprobs] = []
+    /// Where each of `logprobs`' tokens starts in the decoded bytes, to drop those a stop string cuts away.
+    private var logprobStarts: [Int] = []
+    private var decodedBytes = 0
     private var seen: [Int]
     private var decoder = StreamingDecoder()
     private var stops: StopSequences
@@ -52,6 +57,7 @@ struct SequenceState {
     mutating func accept(logits: [Float], onPiece: (String) -> Void) {
         constraint?.remainingTokens = min(maxTokens - generated.count, session.capacity - session.position)
         let next = sampler.next(logits: logits, history: seen, constraint: constraint)
+        let measured = sampler.settings.logprobs.map { TokenLogprobs.measure(logits, chosen: next, count: $0, tokenizer: tokenizer) }
         generated.append(next)
         seen.append(next)
         if tokenizer.endsGeneration(next) {
@@ -68,7 +74,13 @@ struct SequenceState {
             }
             constraint.accept(next)
         }
-        let piece = stops.append(decoder.append(tokenizer.bytes(of: next)))
+        let bytes = tokenizer.bytes(of: next)
+        if let measured {
+            logprobs.append(measured)
+            logprobStarts.append(decodedBytes)
+        }
+        decodedBytes += bytes.count
+        let piece = stops.append(decoder.append(bytes))
         text += piece
         if !piece.isEmpty { onPiece(piece) }
         if stops.stopped {
@@ -97,10 +109,16 @@ struct SequenceState {
         let tail = stops.append(decoder.finish()) + stops.finish()
         if stops.stopped { stopReason = "stop" }
         text += tail
+        if stops.stopped {
+            // The tokens from the one where the stop string starts on are not in the text: nor in its log-probabilities.
+            let kept = logprobStarts.prefix { $0 < text.utf8.count }.count
+            logprobs.removeSubrange(kept...)
+        }
         if !tail.isEmpty { onPiece(tail) }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
         return Generation(promptTokenIDs: promptTokens, tokenIDs: generated, text: text, stopReason: stopReason,
                           prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
-                          energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source))
+                          energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source),
+                          logprobs: logprobs)
     }
 }

@@ -18,6 +18,10 @@ public struct Generation: Sendable {
     public var decodeSeconds: Double
     /// Energy of the forward passes, measured (RAPL) or modelled (the backends' calibrated costs).
     public var energy: EnergyEstimate
+    /// When ``SamplerSettings/logprobs`` asked for them: each token of `text` with its log-probability and the step's
+    /// most likely tokens, in order — not the end-of-generation token, nor the tokens a stop string cut away. Empty
+    /// otherwise.
+    public var logprobs: [TokenLogprobs] = []
 }
 
 /// Generation written once for every ``TextGenerator``: prompt in, tokens
