@@ -162,10 +162,15 @@ struct GenerationParameters {
         } else {
             sampler.seed = UInt64.random(in: 0...UInt64.max)
         }
-        if let penalty = try fields.number("frequency_penalty", in: -2...2), penalty != 0 {
-            // OpenAI's additive penalty has no exact counterpart here; its sign maps to the multiplicative one.
-            sampler.repetitionPenalty = 1 + Float(penalty) * 0.25
-        }
+        // OpenAI's additive penalties as OpenAI defines them, over the last 64 tokens (as llama-server counts them).
+        if let penalty = try fields.number("frequency_penalty", in: -2...2) { sampler.frequencyPenalty = Float(penalty) }
+        if let penalty = try fields.number("presence_penalty", in: -2...2) { sampler.presencePenalty = Float(penalty) }
+        if let bias = fields.value("logit_bias") { sampler.logitBias = try Self.logitBias(bias) }
+        // The filters llama-server and vLLM take beside OpenAI's.
+        if let topK = try fields.integer("top_k", in: 0...1_000_000) { sampler.topK = Int(topK) }
+        if let minP = try fields.number("min_p", in: 0...1) { sampler.minP = Float(minP) }
+        if let penalty = try fields.number("repetition_penalty", in: 0.01...10) { sampler.repetitionPenalty = Float(penalty) }
+        try Self.refuseTools(fields)
         if let format = fields.value("response_format") { sampler.format = try Self.outputFormat(format) }
         sampler.logprobs = try Self.logprobs(fields, chat: chat)
         self.sampler = sampler
@@ -183,6 +188,57 @@ struct GenerationParameters {
 }
 
 extension GenerationParameters {
+    /// OpenAI's `logit_bias`: an object from token ids (as strings) to numbers from −100 to 100, at most 1,024 of them.
+    /// Whether each id is in the model's vocabulary is checked once the model is known (``checkTokens(in:)``).
+    static func logitBias(_ value: JSONValue) throws -> [Int: Float] {
+        let field = "logit_bias"
+        guard case let .object(pairs) = value else {
+            throw HTTPAPIError.invalid(field, found: RequestFields.shown(value), expected: "an object from token ids to numbers, such as {\"50256\": -100}")
+        }
+        guard pairs.count <= 1024 else { throw HTTPAPIError.invalid(field, found: "\(pairs.count) entries", expected: "at most 1024") }
+        var bias: [Int: Float] = [:]
+        for (key, number) in pairs {
+            guard let token = Int(key), token >= 0, String(token) == key else {
+                throw HTTPAPIError.invalid("\(field).\(key.prefix(40))", found: "the key \"\(key.prefix(40))\"", expected: "a token id (a whole number ≥ 0, written as a string)")
+            }
+            guard case let .number(amount) = number, amount.isFinite, abs(amount) <= 100 else {
+                throw HTTPAPIError.invalid("\(field).\(key)", found: RequestFields.shown(number), expected: "a number from -100 to 100")
+            }
+            bias[token] = Float(amount)
+        }
+        return bias
+    }
+
+    /// A 400 naming the token of `logit_bias` that `vocabulary` does not hold.
+    func checkTokens(vocabulary: Int) throws {
+        if let token = sampler.logitBias.keys.filter({ $0 >= vocabulary }).min() {
+            throw HTTPAPIError.invalid("logit_bias.\(token)", found: "token id \(token)", expected: "an id below the model's vocabulary of \(vocabulary) tokens")
+        }
+    }
+
+    /// Tool and function calling are not run here: a request that offers tools gets a 400 saying so rather than an
+    /// answer that silently ignores them. An empty list, or `tool_choice: "none"` with none, is fine.
+    static func refuseTools(_ fields: RequestFields) throws {
+        for field in ["tools", "functions"] {
+            guard let value = fields.value(field) else { continue }
+            guard case let .array(items) = value else {
+                throw HTTPAPIError.invalid(field, found: RequestFields.shown(value), expected: "an array (and tool calling is not supported here)")
+            }
+            if !items.isEmpty {
+                throw HTTPAPIError(status: 400, code: "unsupported_parameter", param: field,
+                                   message: "\(field): found \(items.count) tool(s); this server does not run tool calls — describe the "
+                                            + "tools in a system message and ask for JSON with response_format (a json_schema) instead")
+            }
+        }
+        for field in ["tool_choice", "function_call"] {
+            guard let value = fields.value(field) else { continue }
+            if value != .string("none"), value != .string("auto") {
+                throw HTTPAPIError(status: 400, code: "unsupported_parameter", param: field,
+                                   message: "\(field): found \(RequestFields.shown(value)); this server does not run tool calls (\"none\" or \"auto\" with no tools are accepted)")
+            }
+        }
+    }
+
     /// How many most likely tokens to report a step, nil for no log-probabilities. A chat's `top_logprobs` without
     /// `logprobs: true` is refused, as OpenAI refuses it, rather than dropped.
     static func logprobs(_ fields: RequestFields, chat: Bool) throws -> Int? {

@@ -29,6 +29,7 @@ extension OpenAIServer {
             promptText = ""
         }
         let model = try await models.language(named: name)
+        try parameters.checkTokens(vocabulary: model.tokenizer.count)
         let prompt: String
         if chat {
             do { prompt = try ChatTemplate.resolve(for: model).format(messages) } catch {

@@ -6,7 +6,9 @@ Usage: openai_client_test.py EMBER_BINARY MODELS_DIR   (run with a Python that h
 
 Checks: models.list; chat.completions.create plain and streamed (the streamed pieces join to the plain text at
 temperature 0); completions.create plain and streamed; embeddings.create as floats and base64 (the client's
-default) agreeing; 16 concurrent chats all complete; an unknown model is a 404 and the server lives on; max_tokens
+default) agreeing; log-probabilities (chat, streamed, completions with a stop string) joining to the text;
+logit_bias, the additive penalties and llama-server's filters taken; tools and bad logit_bias refused naming the
+field; 16 concurrent chats all complete; an unknown model is a 404 and the server lives on; max_tokens
 beyond the context, bad JSON and a body over the limit are 400/400/413 in OpenAI's error shape; a deferred request
 gets 503 with Retry-After once X-Ember-Max-Wait passes; a client that leaves mid-stream has its generation
 cancelled; /health and /metrics answer. Prints one line per check; exits 1 at the first failure.
@@ -139,6 +141,30 @@ def run_checks(base):
         check("top_logprobs without logprobs is refused", False)
     except openai.BadRequestError as error:
         check("top_logprobs without logprobs is a 400 naming it", "top_logprobs" in str(error), str(error)[:160])
+
+    # logit_bias bans the greedy first token (its id from the CLI's JSON); OpenAI's penalties and the llama-server
+    # filters are taken; tools are refused rather than ignored.
+    first = json.loads(subprocess.run([BINARY, "generate", "-m", CHAT_MODEL, "-n", "1", "--json", "Once upon a time"],
+                                      env=dict(os.environ, EMBER_MODELS_DIR=MODELS), capture_output=True, text=True,
+                                      check=True).stdout)["token_ids"][0]
+    plain = client.completions.create(model=CHAT_MODEL, prompt="Once upon a time", max_tokens=1, temperature=0, logprobs=1)
+    banned = client.completions.create(model=CHAT_MODEL, prompt="Once upon a time", max_tokens=1, temperature=0, logprobs=1,
+                                       logit_bias={str(first): -100})
+    check("logit_bias -100 bans a token: the second best comes instead", banned.choices[0].text
+          and banned.choices[0].text != plain.choices[0].text
+          and banned.choices[0].logprobs.token_logprobs[0] < plain.choices[0].logprobs.token_logprobs[0],
+          "%r -> %r" % (plain.choices[0].text, banned.choices[0].text))
+    repeated = client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=12, temperature=0,
+                                         presence_penalty=2, frequency_penalty=2, extra_body={"top_k": 20, "min_p": 0.1})
+    check("presence/frequency penalties and top_k/min_p are taken and change the text", repeated.choices[0].text
+          != client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=12, temperature=0).choices[0].text,
+          repr(repeated.choices[0].text))
+    for body, field in (({"logit_bias": {"abc": 1}}, "logit_bias.abc"), ({"logit_bias": {"10": 500}}, "logit_bias.10"),
+                        ({"logit_bias": {"99999999": 1}}, "logit_bias.99999999"),
+                        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools")):
+        status, _, answer = raw(base, "/v1/chat/completions", dict({"model": CHAT_MODEL, "messages": messages, "max_tokens": 2}, **body))
+        check("%s is a 400 naming %s" % (json.dumps(body)[:60], field), status == 400
+              and json.loads(answer)["error"]["param"] == field, answer[:200])
 
     sentences = ["The cat sat on the mat.", "A dog slept on the rug.", "Stock markets fell sharply today."]
     floats = client.embeddings.create(model=EMBED_MODEL, input=sentences, encoding_format="float")

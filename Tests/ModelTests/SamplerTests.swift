@@ -15,6 +15,8 @@ struct SamplerTests {
             (SamplerSettings(temperature: .infinity), "temperature"), (SamplerSettings(topK: -1), "topK"),
             (SamplerSettings(topP: 0), "topP"), (SamplerSettings(topP: 1.5), "topP"), (SamplerSettings(minP: -0.1), "minP"),
             (SamplerSettings(repetitionPenalty: 0), "repetitionPenalty"), (SamplerSettings(repetitionWindow: -1), "repetitionWindow"),
+            (SamplerSettings(frequencyPenalty: 2.5), "frequencyPenalty"), (SamplerSettings(presencePenalty: .nan), "presencePenalty"),
+            (SamplerSettings(logitBias: [-1: 1]), "logitBias"), (SamplerSettings(logitBias: [2: 101]), "logitBias[2]"),
         ]
         for (settings, field) in bad {
             #expect {
@@ -24,6 +26,26 @@ struct SamplerTests {
                 return argument == field
             }
         }
+    }
+
+    /// OpenAI's additive penalties and logit bias, on the greedy pick where 0.05 separates token 1 (2.0) from token 5
+    /// (1.95): each moves the pick exactly when its amount crosses that gap.
+    @Test func additivePenaltiesAndLogitBiasMoveThePickByTheirAmount() {
+        func pick(_ settings: SamplerSettings, history: [Int] = [1, 1, 4]) -> Int {
+            var sampler = Sampler(settings)
+            return sampler.next(logits: Self.logits, history: history)
+        }
+        #expect(pick(SamplerSettings()) == 1)
+        #expect(pick(SamplerSettings(frequencyPenalty: 0.02)) == 1, "twice 0.02 = 0.04 < 0.05")
+        #expect(pick(SamplerSettings(frequencyPenalty: 0.03)) == 5, "twice 0.03 = 0.06 > 0.05")
+        #expect(pick(SamplerSettings(presencePenalty: 0.04)) == 1)
+        #expect(pick(SamplerSettings(presencePenalty: 0.06)) == 5, "once, however often the token came")
+        #expect(pick(SamplerSettings(presencePenalty: 0.06), history: []) == 1, "nothing to penalise")
+        #expect(pick(SamplerSettings(frequencyPenalty: -2, presencePenalty: 0.06), history: [3, 3]) == 3,
+                "−1 + 2 × 2 − 0.06 = 2.94: a negative penalty favours a repeat")
+        #expect(pick(SamplerSettings(logitBias: [1: -100])) == 5)
+        #expect(pick(SamplerSettings(logitBias: [3: 3.5])) == 3)
+        #expect(pick(SamplerSettings(logitBias: [99: 100])) == 1, "an id beyond the logits is ignored")
     }
 
     @Test func topKAboveTheVocabularyKeepsItAll() {

@@ -13,8 +13,16 @@ public struct SamplerSettings: Sendable, Equatable {
     public var minP: Float = 0.05
     /// Divide positive (multiply negative) logits of recent tokens by this (1: off).
     public var repetitionPenalty: Float = 1
-    /// How many recent tokens the penalty looks at.
+    /// How many recent tokens the penalties look at.
     public var repetitionWindow = 64
+    /// OpenAI's additive penalties over the same recent tokens: a token's logit loses `frequencyPenalty` for each time
+    /// it is there and `presencePenalty` once if it is there at all (0: off; −2 to 2, negative favours repeats).
+    public var frequencyPenalty: Float = 0
+    /// See ``frequencyPenalty``.
+    public var presencePenalty: Float = 0
+    /// Added to the named tokens' logits before anything else picks (OpenAI's `logit_bias`: −100 to 100; −100 in
+    /// effect bans a token). Ids beyond the vocabulary are ignored here; the HTTP API refuses them.
+    public var logitBias: [Int: Float] = [:]
     /// Seed of the random draws; the same seed and inputs give the same tokens.
     public var seed: UInt64 = 0
     /// What the text must be: free text (the default), any JSON object, or JSON valid against a schema.
@@ -38,18 +46,24 @@ public struct SamplerSettings: Sendable, Equatable {
         try check(repetitionPenalty.isFinite && repetitionPenalty > 0, "repetitionPenalty", "\(repetitionPenalty)",
                   "a finite number > 0 (1 is off)")
         try check(repetitionWindow >= 0, "repetitionWindow", "\(repetitionWindow)", "≥ 0")
+        try check(frequencyPenalty.isFinite && abs(frequencyPenalty) <= 2, "frequencyPenalty", "\(frequencyPenalty)", "a number from −2 to 2 (0 is off)")
+        try check(presencePenalty.isFinite && abs(presencePenalty) <= 2, "presencePenalty", "\(presencePenalty)", "a number from −2 to 2 (0 is off)")
+        for (token, bias) in logitBias.sorted(by: { $0.key < $1.key }) {
+            try check(token >= 0, "logitBias", "token \(token)", "token ids ≥ 0")
+            try check(bias.isFinite && abs(bias) <= 100, "logitBias[\(token)]", "\(bias)", "a number from −100 to 100")
+        }
         if let logprobs { try check((0...20).contains(logprobs), "logprobs", "\(logprobs)", "0 to 20 most likely tokens a step (nil: none)") }
         try format.validate()
     }
 
-    /// Settings with the defaults above: greedy, top-k 40, top-p 0.95, min-p 0.05, no repetition penalty, seed 0, free
+    /// Settings with the defaults above: greedy, top-k 40, top-p 0.95, min-p 0.05, no penalties or bias, seed 0, free
     /// text, no log-probabilities reported.
     public init(temperature: Float = 0, topK: Int = 40, topP: Float = 0.95, minP: Float = 0.05,
-                repetitionPenalty: Float = 1, repetitionWindow: Int = 64, seed: UInt64 = 0, format: OutputFormat = .text,
-                logprobs: Int? = nil) {
+                repetitionPenalty: Float = 1, repetitionWindow: Int = 64, frequencyPenalty: Float = 0, presencePenalty: Float = 0,
+                logitBias: [Int: Float] = [:], seed: UInt64 = 0, format: OutputFormat = .text, logprobs: Int? = nil) {
         (self.temperature, self.topK, self.topP, self.minP) = (temperature, topK, topP, minP)
         (self.repetitionPenalty, self.repetitionWindow, self.seed, self.format) = (repetitionPenalty, repetitionWindow, seed, format)
-        self.logprobs = logprobs
+        (self.frequencyPenalty, self.presencePenalty, self.logitBias, self.logprobs) = (frequencyPenalty, presencePenalty, logitBias, logprobs)
     }
 }
 
@@ -65,7 +79,7 @@ public struct Sampler {
         random = SplitMix64(seed: settings.seed)
     }
 
-    /// Picks the next token id from `logits` (one per vocabulary entry); the repetition penalty applies to the last `repetitionWindow` ids of `history`.
+    /// Picks the next token id from `logits` (one per vocabulary entry); the penalties apply to the last `repetitionWindow` ids of `history`, then the logit bias.
     /// With a `constraint`, only tokens it allows are candidates — the mask comes before temperature, top-k, top-p and
     /// min-p. Empty `logits` (a vocabulary of none, which no loader accepts) give token 0 whatever the settings.
     public mutating func next(logits input: [Float], history: [Int], constraint: TokenConstraint? = nil) -> Int {
@@ -76,6 +90,14 @@ public struct Sampler {
                 logits[token] = logits[token] > 0 ? logits[token] / settings.repetitionPenalty : logits[token] * settings.repetitionPenalty
             }
         }
+        if settings.frequencyPenalty != 0 || settings.presencePenalty != 0 {
+            var counts: [Int: Int] = [:]
+            for token in history.suffix(settings.repetitionWindow) { counts[token, default: 0] += 1 }
+            for (token, count) in counts where logits.indices.contains(token) {
+                logits[token] -= settings.frequencyPenalty * Float(count) + settings.presencePenalty
+            }
+        }
+        for (token, bias) in settings.logitBias where logits.indices.contains(token) { logits[token] += bias }
         if let constraint {
             // A state known to allow few tokens: pick among them. Otherwise the best candidates first, and the
             // state's whole list of allowed tokens only when too few of them pass.
