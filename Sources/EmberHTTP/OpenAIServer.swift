@@ -75,6 +75,7 @@ public final class OpenAIServer: Sendable {
         router.get("/health") { _, _ in try await self.health() }
         router.get("/metrics") { _, _ in await self.metricsResponse() }
         router.get("/v1/models") { _, _ in self.modelList() }
+        router.get("/v1/models/**") { _, context in self.model(named: context.parameters.getCatchAll().joined(separator: "/")) }
         router.post("/v1/chat/completions") { request, _ in await self.answer(request, endpoint: "chat") }
         router.post("/v1/completions") { request, _ in await self.answer(request, endpoint: "completions") }
         router.post("/v1/embeddings") { request, _ in await self.answer(request, endpoint: "embeddings") }
@@ -125,12 +126,25 @@ public final class OpenAIServer: Sendable {
     }
 
     private func modelList() -> Response {
-        let created = Int(Date().timeIntervalSince1970)
-        let data = (configuration.languageModels + configuration.embeddingModels).map { name in
-            JSONValue.object([("id", .string(name)), ("object", .string("model")), ("created", .number(Double(created))),
-                              ("owned_by", .string("ember"))])
-        }
+        let data = (configuration.languageModels + configuration.embeddingModels).map(modelObject)
         return Self.json(.object([("object", .string("list")), ("data", .array(data))]), status: .ok)
+    }
+
+    /// `GET /v1/models/{model}` (the client's `models.retrieve`): the served model's object, or a 404 naming the served
+    /// ones. A model served by its path matches with or without the path's leading "/".
+    private func model(named name: String) -> Response {
+        let served = configuration.languageModels + configuration.embeddingModels
+        guard let match = served.first(where: { $0 == name || $0 == "/" + name }) else {
+            let error = HTTPAPIError(status: 404, code: "model_not_found", param: "model",
+                                     message: "model \"\(name)\" is not served here; served: \(served.joined(separator: ", ")) (GET /v1/models lists them)")
+            return respond(error, endpoint: "models")
+        }
+        return Self.json(modelObject(match), status: .ok)
+    }
+
+    private func modelObject(_ name: String) -> JSONValue {
+        .object([("id", .string(name)), ("object", .string("model")), ("created", .number(Double(Int(Date().timeIntervalSince1970)))),
+                 ("owned_by", .string("ember"))])
     }
 
     // MARK: Requests

@@ -89,8 +89,8 @@ public struct WorkerRequest: Sendable, Equatable {
     public var stream: Bool
     /// Whether to wrap the prompt as a user turn in the model's chat template.
     public var chat: Bool
-    /// How tokens are chosen: greedy unless `temperature` is given; `topK`, `topP`, `minP`, `repetitionPenalty` and
-    /// `seed` as ``SamplerSettings`` names them.
+    /// How tokens are chosen: greedy unless `temperature` is given; `topK`, `topP`, `minP`, `repetitionPenalty`,
+    /// `frequencyPenalty`, `presencePenalty`, `logitBias` and `seed` as ``SamplerSettings`` names them.
     public var sampler = SamplerSettings()
     /// Strings that end the generation (at most 4), neither streamed nor in the output.
     public var stop: [String] = []
@@ -185,6 +185,19 @@ public struct WorkerRequest: Sendable, Equatable {
         if let topP = try number("topP", 0.000_001...1) { sampler.topP = Float(topP) }
         if let minP = try number("minP", 0...1) { sampler.minP = Float(minP) }
         if let penalty = try number("repetitionPenalty", 0.01...10) { sampler.repetitionPenalty = Float(penalty) }
+        if let penalty = try number("frequencyPenalty", -2...2) { sampler.frequencyPenalty = Float(penalty) }
+        if let penalty = try number("presencePenalty", -2...2) { sampler.presencePenalty = Float(penalty) }
+        switch value["logitBias"] {
+        case nil, .null?: break
+        case let .object(pairs)? where pairs.count <= 1024:
+            for (key, amount) in pairs {
+                guard let token = Int(key), token >= 0, String(token) == key, case let .number(bias) = amount, abs(bias) <= 100 else {
+                    throw fail("logitBias", "an object of up to 1024 token ids (as strings) to numbers from -100 to 100, such as {\"42\": -100}")
+                }
+                sampler.logitBias[token] = Float(bias)
+            }
+        default: throw fail("logitBias", "an object of up to 1024 token ids (as strings) to numbers from -100 to 100, such as {\"42\": -100}")
+        }
         if let seed = try number("seed", 0...9_007_199_254_740_991, whole: true) { sampler.seed = UInt64(seed) }
         switch value["stop"] {
         case nil, .null?: break

@@ -78,6 +78,12 @@ def run_checks(base):
     client = openai.OpenAI(base_url=base + "/v1", api_key="not-needed")
     ids = [model.id for model in client.models.list()]
     check("models.list", CHAT_MODEL in ids and EMBER_MODEL_IN(ids), str(ids))
+    check("models.retrieve", client.models.retrieve(CHAT_MODEL).id == CHAT_MODEL)
+    try:
+        client.models.retrieve("no-such-model")
+        check("models.retrieve of an unknown model is refused", False)
+    except openai.NotFoundError as error:
+        check("models.retrieve of an unknown model is a 404 naming the served ones", CHAT_MODEL in str(error), str(error)[:160])
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     plain = client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0)

@@ -27,16 +27,20 @@ struct WorkerProtocolTests {
     /// Sampling per request, as the CLI and the HTTP API offer it; every setting out of range names itself.
     @Test func samplingAndStopStringsPerRequest() throws {
         guard case let .request(request) = try parse(
-            #"{"id":"s","prompt":"Hi","temperature":0.7,"topK":20,"topP":0.9,"minP":0.1,"repetitionPenalty":1.1,"seed":42,"stop":["\n","END"]}"#)
+            #"{"id":"s","prompt":"Hi","temperature":0.7,"topK":20,"topP":0.9,"minP":0.1,"repetitionPenalty":1.1,"frequencyPenalty":0.5,"presencePenalty":-0.25,"logitBias":{"42":-100,"7":2.5},"seed":42,"stop":["\n","END"]}"#)
         else { Issue.record("not a request"); return }
-        #expect(request.sampler == SamplerSettings(temperature: 0.7, topK: 20, topP: 0.9, minP: 0.1, repetitionPenalty: 1.1, seed: 42))
+        #expect(request.sampler == SamplerSettings(temperature: 0.7, topK: 20, topP: 0.9, minP: 0.1, repetitionPenalty: 1.1,
+                                                   frequencyPenalty: 0.5, presencePenalty: -0.25, logitBias: [42: -100, 7: 2.5], seed: 42))
         #expect(request.stop == ["\n", "END"])
         guard case let .request(plain) = try parse(#"{"id":"p","prompt":"Hi","stop":"."}"#) else { Issue.record("not a request"); return }
         #expect(plain.sampler == SamplerSettings() && plain.stop == ["."])
         for (line, field) in [(#"{"id":"x","prompt":"hi","temperature":-1}"#, "temperature"), (#"{"id":"x","prompt":"hi","topP":0}"#, "topP"),
                               (#"{"id":"x","prompt":"hi","seed":1.5}"#, "seed"), (#"{"id":"x","prompt":"hi","seed":1e300}"#, "seed"),
                               (#"{"id":"x","prompt":"hi","topK":"many"}"#, "topK"), (#"{"id":"x","prompt":"hi","stop":[1]}"#, "stop"),
-                              (#"{"id":"x","prompt":"hi","stop":["a","b","c","d","e"]}"#, "stop")] {
+                              (#"{"id":"x","prompt":"hi","stop":["a","b","c","d","e"]}"#, "stop"),
+                              (#"{"id":"x","prompt":"hi","presencePenalty":3}"#, "presencePenalty"),
+                              (#"{"id":"x","prompt":"hi","logitBias":{"a":1}}"#, "logitBias"), (#"{"id":"x","prompt":"hi","logitBias":{"1":200}}"#, "logitBias"),
+                              (#"{"id":"x","prompt":"hi","logitBias":[1]}"#, "logitBias")] {
             #expect(invalid(line)?.message.hasPrefix(field) == true, "\(line)")
         }
     }
