@@ -143,6 +143,8 @@ struct GenerationParameters {
     var stop: [String]
     var stream: Bool
     var includeUsage: Bool
+    /// A text completion's `echo`: the prompt comes back before the completion.
+    var echo = false
 
     /// Unset temperature, top-p and seed take llama-server's defaults (temperature 0.8, top-p 0.95, top-k 40, min-p
     /// 0.05) and a fresh seed: a client that sends nothing gets varied, sensible text, as from other servers.
@@ -174,6 +176,18 @@ struct GenerationParameters {
         if let format = fields.value("response_format") { sampler.format = try Self.outputFormat(format) }
         sampler.logprobs = try Self.logprobs(fields, chat: chat)
         self.sampler = sampler
+        if !chat {
+            echo = try fields.bool("echo") ?? false
+            if echo, sampler.logprobs != nil {
+                throw HTTPAPIError.invalid("echo", found: "true with logprobs", expected: "one of them: the prompt's own log-probabilities are not reported")
+            }
+            if let bestOf = try fields.integer("best_of", in: Int64.min...Int64.max), bestOf != 1 {
+                throw HTTPAPIError.invalid("best_of", found: "\(bestOf)", expected: "1 (one completion per request; send several requests for more)")
+            }
+            if let suffix = try fields.string("suffix"), !suffix.isEmpty {
+                throw HTTPAPIError.invalid("suffix", found: RequestFields.shown(.string(suffix)), expected: "none: text is only continued here, not inserted")
+            }
+        }
         stop = try fields.strings("stop", most: 4) ?? []
         stream = try fields.bool("stream") ?? false
         if let options = fields.value("stream_options") {

@@ -34,10 +34,10 @@ enum OpenAIResponses {
     }
 
     /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`); `logprobs`
-    /// says whether the request asked for log-probabilities.
+    /// says whether the request asked for log-probabilities; `echo` is the prompt when a text completion echoes it.
     static func completion(chat: Bool, id: String, created: Int, model: String, generation: Completion<Generation>,
-                           tier: Tier, logprobs asked: Bool = false) -> JSONValue {
-        let text = generation.output.text
+                           tier: Tier, logprobs asked: Bool = false, echo: String = "") -> JSONValue {
+        let text = echo + generation.output.text
         let finish = JSONValue.string(finishReason(generation.output.stopReason))
         let logprobs = asked ? Self.logprobs(chat: chat, generation.output.logprobs) : .null
         let choice: JSONValue = chat

@@ -69,7 +69,8 @@ extension OpenAIServer {
             metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
                                                         generation: completion, tier: headers.tier,
-                                                        logprobs: parameters.sampler.logprobs != nil), status: .ok)
+                                                        logprobs: parameters.sampler.logprobs != nil,
+                                                        echo: parameters.echo ? prompt : ""), status: .ok)
         }
 
         // Streamed: the run starts now; the headers go out with its first piece (or its end), so a request the
@@ -98,6 +99,7 @@ extension OpenAIServer {
         }
         let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier,
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
+                               echo: parameters.echo ? prompt : nil,
                                metrics: metrics, log: configuration.log,
                                firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)
@@ -165,6 +167,8 @@ struct SSEStream: Sendable {
     let includeUsage: Bool
     /// Whether the request asked for log-probabilities.
     let logprobs: Bool
+    /// The prompt, sent first, when a text completion asked for `echo`.
+    let echo: String?
     let metrics: ServerMetrics
     let log: @Sendable (String) -> Void
     /// Called once the first event is written.
@@ -172,6 +176,7 @@ struct SSEStream: Sendable {
 
     func write(first: GenerationEvent?, rest: inout AsyncStream<GenerationEvent>.Iterator, to writer: inout any ResponseBodyWriter) async throws {
         if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, piece: nil, role: true), to: &writer) }
+        if let echo, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, piece: echo), to: &writer) }
         var event = first
         var announced = false
         while let current = event {

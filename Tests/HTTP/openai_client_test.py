@@ -111,6 +111,15 @@ def run_checks(base):
                                                                            max_tokens=16, temperature=0, stream=True) if c.choices)
     check("completions.create plain and streamed agree", bool(completion.choices[0].text) and streamed == completion.choices[0].text,
           repr(completion.choices[0].text))
+    echoed = client.completions.create(model=CHAT_MODEL, prompt="Once upon a time", max_tokens=16, temperature=0, echo=True)
+    streamed_echo = "".join(c.choices[0].text for c in client.completions.create(
+        model=CHAT_MODEL, prompt="Once upon a time", max_tokens=16, temperature=0, echo=True, stream=True) if c.choices)
+    check("echo puts the prompt before the completion, plain and streamed",
+          echoed.choices[0].text == "Once upon a time" + completion.choices[0].text == streamed_echo, repr(echoed.choices[0].text))
+    for body, field in (({"best_of": 3}, "best_of"), ({"suffix": "end."}, "suffix"), ({"echo": True, "logprobs": 1}, "echo")):
+        status, _, answer = raw(base, "/v1/completions", dict({"model": CHAT_MODEL, "prompt": "Hi", "max_tokens": 2}, **body))
+        check("%s is a 400 naming %s" % (json.dumps(body), field), status == 400 and json.loads(answer)["error"]["param"] == field,
+              answer[:200])
     stopped = client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=24, temperature=0, stop=["6"])
     check("stop strings end the text before them", "6" not in stopped.choices[0].text and stopped.choices[0].finish_reason == "stop",
           repr(stopped.choices[0].text))
