@@ -19,17 +19,33 @@ public struct TokenLogprobs: Sendable, Equatable {
     public var top: [TokenProbability]
 
     /// `chosen`'s log-probability in `logits` (one per vocabulary entry) and the `count` most likely tokens'.
-    /// The normaliser is summed in Double from the largest logit down, so a vocabulary of 262,144 loses nothing to it.
+    /// The normaliser is summed in Double from the largest logit down, so a vocabulary of 262,144 loses nothing to it;
+    /// the sum and the best tokens come from one pass (Gemma 3's vocabulary: ~1.3 ms a token, against ~3 ms as a
+    /// maximum, a sum and the sampler's heap each reading it).
     static func measure(_ logits: [Float], chosen: Int, count: Int, tokenizer: any TextTokenizer) -> TokenLogprobs {
         let maximum = logits.max() ?? 0
-        var sum = 0.0
-        for value in logits { sum += Double(expf(value - maximum)) }
+        let (sum, best) = logits.withUnsafeBufferPointer { values in
+            var best: [Int] = []
+            best.reserveCapacity(count + 1)
+            var threshold = -Float.infinity // the worst kept logit once `count` are kept
+            var sum = 0.0
+            for index in 0..<values.count {
+                let value = values[index]
+                sum += Double(expf(value - maximum))
+                guard count > 0, value > threshold || best.count < count else { continue }
+                var slot = best.count
+                while slot > 0, values[best[slot - 1]] < value { slot -= 1 } // after equals: the lower id first on a tie
+                best.insert(index, at: slot)
+                if best.count > count { best.removeLast() }
+                if best.count == count { threshold = values[best[count - 1]] }
+            }
+            return (sum, best)
+        }
         let normaliser = maximum + Float(log(sum))
         func probability(_ token: Int) -> TokenProbability {
             TokenProbability(token: token, bytes: tokenizer.bytes(of: token),
                              logprob: logits.indices.contains(token) ? min(logits[token] - normaliser, 0) : -.infinity)
         }
-        let best = count > 0 ? Sampler.bestFirst(logits, keep: count, minP: 0, temperature: 1) : []
         return TokenLogprobs(chosen: probability(chosen), top: best.map(probability))
     }
 }
