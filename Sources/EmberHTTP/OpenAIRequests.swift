@@ -202,6 +202,35 @@ struct GenerationParameters {
 }
 
 extension GenerationParameters {
+    /// A text completion's `prompt` as OpenAI takes it: a string, an array of one string, an array of token ids, or an
+    /// array of one array of token ids (several prompts in one request are refused: send several requests).
+    static func completionPrompt(_ fields: RequestFields) throws -> PromptInput {
+        let expected = "a string, or token ids (an array of whole numbers), or an array of one of them"
+        guard let value = fields.value("prompt") else { throw HTTPAPIError.invalid("prompt", found: "nothing", expected: expected) }
+        func ids(_ items: [JSONValue], field: String) throws -> [Int] {
+            try items.enumerated().map { index, item in
+                guard case let .number(number) = item, let id = Int(exactly: number), id >= 0 else {
+                    throw HTTPAPIError.invalid("\(field)[\(index)]", found: RequestFields.shown(item), expected: "a token id (a whole number ≥ 0)")
+                }
+                return id
+            }
+        }
+        switch value {
+        case let .string(text): return .text(text)
+        case let .array(items):
+            switch items.first {
+            case let .string(text)? where items.count == 1: return .text(text)
+            case .number?: return .tokens(try ids(items, field: "prompt"))
+            case let .array(inner)? where items.count == 1: return .tokens(try ids(inner, field: "prompt[0]"))
+            case nil: throw HTTPAPIError.invalid("prompt", found: "[]", expected: expected)
+            default:
+                throw HTTPAPIError.invalid("prompt", found: items.count > 1 ? "\(items.count) prompts" : RequestFields.shown(value),
+                                           expected: expected + " (one prompt a request: send several requests for more)")
+            }
+        default: throw HTTPAPIError.invalid("prompt", found: RequestFields.shown(value), expected: expected)
+        }
+    }
+
     /// OpenAI's `logit_bias`: an object from token ids (as strings) to numbers from −100 to 100, at most 1,024 of them.
     /// Whether each id is in the model's vocabulary is checked once the model is known (``checkTokens(in:)``).
     static func logitBias(_ value: JSONValue) throws -> [Int: Float] {
@@ -361,7 +390,7 @@ public enum OpenAIRequestCheck {
             _ = try chatMessages(fields)
         default:
             _ = try GenerationParameters(fields, chat: false)
-            _ = try fields.strings("prompt", most: 1)
+            _ = try GenerationParameters.completionPrompt(fields)
         }
     }
 }

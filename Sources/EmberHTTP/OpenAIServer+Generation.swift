@@ -18,29 +18,34 @@ extension OpenAIServer {
         let name = try servedName(fields, embedding: false)
         let parameters = try GenerationParameters(fields, chat: chat)
         let messages = chat ? try chatMessages(fields) : []
-        let promptText: String
-        if !chat {
-            guard let prompts = try fields.strings("prompt", most: 1), let prompt = prompts.first else {
-                throw HTTPAPIError.invalid("prompt", found: fields.value("prompt").map(RequestFields.shown) ?? "nothing",
-                                           expected: "a string (or an array of one string)")
-            }
-            promptText = prompt
-        } else {
-            promptText = ""
-        }
+        let given = chat ? nil : try GenerationParameters.completionPrompt(fields)
         let model = try await models.language(named: name)
         try parameters.checkTokens(vocabulary: model.tokenizer.count)
-        let prompt: String
-        if chat {
-            do { prompt = try ChatTemplate.resolve(for: model).format(messages) } catch {
+        let prompt: PromptInput
+        if let given {
+            prompt = given
+        } else {
+            do { prompt = .text(try ChatTemplate.resolve(for: model).format(messages)) } catch {
                 throw HTTPAPIError(status: 400, code: "no_chat_template", param: "model",
                                    message: "\(error); use /v1/completions with a prompt of your own format")
             }
-        } else {
-            prompt = promptText
         }
-        let promptTokens = model.tokenizer.encode(prompt).count
+        let promptTokens: Int
+        switch prompt {
+        case let .text(text): promptTokens = model.tokenizer.encode(text).count
+        case let .tokens(ids):
+            if let index = ids.firstIndex(where: { !(0..<model.tokenizer.count).contains($0) }) {
+                throw HTTPAPIError.invalid("prompt[\(index)]", found: "token id \(ids[index])",
+                                           expected: "an id from 0 to \(model.tokenizer.count - 1), the model's vocabulary")
+            }
+            promptTokens = ids.count
+        }
         guard promptTokens > 0 else { throw HTTPAPIError.invalid(chat ? "messages" : "prompt", found: "no tokens", expected: "some text") }
+        let echoed: String
+        switch prompt {
+        case let .text(text): echoed = text
+        case let .tokens(ids): echoed = model.tokenizer.decode(ids)
+        }
         let room = model.contextLength - promptTokens
         guard room >= 1 else {
             throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: chat ? "messages" : "prompt",
@@ -60,7 +65,7 @@ extension OpenAIServer {
         guard parameters.stream else {
             let completion = try await Self.translatingDrop(deferral, headers) {
                 try await request.body.consumeWithCancellationOnInboundClose { _ in
-                    try await runtime.generateText(model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier,
+                    try await runtime.generateText(model, from: prompt, maxTokens: maxTokens, tier: headers.tier,
                                                    sampler: parameters.sampler, requirements: requirements,
                                                    stop: parameters.stop, deadline: headers.deadline,
                                                    onDeferred: { deferral.reason = $0 })
@@ -70,7 +75,7 @@ extension OpenAIServer {
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
                                                         generation: completion, tier: headers.tier,
                                                         logprobs: parameters.sampler.logprobs != nil,
-                                                        echo: parameters.echo ? prompt : ""), status: .ok)
+                                                        echo: parameters.echo ? echoed : ""), status: .ok)
         }
 
         // Streamed: the run starts now; the headers go out with its first piece (or its end), so a request the
@@ -80,7 +85,7 @@ extension OpenAIServer {
         let task = Task {
             do {
                 let completion = try await runtime.generateText(
-                    model, prompt: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
+                    model, from: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
                     requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
                     onPiece: { piece in
                         sink.yield(.piece(piece))
@@ -99,7 +104,7 @@ extension OpenAIServer {
         }
         let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier,
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
-                               echo: parameters.echo ? prompt : nil,
+                               echo: parameters.echo ? echoed : nil,
                                metrics: metrics, log: configuration.log,
                                firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)

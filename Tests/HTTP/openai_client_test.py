@@ -6,7 +6,7 @@ Usage: openai_client_test.py EMBER_BINARY MODELS_DIR   (run with a Python that h
 
 Checks: models.list; chat.completions.create plain and streamed (the streamed pieces join to the plain text at
 temperature 0); completions.create plain and streamed; embeddings.create as floats and base64 (the client's
-default) agreeing; log-probabilities (chat, streamed, completions with a stop string) joining to the text;
+default) agreeing; prompts as token ids; log-probabilities (chat, streamed, completions with a stop string) joining to the text;
 logit_bias, the additive penalties and llama-server's filters taken; tools and bad logit_bias refused naming the
 field; 16 concurrent chats all complete; an unknown model is a 404 and the server lives on; max_tokens
 beyond the context, bad JSON and a body over the limit are 400/400/413 in OpenAI's error shape; a deferred request
@@ -116,7 +116,17 @@ def run_checks(base):
         model=CHAT_MODEL, prompt="Once upon a time", max_tokens=16, temperature=0, echo=True, stream=True) if c.choices)
     check("echo puts the prompt before the completion, plain and streamed",
           echoed.choices[0].text == "Once upon a time" + completion.choices[0].text == streamed_echo, repr(echoed.choices[0].text))
-    for body, field in (({"best_of": 3}, "best_of"), ({"suffix": "end."}, "suffix"), ({"echo": True, "logprobs": 1}, "echo")):
+    ids = json.loads(subprocess.run([BINARY, "generate", "-m", CHAT_MODEL, "-n", "1", "--json", "Once upon a time"],
+                                    env=dict(os.environ, EMBER_MODELS_DIR=MODELS), capture_output=True, text=True,
+                                    check=True).stdout)["prompt_token_ids"]
+    from_ids = client.completions.create(model=CHAT_MODEL, prompt=ids, max_tokens=16, temperature=0)
+    nested = client.completions.create(model=CHAT_MODEL, prompt=[ids], max_tokens=16, temperature=0, echo=True)
+    check("a prompt of token ids continues as its text does; echo gives the text back", from_ids.choices[0].text
+          == completion.choices[0].text and nested.choices[0].text == "Once upon a time" + completion.choices[0].text
+          and from_ids.usage.prompt_tokens == len(ids), repr(from_ids.choices[0].text))
+    for body, field in (({"best_of": 3}, "best_of"), ({"suffix": "end."}, "suffix"), ({"echo": True, "logprobs": 1}, "echo"),
+                        ({"prompt": [1, 2, 99999999]}, "prompt[2]"), ({"prompt": [[1], [2]]}, "prompt"),
+                        ({"prompt": [1, "a"]}, "prompt[1]")):
         status, _, answer = raw(base, "/v1/completions", dict({"model": CHAT_MODEL, "prompt": "Hi", "max_tokens": 2}, **body))
         check("%s is a 400 naming %s" % (json.dumps(body), field), status == 400 and json.loads(answer)["error"]["param"] == field,
               answer[:200])

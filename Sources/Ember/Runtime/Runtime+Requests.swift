@@ -11,7 +11,7 @@ extension Decision {
 
 extension Runtime {
     /// The scheduler request that generates from `prompt` with `model` at `tier`.
-    func generationRequest(_ model: any TextGenerator, prompt: String, maxTokens: Int, requirements: RequestRequirements,
+    func generationRequest(_ model: any TextGenerator, prompt: PromptInput, maxTokens: Int, requirements: RequestRequirements,
                            sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil) -> InferenceRequest {
         let tier = requirements.tier
         var requirements = requirements
@@ -20,11 +20,11 @@ extension Runtime {
         let parameters = model.matmulParameters
         let replyLengths = self.replyLengths
         requirements.workload = requirements.workload ?? .generation(
-            parameters: parameters, promptTokens: prompt.utf8.count / 4 + 1,
+            parameters: parameters, promptTokens: prompt.estimatedTokens,
             newTokens: replyLengths.expected(model: model.path, maxTokens: maxTokens), model: model.path)
         let (batcher, batching) = (self.batcher, configuration.continuousBatching)
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
-        let contextLength = min(model.contextLength, prompt.utf8.count + 1 + min(max(maxTokens, 0), model.contextLength))
+        let contextLength = min(model.contextLength, prompt.maximumTokens + min(max(maxTokens, 0), model.contextLength))
         return InferenceRequest(requirements: requirements, deadline: deadline,
                                 memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
             await context.checkpoint()
@@ -43,12 +43,12 @@ extension Runtime {
                     let options = decision.executionOptions(qos: context.qos)
                     try Self.bind(model.prepare, options, context: context)
                     guard batching else {
-                        return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
+                        return try model.generate(from: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
                                                   stop: stop, onPiece: { context.emit($0) }, betweenTokens: checkpoint)
                     }
                     // Critical sequences batch apart: a batch of other tiers may wait at its checkpoints for them.
                     let key = "\(ObjectIdentifier(model).hashValue)|\(options)|\(tier == .critical ? "critical" : "other")"
-                    return try model.generate(prompt: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
+                    return try model.generate(from: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
                                               stop: stop, batcher: batcher, batchKey: key,
                                               onPiece: { context.emit($0) }, betweenTokens: checkpoint)
                 }

@@ -211,6 +211,17 @@ public final class Runtime: Sendable {
                              stop: [String] = [], deadline: Date? = nil,
                              onPiece: @escaping @Sendable (String) -> Void = { _ in },
                              onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
+        try await generateText(model, from: .text(prompt), maxTokens: maxTokens, tier: tier, sampler: sampler,
+                               requirements: requirements, stop: stop, deadline: deadline, onPiece: onPiece, onDeferred: onDeferred)
+    }
+
+    /// ``generateText(_:prompt:maxTokens:tier:sampler:requirements:stop:deadline:onPiece:onDeferred:)`` from text or from
+    /// token ids (each checked to be in the model's vocabulary).
+    public func generateText(_ model: any TextGenerator, from prompt: PromptInput, maxTokens: Int = 256, tier: Tier = .critical,
+                             sampler: SamplerSettings = SamplerSettings(), requirements: RequestRequirements? = nil,
+                             stop: [String] = [], deadline: Date? = nil,
+                             onPiece: @escaping @Sendable (String) -> Void = { _ in },
+                             onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
         guard maxTokens >= 1 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "at least 1") }
         try sampler.validate()
         var needs = requirements ?? RequestRequirements(tier: tier)

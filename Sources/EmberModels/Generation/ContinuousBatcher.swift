@@ -181,7 +181,16 @@ extension TextGenerator {
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], batcher: ContinuousBatcher,
                          batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
                          betweenTokens: @escaping () throws -> Void = {}) throws -> Generation {
-        let (promptIDs, session) = try promptSession(prompt, maxTokens: maxTokens)
+        try generate(from: .text(prompt), maxTokens: maxTokens, sampler: settings, options: options, stop: stop, batcher: batcher,
+                     batchKey: batchKey, onPiece: onPiece, betweenTokens: betweenTokens)
+    }
+
+    /// The batched generation from text or from token ids.
+    public func generate(from input: PromptInput, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
+                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], batcher: ContinuousBatcher,
+                         batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
+                         betweenTokens: @escaping () throws -> Void = {}) throws -> Generation {
+        let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try settings.validate()
         var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,

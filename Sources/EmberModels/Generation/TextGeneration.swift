@@ -24,6 +24,30 @@ public struct Generation: Sendable {
     public var logprobs: [TokenLogprobs] = []
 }
 
+/// What a generation starts from: text (tokenized with special tokens such as `<|im_start|>` parsed, BOS as the model
+/// adds it) or token ids taken as they are (each checked to be in the vocabulary) — as OpenAI's completions take a
+/// prompt of either kind.
+public enum PromptInput: Sendable, Equatable {
+    case text(String)
+    case tokens([Int])
+
+    /// The most tokens this prompt can come to, before it is tokenized: a text's bytes and a BOS.
+    public var maximumTokens: Int {
+        switch self {
+        case let .text(text): text.utf8.count + 1
+        case let .tokens(ids): ids.count
+        }
+    }
+
+    /// About how many tokens it is, before it is tokenized: four bytes a token of text.
+    public var estimatedTokens: Int {
+        switch self {
+        case let .text(text): text.utf8.count / 4 + 1
+        case let .tokens(ids): ids.count
+        }
+    }
+}
+
 /// Generation written once for every ``TextGenerator``: prompt in, tokens
 /// sampled one at a time and fed back, text streamed as it decodes, stopped
 /// at an end-of-generation token, `maxTokens`, or a full context.
@@ -57,16 +81,33 @@ extension TextGenerator {
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
                          betweenTokens: () throws -> Void = {}) throws -> Generation {
-        let (promptIDs, session) = try promptSession(prompt, maxTokens: maxTokens)
+        try generate(from: .text(prompt), maxTokens: maxTokens, sampler: settings, options: options, stop: stop, onPiece: onPiece,
+                     betweenTokens: betweenTokens)
+    }
+
+    /// ``generate(prompt:maxTokens:sampler:options:stop:onPiece:betweenTokens:)`` from text or from token ids.
+    public func generate(from input: PromptInput, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
+                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
+                         betweenTokens: () throws -> Void = {}) throws -> Generation {
+        let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
         var sampler = Sampler(settings)
         return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
                                       sampler: &sampler, options: options, stop: stop, onPiece: onPiece, betweenTokens: betweenTokens)
     }
 
-    /// `prompt`'s token ids (special tokens parsed), checked to be some and to fit the context, and a session sized
-    /// for them and `maxTokens` more (capped at the context).
-    func promptSession(_ prompt: String, maxTokens: Int) throws -> ([Int], any GenerationSession) {
-        let promptIDs = tokenizer.encode(prompt)
+    /// The prompt's token ids (a text's with special tokens parsed), checked to be some, in the vocabulary and to fit
+    /// the context, and a session sized for them and `maxTokens` more (capped at the context).
+    func promptSession(_ input: PromptInput, maxTokens: Int) throws -> ([Int], any GenerationSession) {
+        let promptIDs: [Int]
+        switch input {
+        case let .text(prompt): promptIDs = tokenizer.encode(prompt)
+        case let .tokens(ids):
+            if let index = ids.firstIndex(where: { !(0..<tokenizer.count).contains($0) }) {
+                throw KernelError.invalidArgument(argument: "prompt[\(index)]", found: "token id \(ids[index])",
+                                                  expected: "an id from 0 to \(tokenizer.count - 1), the model's vocabulary")
+            }
+            promptIDs = ids
+        }
         guard !promptIDs.isEmpty else { throw KernelError.invalidArgument(argument: "prompt", found: "no tokens", expected: "some text") }
         guard promptIDs.count < contextLength else {
             throw KernelError.invalidArgument(argument: "prompt", found: "\(promptIDs.count) tokens",
