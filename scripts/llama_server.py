@@ -28,10 +28,11 @@ def running(bin_dir, model, port, extra_args=()):
         server.terminate()
         server.wait()
 
-def ember_generate(ember, model, precision, n, prompt):
-    """`ember generate --json`'s report for `prompt` (greedy by the CLI's default temperature 0), or None after printing
-    its error."""
-    out = subprocess.run([ember, "generate", "-m", model, "--precision", precision, "-n", str(n), "--json", prompt],
+def ember_generate(ember, model, precision, n, prompt, token_ids=None):
+    """`ember generate --json`'s report for `prompt` (greedy by the CLI's default temperature 0) — or for `token_ids`,
+    fed as they are, when given — or None after printing its error."""
+    given = ["--token-ids", ",".join(map(str, token_ids))] if token_ids is not None else [prompt]
+    out = subprocess.run([ember, "generate", "-m", model, "--precision", precision, "-n", str(n), "--json", *given],
                          capture_output=True, text=True)
     if out.returncode != 0:
         print(f"  {os.path.basename(model)} ERROR {out.stderr.strip()[:300]}")

@@ -7,8 +7,8 @@ Usage: teacher_forced_vs_llamacpp.py LLAMA_BIN_DIR EMBER_BINARY FILE.gguf [FILE.
 
 For each file: starts llama-server (2 threads), lets it continue 25 prompts greedily for 13 tokens with the top two
 log-probabilities, and takes positions 0, 4, 8 and 12 of each continuation: the prompt plus llama.cpp's tokens before
-the position is given to `ember generate -n 1` (its prompt token ids must equal llama.cpp's, else the position is
-skipped), and Ember's token is compared with llama.cpp's. A different pick is a near-tie (allowed by the goal) when
+the position is given to `ember generate -n 1 --token-ids` as llama.cpp's token ids, and Ember's token is compared with
+llama.cpp's. A different pick is a near-tie (allowed by the goal) when
 llama.cpp's top two are within 0.15 nats, a mismatch otherwise. Every position starts from the same context on both
 sides, so one early difference does not decide the rest. Prints one line per file and the total; exits 1 on any
 mismatch. scripts/greedy_vs_llamacpp.py is the free-running form.
@@ -69,7 +69,7 @@ def main():
         cases = llama_positions(bin_dir, path)
         other = llama_next_tokens(ember, path, cases) if os.path.isdir(ember) else None
         for i, (ids, text, want, top2) in enumerate(cases):
-            report = other[i] if other is not None else ember_generate(ember, path, "native", 1, text)
+            report = other[i] if other is not None else ember_generate(ember, path, "native", 1, text, token_ids=ids)
             if report is None:
                 bad += 1
                 continue

@@ -32,6 +32,21 @@ struct GenerateCommand: AsyncParsableCommand {
                                valueName: "N"))
     var logprobs: Int?
 
+    @Flag(name: .customLong("token-ids"), help: "The prompt is token ids, comma-separated (such as 1,504,3), fed as they are.")
+    var tokenIDs = false
+
+    /// The prompt as the library takes it: the text, or the ids --token-ids says it is.
+    func promptInput() throws -> PromptInput {
+        guard tokenIDs else { return .text(prompt) }
+        let items = prompt.split(separator: ",", omittingEmptySubsequences: false)
+        return .tokens(try items.enumerated().map { index, item in
+            guard let id = Int(item.trimmingCharacters(in: .whitespaces)), id >= 0 else {
+                throw ValidationError("--token-ids: item \(index) of the prompt is \"\(item)\", expected a token id (a whole number ≥ 0)")
+            }
+            return id
+        })
+    }
+
     /// The sampling options as the library takes them (the schema file read).
     func sampler() throws -> SamplerSettings {
         var settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed, logprobs: logprobs)
@@ -51,6 +66,7 @@ struct GenerateCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard n >= 1 else { throw ValidationError("-n: found \(n), expected at least 1 token") }
+        _ = try promptInput()
         guard jsonSchema == nil || !jsonObject else { throw ValidationError("--json-schema and --json-object: give one of them") }
         if let logprobs {
             guard (0...20).contains(logprobs) else { throw ValidationError("--logprobs: found \(logprobs), expected 0 to 20 tokens a step") }
@@ -98,7 +114,7 @@ struct GenerateCommand: AsyncParsableCommand {
         let (model, loadMs) = (loaded.model, loaded.milliseconds)
         let streaming = !json
         let firstPiece = FirstPieceClock()
-        let completion = try await runtime.generateText(model, prompt: prompt, maxTokens: n, tier: .critical, sampler: try sampler(),
+        let completion = try await runtime.generateText(model, from: try promptInput(), maxTokens: n, tier: .critical, sampler: try sampler(),
                                                         requirements: loaded.requirements) { piece in
             firstPiece.mark()
             if streaming { FileHandle.standardOutput.write(Data(piece.utf8)) }

@@ -30,6 +30,8 @@ struct CLIArgumentTests {
         (["generate", "-n", "-1", "Hi"], "-n: found -1, expected at least 1"),
         (["generate", "--logprobs", "21", "--json", "Hi"], "--logprobs: found 21, expected 0 to 20"),
         (["generate", "--logprobs", "2", "Hi"], "--logprobs 2: add --json"),
+        (["generate", "--token-ids", "1,x,3"], "--token-ids: item 1 of the prompt is \"x\", expected a token id"),
+        (["generate", "--token-ids", "1,99999999"], "prompt[1]: token id 99999999, expected an id from 0 to 49151"),
         (["perplexity", "-f", "README.md", "--compare", "int8,fp32"], "--compare int8,fp32: found \"fp32\", expected a comma-separated list"),
         (["generate", "-m", "all-minilm-l6-v2", "Hi"], "is an embedding model (a folder with config.json), expected a GGUF text-generation model"),
         (["embed", "-m", "smollm2-135m-instruct", "Hi"], "is a GGUF text-generation model, expected an embedding model"),
