@@ -87,7 +87,7 @@ def main():
         total += len(cases) - skipped
         mismatches += bad
         print(f"{os.path.basename(path):28s} positions {len(cases) - skipped:3d}  near-ties {ties:2d}  mismatches {bad:2d}"
-              f"  (skipped {skipped}: the text tokenizes to other ids than the tokens generated)", flush=True)
+              + (f"  (skipped {skipped}: Ember read other prompt ids than it was given)" if skipped else ""), flush=True)
     print(f"total: {mismatches} mismatches beyond a near-tie in {total} positions")
     sys.exit(1 if mismatches else 0)
 
