@@ -28,7 +28,9 @@ public struct Generation: Sendable {
 /// adds it) or token ids taken as they are (each checked to be in the vocabulary) — as OpenAI's completions take a
 /// prompt of either kind.
 public enum PromptInput: Sendable, Equatable {
+    /// Text, tokenized by the model's tokenizer.
     case text(String)
+    /// Token ids, fed as they are.
     case tokens([Int])
 
     /// The most tokens this prompt can come to, before it is tokenized: a text's bytes and a BOS.
