@@ -97,25 +97,14 @@ extension GenerationParameters {
         }
     }
 
-    /// OpenAI's `logit_bias`: an object from token ids (as strings) to numbers from −100 to 100, at most 1,024 of them.
-    /// Whether each id is in the model's vocabulary is checked once the model is known (``checkTokens(vocabulary:)``).
+    /// OpenAI's `logit_bias` (``LogitBiasJSON``: token ids as strings → −100…100, at most 1,024). Whether each id is in
+    /// the model's vocabulary is checked once the model is known (``checkTokens(vocabulary:)``).
     static func logitBias(_ value: JSONValue) throws -> [Int: Float] {
-        let field = "logit_bias"
-        guard case let .object(pairs) = value else {
-            throw HTTPAPIError.invalid(field, found: RequestFields.shown(value), expected: "an object from token ids to numbers, such as {\"50256\": -100}")
+        switch LogitBiasJSON.parse(value) {
+        case let .success(bias): return bias
+        case let .failure(problem):
+            throw HTTPAPIError.invalid(problem.key.map { "logit_bias.\($0)" } ?? "logit_bias", found: problem.found, expected: problem.expected)
         }
-        guard pairs.count <= 1024 else { throw HTTPAPIError.invalid(field, found: "\(pairs.count) entries", expected: "at most 1024") }
-        var bias: [Int: Float] = [:]
-        for (key, number) in pairs {
-            guard let token = Int(key), token >= 0, String(token) == key else {
-                throw HTTPAPIError.invalid("\(field).\(key.prefix(40))", found: "the key \"\(key.prefix(40))\"", expected: "a token id (a whole number ≥ 0, written as a string)")
-            }
-            guard case let .number(amount) = number, amount.isFinite, abs(amount) <= 100 else {
-                throw HTTPAPIError.invalid("\(field).\(key)", found: RequestFields.shown(number), expected: "a number from -100 to 100")
-            }
-            bias[token] = Float(amount)
-        }
-        return bias
     }
 
     /// A 400 naming the token of `logit_bias` that `vocabulary` does not hold.

@@ -66,10 +66,7 @@ struct RequestFields {
         }
     }
 
-    static func shown(_ value: JSONValue) -> String {
-        let text = value.text
-        return text.count > 60 ? String(text.prefix(60)) + "…" : text
-    }
+    static func shown(_ value: JSONValue) -> String { value.shortText }
 
     /// The value of `field`, nil when absent or null.
     func value(_ field: String) -> JSONValue? {

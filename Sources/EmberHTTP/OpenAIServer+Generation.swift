@@ -30,22 +30,17 @@ extension OpenAIServer {
                                    message: "\(error); use /v1/completions with a prompt of your own format")
             }
         }
-        let promptTokens: Int
+        let (promptTokens, echoed): (Int, String)
         switch prompt {
-        case let .text(text): promptTokens = model.tokenizer.encode(text).count
+        case let .text(text): (promptTokens, echoed) = (model.tokenizer.encode(text).count, text)
         case let .tokens(ids):
             if let index = ids.firstIndex(where: { !(0..<model.tokenizer.count).contains($0) }) {
                 throw HTTPAPIError.invalid("prompt[\(index)]", found: "token id \(ids[index])",
                                            expected: "an id from 0 to \(model.tokenizer.count - 1), the model's vocabulary")
             }
-            promptTokens = ids.count
+            (promptTokens, echoed) = (ids.count, parameters.echo ? model.tokenizer.decode(ids) : "")
         }
         guard promptTokens > 0 else { throw HTTPAPIError.invalid(chat ? "messages" : "prompt", found: "no tokens", expected: "some text") }
-        let echoed: String
-        switch prompt {
-        case let .text(text): echoed = text
-        case let .tokens(ids): echoed = model.tokenizer.decode(ids)
-        }
         let room = model.contextLength - promptTokens
         guard room >= 1 else {
             throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: chat ? "messages" : "prompt",

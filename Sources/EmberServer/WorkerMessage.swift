@@ -187,16 +187,11 @@ public struct WorkerRequest: Sendable, Equatable {
         if let penalty = try number("repetitionPenalty", 0.01...10) { sampler.repetitionPenalty = Float(penalty) }
         if let penalty = try number("frequencyPenalty", -2...2) { sampler.frequencyPenalty = Float(penalty) }
         if let penalty = try number("presencePenalty", -2...2) { sampler.presencePenalty = Float(penalty) }
-        switch value["logitBias"] {
-        case nil, .null?: break
-        case let .object(pairs)? where pairs.count <= 1024:
-            for (key, amount) in pairs {
-                guard let token = Int(key), token >= 0, String(token) == key, case let .number(bias) = amount, abs(bias) <= 100 else {
-                    throw fail("logitBias", "an object of up to 1024 token ids (as strings) to numbers from -100 to 100, such as {\"42\": -100}")
-                }
-                sampler.logitBias[token] = Float(bias)
+        if let bias = value["logitBias"], bias != .null {
+            guard case let .success(parsed) = LogitBiasJSON.parse(bias) else {
+                throw fail("logitBias", "an object of up to 1024 token ids (as strings) to numbers from -100 to 100, such as {\"42\": -100}")
             }
-        default: throw fail("logitBias", "an object of up to 1024 token ids (as strings) to numbers from -100 to 100, such as {\"42\": -100}")
+            sampler.logitBias = parsed
         }
         if let seed = try number("seed", 0...9_007_199_254_740_991, whole: true) { sampler.seed = UInt64(seed) }
         switch value["stop"] {

@@ -57,7 +57,6 @@ struct SequenceState {
     mutating func accept(logits: [Float], onPiece: (String) -> Void) {
         constraint?.remainingTokens = min(maxTokens - generated.count, session.capacity - session.position)
         let next = sampler.next(logits: logits, history: seen, constraint: constraint)
-        let measured = sampler.settings.logprobs.map { TokenLogprobs.measure(logits, chosen: next, count: $0, tokenizer: tokenizer) }
         generated.append(next)
         seen.append(next)
         if tokenizer.endsGeneration(next) {
@@ -75,8 +74,8 @@ struct SequenceState {
             constraint.accept(next)
         }
         let bytes = tokenizer.bytes(of: next)
-        if let measured {
-            logprobs.append(measured)
+        if let count = sampler.settings.logprobs { // only for tokens of the text: not an end token
+            logprobs.append(TokenLogprobs.measure(logits, chosen: next, count: count, tokenizer: tokenizer))
             logprobStarts.append(decodedBytes)
         }
         decodedBytes += bytes.count
