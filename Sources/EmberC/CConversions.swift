@@ -35,15 +35,32 @@ enum CConversions {
         }
     }
 
-    /// Checked sampling settings from `options` (NULL: greedy free text); a schema Ember cannot enforce is refused
-    /// here, naming the keyword.
-    static func sampler(_ options: UnsafePointer<ember_generate_options_t>?) -> Result<SamplerSettings, Invalid> {
-        guard let options else { return .success(SamplerSettings()) }
-        let o = options.pointee
-        guard o.size == MemoryLayout<ember_generate_options_t>.size else {
-            return .failure(Invalid(message: "options.size: found \(o.size), expected sizeof(ember_generate_options_t) = \(MemoryLayout<ember_generate_options_t>.size)"))
+    /// The size of ABI 1's `ember_generate_options_t`, which ends at `json_object` (its padding included): still taken.
+    static let generateOptionsSize1 = {
+        let end = MemoryLayout<ember_generate_options_t>.offset(of: \.json_object)! + MemoryLayout<Int32>.size
+        let alignment = max(MemoryLayout<UInt64>.alignment, MemoryLayout<UnsafeRawPointer>.alignment)
+        return (end + alignment - 1) / alignment * alignment
+    }()
+
+    /// Checked sampling settings and stop strings from `options` (NULL: greedy free text). An ABI 1 structure (its
+    /// smaller size) gets the defaults for the fields ABI 2 appended; a schema Ember cannot enforce is refused here,
+    /// naming the keyword; bias token ids are checked against `vocabulary` tokens.
+    static func sampler(_ options: UnsafePointer<ember_generate_options_t>?, vocabulary: Int) -> Result<(SamplerSettings, [String]), Invalid> {
+        guard let options else { return .success((SamplerSettings(), [])) }
+        let size = Int(options.pointee.size) // `size` is the first field of every ABI's structure
+        var o = ember_generate_options_default()
+        switch size {
+        case MemoryLayout<ember_generate_options_t>.size: o = options.pointee
+        case generateOptionsSize1:
+            // Only ABI 1's fields are read: the host's structure ends there.
+            let fields = MemoryLayout<ember_generate_options_t>.offset(of: \.json_object)! + MemoryLayout<Int32>.size
+            withUnsafeMutableBytes(of: &o) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: fields)) }
+        default:
+            return .failure(Invalid(message: "options.size: found \(size), expected sizeof(ember_generate_options_t) = \(MemoryLayout<ember_generate_options_t>.size) (ABI 2) or \(generateOptionsSize1) (ABI 1)"))
         }
-        var settings = SamplerSettings(temperature: o.temperature, topK: Int(o.top_k), topP: o.top_p, seed: o.seed)
+        var settings = SamplerSettings(temperature: o.temperature, topK: Int(o.top_k), topP: o.top_p, minP: o.min_p,
+                                       repetitionPenalty: o.repetition_penalty, frequencyPenalty: o.frequency_penalty,
+                                       presencePenalty: o.presence_penalty, seed: o.seed)
         guard o.json_object == 0 || o.json_object == 1 else {
             return .failure(Invalid(message: "options.json_object: found \(o.json_object), expected 0 or 1"))
         }
@@ -55,11 +72,83 @@ enum CConversions {
         } else if o.json_object == 1 {
             settings.format = .jsonObject
         }
-        do { try settings.validate() } catch {
+        guard o.logprobs == 0 || o.logprobs == 1 else {
+            return .failure(Invalid(message: "options.logprobs: found \(o.logprobs), expected 0 (none) or 1"))
+        }
+        guard (0...20).contains(o.top_logprobs), o.logprobs == 1 || o.top_logprobs == 0 else {
+            return .failure(Invalid(message: "options.top_logprobs: found \(o.top_logprobs) with logprobs \(o.logprobs), expected 0…20 with logprobs 1 (0 without)"))
+        }
+        if o.logprobs == 1 { settings.logprobs = Int(o.top_logprobs) }
+        switch logitBias(o, vocabulary: vocabulary) {
+        case let .success(bias): settings.logitBias = bias
+        case let .failure(error): return .failure(error)
+        }
+        let stop: [String]
+        switch stopStrings(o) {
+        case let .success(strings): stop = strings
+        case let .failure(error): return .failure(error)
+        }
+        do { try settings.validate() } catch let KernelError.invalidArgument(argument, found, expected) {
+            // The sampler names its Swift fields (topK); the host wrote the C ones (top_k).
+            let field = argument.replacing(/[A-Z]/) { "_" + $0.output.lowercased() }
+            return .failure(Invalid(message: "options.\(field): found \(found), expected \(expected)"))
+        } catch {
             let field = "\(error)".hasPrefix("JSON schema") ? "options.json_schema" : "options"
             return .failure(Invalid(message: "\(field): \(error)"))
         }
-        return .success(settings)
+        return .success((settings, stop))
+    }
+
+    /// `options.logit_bias_*` as a map, each id checked against the vocabulary.
+    private static func logitBias(_ o: ember_generate_options_t, vocabulary: Int) -> Result<[Int: Float], Invalid> {
+        let count = o.logit_bias_count
+        guard count > 0 else { return .success([:]) }
+        guard count <= 1024 else {
+            return .failure(Invalid(message: "options.logit_bias_count: found \(count), expected at most 1024 biased tokens"))
+        }
+        guard let tokens = o.logit_bias_tokens, let values = o.logit_bias_values else {
+            return .failure(Invalid(message: "options.logit_bias_tokens / logit_bias_values: found NULL with logit_bias_count \(count), expected two arrays of that many"))
+        }
+        var bias: [Int: Float] = [:]
+        for index in 0..<count {
+            let (token, value) = (Int(tokens[index]), values[index])
+            guard (0..<vocabulary).contains(token) else {
+                return .failure(Invalid(message: "options.logit_bias_tokens[\(index)]: found \(token), expected a token id from 0 to \(vocabulary - 1), the model's vocabulary"))
+            }
+            guard value.isFinite, abs(value) <= 100 else {
+                return .failure(Invalid(message: "options.logit_bias_values[\(index)]: found \(value), expected a number from -100 to 100"))
+            }
+            bias[token] = value
+        }
+        return .success(bias)
+    }
+
+    /// `options.stop` as strings: at most 16, none empty.
+    private static func stopStrings(_ o: ember_generate_options_t) -> Result<[String], Invalid> {
+        let count = o.stop_count
+        guard count > 0 else { return .success([]) }
+        guard count <= 16 else { return .failure(Invalid(message: "options.stop_count: found \(count), expected at most 16 stop strings")) }
+        guard let stop = o.stop else {
+            return .failure(Invalid(message: "options.stop: found NULL with stop_count \(count), expected an array of that many strings"))
+        }
+        var strings: [String] = []
+        for index in 0..<count {
+            guard let pointer = stop[index], pointer.pointee != 0 else {
+                return .failure(Invalid(message: "options.stop[\(index)]: found \(stop[index] == nil ? "NULL" : "an empty string"), expected a non-empty UTF-8 string"))
+            }
+            strings.append(String(cString: pointer))
+        }
+        return .success(strings)
+    }
+
+    /// Why a generation ended, from its stop reason.
+    static func finishReason(_ stopReason: String) -> ember_finish_reason_t {
+        switch stopReason {
+        case "eos": EMBER_FINISH_END
+        case "stop": EMBER_FINISH_STOP_STRING
+        case "context_full": EMBER_FINISH_CONTEXT_FULL
+        default: EMBER_FINISH_LENGTH
+        }
     }
 
     /// A checked ``PowerState`` from a C structure; `name` is how errors call it.

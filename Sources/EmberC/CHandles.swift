@@ -126,6 +126,8 @@ final class CRequest: @unchecked Sendable {
     private(set) var text: UnsafeMutablePointer<CChar>?
     /// The vectors, one per text (embedding only).
     private(set) var vectors: [[Float]]?
+    /// Usage and log-probabilities as C data (generation only).
+    private(set) var report: CGenerationReport?
     /// The host's token callback; closed when the host releases the request.
     let callback: CCallback
 
@@ -150,6 +152,7 @@ final class CRequest: @unchecked Sendable {
             case let .success(.generation(completion)):
                 decision = CConversions.decision(completion)
                 text = strdup(completion.output.text)
+                report = CGenerationReport(completion.output)
                 status = EMBER_OK
             case let .success(.embeddings(completion)):
                 decision = CConversions.decision(completion)

@@ -139,64 +139,6 @@ public func ember_model_release(_ model: OpaquePointer?) -> ember_status_t {
 
 // MARK: - Text generation
 
-@_cdecl("ember_generate_submit")
-public func ember_generate_submit(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ prompt: UnsafePointer<CChar>?,
-                                  _ maxTokens: Int32, _ tier: ember_tier_t,
-                                  _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
-                                  _ userData: UnsafeMutableRawPointer?,
-                                  _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
-    submitGeneration(runtime, model, prompt, maxTokens, tier, SamplerSettings(), onToken, userData, outRequest)
-}
-
-@_cdecl("ember_generate_submit_with_options")
-public func ember_generate_submit_with_options(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ prompt: UnsafePointer<CChar>?,
-                                               _ maxTokens: Int32, _ tier: ember_tier_t,
-                                               _ options: UnsafePointer<ember_generate_options_t>?,
-                                               _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
-                                               _ userData: UnsafeMutableRawPointer?,
-                                               _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
-    outRequest?.pointee = nil
-    switch CConversions.sampler(options) {
-    case let .success(sampler): return submitGeneration(runtime, model, prompt, maxTokens, tier, sampler, onToken, userData, outRequest)
-    case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
-    }
-}
-
-private func submitGeneration(_ runtime: OpaquePointer?, _ model: OpaquePointer?, _ prompt: UnsafePointer<CChar>?,
-                              _ maxTokens: Int32, _ tier: ember_tier_t, _ sampler: SamplerSettings,
-                              _ onToken: (@convention(c) (UnsafePointer<CChar>?, Int, UnsafeMutableRawPointer?) -> Void)?,
-                              _ userData: UnsafeMutableRawPointer?,
-                              _ outRequest: UnsafeMutablePointer<OpaquePointer?>?) -> ember_status_t {
-    guard let outRequest else { return CStatus.invalid("out_request", found: "NULL", expected: "a pointer to store the handle") }
-    outRequest.pointee = nil
-    let (owner, box): (CRuntime, CModel.Box)
-    switch (CHandleTable.shared.lookup(runtime, .runtime, as: CRuntime.self, argument: "runtime"),
-            CHandleTable.shared.lookup(model, .model, as: CModel.Box.self, argument: "model")) {
-    case let (.success(a), .success(b)): (owner, box) = (a, b)
-    case let (.failure(refusal), _), let (_, .failure(refusal)): return refusal.status
-    }
-    guard case let .language(llm) = box.model else {
-        return CStatus.fail(EMBER_ERROR_WRONG_MODEL_KIND, "model: found an embedding model, expected a language model")
-    }
-    guard let prompt else { return CStatus.invalid("prompt", found: "NULL", expected: "a UTF-8 string") }
-    guard maxTokens > 0 else { return CStatus.invalid("max_tokens", found: "\(maxTokens)", expected: "at least 1") }
-    guard let tier = CConversions.tier(tier) else {
-        return CStatus.invalid("tier", found: "\(tier.rawValue)", expected: "an ember_tier_t (0 critical, 1 standard, 2 background)")
-    }
-    let text = String(cString: prompt)
-    guard !text.isEmpty else { return CStatus.invalid("prompt", found: "an empty string", expected: "some text") }
-    let callback = CCallback(function: onToken, userData: userData)
-    let request = CRequest(callback: callback)
-    owner.track(request)
-    request.start({
-        .generation(try await owner.runtime.generateText(llm, prompt: text, maxTokens: Int(maxTokens), tier: tier, sampler: sampler) { piece in
-            callback.call(piece)
-        })
-    }, then: { owner.untrack(request) })
-    outRequest.pointee = CHandleTable.shared.insert(request, as: .request)
-    return EMBER_OK
-}
-
 @_cdecl("ember_request_wait")
 public func ember_request_wait(_ handle: OpaquePointer?) -> ember_status_t {
     let request: CRequest
@@ -382,10 +324,4 @@ public func ember_request_embeddings(_ handle: OpaquePointer?, _ outVectors: Uns
     let copied = copy(vectors, to: outVectors, capacity: capacity)
     if copied == EMBER_OK { outCount?.pointee = vectors.reduce(0) { $0 + $1.count } }
     return copied
-}
-
-@_cdecl("ember_generate_options_default")
-public func ember_generate_options_default() -> ember_generate_options_t {
-    ember_generate_options_t(size: UInt32(MemoryLayout<ember_generate_options_t>.size), temperature: 0, top_k: 40, top_p: 0.95, seed: 0,
-                             json_schema: nil, json_object: 0)
 }

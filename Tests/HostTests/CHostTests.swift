@@ -27,18 +27,25 @@ struct CHostTests {
         ], timeout: 120)
     }
 
-    /// After ember_request_release returns, the token callback never runs again (the host may free
-    /// its user data); a callback may release its own request; an empty prompt is refused at submission.
-    @Test func releasingARequestStopsItsCallbacks() async throws {
+    /// Compiles `Tests/HostTests/Programs/<name>` (under AddressSanitizer when `sanitized`) and runs it with the
+    /// checkout's models folder; fails the test if libEmberC.so is not built or the program does not compile.
+    static func runProgram(_ name: String, sanitized: Bool = false) async throws -> ExternalProcess.Outcome {
         let root = ExternalProcess.repositoryRoot
         try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
                      "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
-        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-release-\(getpid())").path
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-\(name)-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: binary) }
-        let source = root.appendingPathComponent("Tests/HostTests/Programs/release_stops_callbacks.c").path
-        let compile = try await Self.compile(source, binary)
+        let compile = try await compile(root.appendingPathComponent("Tests/HostTests/Programs/\(name)").path, binary,
+                                        flags: sanitized ? ["-fsanitize=address", "-fno-omit-frame-pointer"] : [])
         try #require(compile.status == 0, "cc failed: \(compile.standardError)")
-        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
+        return try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path],
+                                             environment: sanitized ? ["ASAN_OPTIONS": "detect_leaks=0"] : [:], timeout: 300)
+    }
+
+    /// After ember_request_release returns, the token callback never runs again (the host may free
+    /// its user data); a callback may release its own request; an empty prompt is refused at submission.
+    @Test func releasingARequestStopsItsCallbacks() async throws {
+        let run = try await Self.runProgram("release_stops_callbacks.c")
         #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
         #expect(run.standardOutput.contains("release checks passed"))
         #expect(run.standardOutput.contains("released from inside its own callback"))
@@ -48,16 +55,7 @@ struct CHostTests {
     /// Double release, use after release, wrong-kind and forged handles: EMBER_ERROR_INVALID_HANDLE with a message,
     /// the host under AddressSanitizer (which reports any use of freed or wild memory on its side of the boundary).
     @Test func checkedHandlesRefuseWhatACarelessHostPasses() async throws {
-        let root = ExternalProcess.repositoryRoot
-        try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
-                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
-        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-handles-\(getpid())").path
-        defer { try? FileManager.default.removeItem(atPath: binary) }
-        let source = root.appendingPathComponent("Tests/HostTests/Programs/checked_handles.c").path
-        let compile = try await Self.compile(source, binary, flags: ["-fsanitize=address", "-fno-omit-frame-pointer"])
-        try #require(compile.status == 0, "cc failed: \(compile.standardError)")
-        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path],
-                                                environment: ["ASAN_OPTIONS": "detect_leaks=0"], timeout: 300)
+        let run = try await Self.runProgram("checked_handles.c", sanitized: true)
         #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
         #expect(run.standardOutput.contains("handle checks passed"))
         #expect(!run.standardError.contains("AddressSanitizer"), "\(run.standardError)")
@@ -66,14 +64,7 @@ struct CHostTests {
     /// ember_generate_submit_with_options with a JSON Schema: the text parses and has the required keys and types;
     /// an unsupported keyword, a wrong options.size and two formats at once are refused with messages.
     @Test func aCHostGetsJSONValidAgainstItsSchema() async throws {
-        let root = ExternalProcess.repositoryRoot
-        try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
-                     "libEmberC.so is not built: `make test` builds it (swift build -c release --product EmberC)")
-        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-structured-\(getpid())").path
-        defer { try? FileManager.default.removeItem(atPath: binary) }
-        let compile = try await Self.compile(root.appendingPathComponent("Tests/HostTests/Programs/structured_output.c").path, binary)
-        try #require(compile.status == 0, "cc failed: \(compile.standardError)")
-        let run = try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path], timeout: 300)
+        let run = try await Self.runProgram("structured_output.c")
         #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
         #expect(run.standardOutput.contains("structured output checks passed"), "\(run.standardOutput)")
         let start = try #require(run.standardOutput.range(of: "json: "))
@@ -82,6 +73,20 @@ struct CHostTests {
         let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect(object?["city"] is String, "\(line)")
         #expect((object?["population"] as? NSNumber).map { $0.doubleValue >= 0 && $0.doubleValue == $0.doubleValue.rounded() } == true, "\(line)")
+    }
+
+    /// ABI 2 from C, under AddressSanitizer: tokenizing, a prompt as token ids (the same greedy text as from text),
+    /// log-probabilities (the chosen tokens spell the text, greedy picks each step's best), usage and finish reasons,
+    /// a banned token, a stop string, a chat reply through the model's template, ABI 1's smaller options structure
+    /// (its appended fields not read), and a refusal naming the C field for each bad option.
+    @Test func aCHostUsesABI2GenerationOptionsAndReports() async throws {
+        let run = try await Self.runProgram("generation_options.c", sanitized: true)
+        #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.contains("generation option checks passed"), "\(run.standardOutput)")
+        #expect(!run.standardOutput.contains("FAIL"), "\(run.standardOutput)")
+        #expect(!run.standardError.contains("AddressSanitizer"), "\(run.standardError)")
+        // llama.cpp's greedy continuation of this prompt on the F32 file starts " Paris" (Tests/ModelTests/Fixtures).
+        #expect(run.standardOutput.contains("greedy: \" Paris"), "\(run.standardOutput)")
     }
 
     @Test func cHostBuildsRunsAndGeneratesTheReferenceText() async throws {

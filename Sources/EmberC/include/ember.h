@@ -45,8 +45,13 @@
 extern "C" {
 #endif
 
-/* The version of this header's ABI; ember_abi_version() returns the library's. */
-#define EMBER_ABI_VERSION 1
+/* The version of this header's ABI; ember_abi_version() returns the library's.
+ * ABI 2 grew ABI 1 only by appending: fields at the end of
+ * ember_generate_options_t (from min_p on), new types and new functions. A
+ * library of ABI 2 still takes ABI 1's ember_generate_options_t (its smaller
+ * size) and gives the appended fields their defaults, so a host built against
+ * ABI 1's header runs unchanged. */
+#define EMBER_ABI_VERSION 2
 
 /* ---- Status codes ------------------------------------------------------ */
 
@@ -155,7 +160,67 @@ typedef struct ember_generate_options {
     const char *json_schema;  /* NULL: free text; else a JSON Schema (JSON text, copied): the
                                  output is JSON valid against it, ending when the value is whole */
     int32_t json_object;      /* 1: the output is one JSON object (any keys); 0 otherwise       */
+    /* ---- appended in ABI 2 ---- */
+    float min_p;              /* default 0.05: when sampling, drop tokens below min_p × the best
+                                 one's probability; 0 off; up to 1                               */
+    float repetition_penalty; /* default 1 (off); > 1 makes tokens of the last 64 less likely
+                                 (llama.cpp's: positive logits divided, negative multiplied)     */
+    float frequency_penalty;  /* default 0; -2…2: OpenAI's, a token's logit loses this for each
+                                 time it is among the last 64 tokens                             */
+    float presence_penalty;   /* default 0; -2…2: a token's logit loses this once if it is there */
+    const char *const *stop;  /* stop_count UTF-8 strings (copied; none empty): the text ends
+                                 before the first one that appears (finish reason STOP_STRING)  */
+    size_t stop_count;        /* 0…16                                                           */
+    const int32_t *logit_bias_tokens; /* logit_bias_count token ids (each < the vocabulary) …   */
+    const float *logit_bias_values;   /* … and what to add to each one's logit: -100…100, where
+                                         -100 bans the token and 100 all but forces it           */
+    size_t logit_bias_count;
+    int32_t logprobs;         /* 1: measure each generated token's log-probability (read them with
+                                 ember_request_logprobs); 0 none (default)                        */
+    int32_t top_logprobs;     /* 0…20: with logprobs, also this many of each step's most likely
+                                 tokens with theirs                                               */
 } ember_generate_options_t;
+
+/* One message of a conversation, for ember_chat_submit. */
+typedef struct ember_chat_message {
+    const char *role;     /* "system", "user" or "assistant" (copied)                       */
+    const char *content;  /* UTF-8 text (copied); may be empty                              */
+} ember_chat_message_t;
+
+/* Why a generation ended (ember_usage_t). Values are never renumbered. */
+typedef enum ember_finish_reason {
+    EMBER_FINISH_END = 0,          /* the model's end token, or a JSON format's value is whole */
+    EMBER_FINISH_STOP_STRING = 1,  /* one of options.stop appeared (it is not in the text)     */
+    EMBER_FINISH_LENGTH = 2,       /* max_tokens were generated                                */
+    EMBER_FINISH_CONTEXT_FULL = 3  /* the model's context is full                              */
+} ember_finish_reason_t;
+
+/* What a generation used, once it ended with EMBER_OK (ember_request_usage). */
+typedef struct ember_usage {
+    uint32_t size;                       /* sizeof(ember_usage_t)                        */
+    int32_t prompt_tokens;               /* the prompt as the model read it              */
+    int32_t generated_tokens;            /* the tokens sampled, an end token included    */
+    ember_finish_reason_t finish_reason;
+    double prefill_ms;                   /* reading the prompt                           */
+    double decode_ms;                    /* generating the tokens                        */
+} ember_usage_t;
+
+/* A token and its log-probability (ln p, from the model's logits at that
+ * step, before penalties, temperature and a format's mask). */
+typedef struct ember_token_logprob {
+    int32_t token;
+    float logprob;
+    const char *bytes;   /* the token's bytes (a byte-level token may hold part of a
+                            UTF-8 character), NUL-terminated, `length` of them        */
+    size_t length;
+} ember_token_logprob_t;
+
+/* One generated token's log-probability and the step's most likely tokens. */
+typedef struct ember_step_logprobs {
+    ember_token_logprob_t chosen;      /* the token the sampler picked                     */
+    const ember_token_logprob_t *top;  /* best first (ties: the lower id first)            */
+    size_t top_count;                  /* options.top_logprobs (fewer if the vocabulary is) */
+} ember_step_logprobs_t;
 
 /* ---- Handles ----------------------------------------------------------------- */
 
@@ -190,6 +255,15 @@ ember_status_t ember_runtime_set_power_state(ember_runtime_t *runtime, const emb
  * or by path. Blocks until loaded. */
 ember_status_t ember_model_load(ember_runtime_t *runtime, const char *name_or_path, ember_model_kind_t kind,
                                 ember_model_t **out_model);
+/* The token ids of `text` as the model reads it (ABI 2): a language model's
+ * tokenizer with its special tokens recognised and its BOS added when the model
+ * wants one; an embedding model's as it embeds the text (its longest sentence
+ * at most). Writes at most
+ * `capacity` ids; `*out_count` gets how many there are, and when they do not
+ * fit the call gives EMBER_ERROR_BUFFER_TOO_SMALL with `*out_count` set, so a
+ * host may ask with capacity 0 first. */
+ember_status_t ember_model_tokenize(const ember_model_t *model, const char *text, int32_t *out_tokens, size_t capacity,
+                                    size_t *out_count);
 /* The length of the vectors an embedding model produces. */
 ember_status_t ember_model_embedding_dimension(const ember_model_t *model, size_t *out_dimension);
 ember_status_t ember_model_release(ember_model_t *model);
@@ -211,8 +285,24 @@ ember_status_t ember_generate_submit_with_options(ember_runtime_t *runtime, embe
                                                   int32_t max_tokens, ember_tier_t tier,
                                                   const ember_generate_options_t *options, ember_token_callback on_token,
                                                   void *user_data, ember_request_t **out_request);
-/* The defaults: greedy, top-k 40, top-p 0.95, seed 0, free text; size set. */
+/* The defaults: greedy, top-k 40, top-p 0.95, min-p 0.05, no penalties, no
+ * stop strings, no bias, no log-probabilities, seed 0, free text; size set. */
 ember_generate_options_t ember_generate_options_default(void);
+/* ember_generate_submit_with_options from `count` token ids instead of text
+ * (ABI 2): the ids are the prompt as the model reads it (no BOS added), each
+ * checked against the vocabulary. ember_model_tokenize makes them from text. */
+ember_status_t ember_generate_tokens_submit(ember_runtime_t *runtime, ember_model_t *model, const int32_t *tokens,
+                                            size_t count, int32_t max_tokens, ember_tier_t tier,
+                                            const ember_generate_options_t *options, ember_token_callback on_token,
+                                            void *user_data, ember_request_t **out_request);
+/* A reply to a conversation (ABI 2): `count` messages formatted with the
+ * model's own chat template (from its GGUF file, or the manifest's), ending
+ * with the assistant's turn begun; the text is the reply alone. A model
+ * without a chat template is refused with EMBER_ERROR_INVALID_ARGUMENT. */
+ember_status_t ember_chat_submit(ember_runtime_t *runtime, ember_model_t *model, const ember_chat_message_t *messages,
+                                 size_t count, int32_t max_tokens, ember_tier_t tier,
+                                 const ember_generate_options_t *options, ember_token_callback on_token, void *user_data,
+                                 ember_request_t **out_request);
 /* Blocks until the request ends; returns how it ended (EMBER_OK, _DROPPED, _CANCELLED, …).
  * A request the policy defers (STANDARD or BACKGROUND on a low battery, say)
  * waits until the power state allows it: CRITICAL requests are never deferred. */
@@ -224,6 +314,14 @@ ember_status_t ember_request_cancel(ember_request_t *request);
 ember_status_t ember_request_text(ember_request_t *request, const char **out_text);
 /* The decision the request ran under, once it ended with EMBER_OK. */
 ember_status_t ember_request_decision(ember_request_t *request, ember_decision_t *out_decision);
+/* A generation's token counts, finish reason and times, once it ended with
+ * EMBER_OK (ABI 2); set out_usage->size first. */
+ember_status_t ember_request_usage(ember_request_t *request, ember_usage_t *out_usage);
+/* A generation's log-probabilities (ABI 2), once it ended with EMBER_OK: one
+ * step per generated token of the text (not the end token), in order, when
+ * options.logprobs was 1; none otherwise. The array and its strings belong to
+ * the request and stay valid until it is released. */
+ember_status_t ember_request_logprobs(ember_request_t *request, const ember_step_logprobs_t **out_steps, size_t *out_count);
 /* Stops the callback, cancels the request if it still runs, and releases it.
  * When it returns, the callback is not running and will not be called again
  * (it waits for a call in progress on another thread; do not call it from a

@@ -5,39 +5,16 @@
  * crash, never a stale success. Built with AddressSanitizer by
  * Tests/HostTests/CHostTests.swift: prog <models-directory>.
  */
-#include "ember.h"
+#include "host_test.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-
-static void expect(ember_status_t status, ember_status_t expected, const char *what, const char *needle) {
-    const char *message = ember_last_error();
-    if (status != expected || (needle != NULL && strstr(message, needle) == NULL)) {
-        printf("FAIL %s: status %d (expected %d): %s\n", what, (int)status, (int)expected, message);
-        failures++;
-    } else {
-        printf("ok %s: status %d%s%s\n", what, (int)status, needle ? ": " : "", needle ? message : "");
-    }
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    ember_runtime_options_t options = {0};
-    options.size = sizeof options;
-    options.power_mode = EMBER_POWER_INJECTED;
-    options.initial_power.size = sizeof options.initial_power;
-    options.initial_power.battery_percent = -1;
-    options.initial_power.charging = 1;
-    options.initial_power.external_power = 1;
-    options.models_directory = argv[1];
-    ember_runtime_t *runtime = NULL;
-    if (ember_runtime_create(&options, &runtime) != EMBER_OK) {
-        printf("FAIL create: %s\n", ember_last_error());
-        return 1;
-    }
+    ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
+    if (runtime == NULL) return 1;
     ember_model_t *model = NULL;
     if (ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
         printf("FAIL load: %s\n", ember_last_error());
@@ -72,7 +49,11 @@ int main(int argc, char **argv) {
     expect(ember_model_release(model), EMBER_ERROR_INVALID_HANDLE, "release model twice", NULL);
     expect(ember_runtime_release(runtime), EMBER_OK, "release runtime", NULL);
     expect(ember_runtime_release(runtime), EMBER_ERROR_INVALID_HANDLE, "release runtime twice", NULL);
-    ember_power_state_t state = options.initial_power;
+    ember_power_state_t state = {0};
+    state.size = sizeof state;
+    state.battery_percent = -1;
+    state.charging = 1;
+    state.external_power = 1;
     expect(ember_runtime_set_power_state(runtime, &state), EMBER_ERROR_INVALID_HANDLE, "runtime after release", NULL);
 
     printf(failures == 0 ? "handle checks passed\n" : "%d handle checks failed\n", failures);

@@ -5,36 +5,16 @@
  * output between "json: " and a line "--". Built by Tests/HostTests/CHostTests.swift:
  * prog <models-directory>.
  */
-#include "ember.h"
+#include "host_test.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-
-static void expect_refusal(ember_status_t status, const char *what, const char *needle) {
-    const char *message = ember_last_error();
-    if (status != EMBER_ERROR_INVALID_ARGUMENT || strstr(message, needle) == NULL) {
-        printf("FAIL %s: status %d: %s\n", what, (int)status, message);
-        failures++;
-    } else {
-        printf("ok %s: %s\n", what, message);
-    }
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    ember_runtime_options_t options = {0};
-    options.size = sizeof options;
-    options.power_mode = EMBER_POWER_INJECTED;
-    options.initial_power.size = sizeof options.initial_power;
-    options.initial_power.battery_percent = -1;
-    options.initial_power.charging = 1;
-    options.initial_power.external_power = 1;
-    options.models_directory = argv[1];
-    ember_runtime_t *runtime = NULL;
+    ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
     ember_model_t *model = NULL;
-    if (ember_runtime_create(&options, &runtime) != EMBER_OK ||
+    if (runtime == NULL ||
         ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
         printf("FAIL set-up: %s\n", ember_last_error());
         return 1;

@@ -1,0 +1,189 @@
+/*
+ * A C host using ABI 2's generation options and reports: tokenizing, a prompt
+ * as token ids, log-probabilities, usage and finish reasons, logit bias, stop
+ * strings, a conversation through the model's chat template, ABI 1's smaller
+ * options structure, and the refusals a host meets. Greedy throughout, so
+ * every comparison is exact. Built by Tests/HostTests/CHostTests.swift:
+ * prog <models-directory>.
+ */
+#include "host_test.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void check(int ok, const char *what) {
+    if (!ok) { printf("FAIL %s (last error: %s)\n", what, ember_last_error()); failures++; }
+    else printf("ok %s\n", what);
+}
+
+/* Runs one request to its end; its text copied (caller frees), NULL on failure. `request` is read after the call
+ * that submitted it (C evaluates arguments in no set order). */
+static char *run(ember_status_t submitted, ember_request_t *const *request) {
+    const char *text = NULL;
+    if (submitted != EMBER_OK || ember_request_wait(*request) != EMBER_OK || ember_request_text(*request, &text) != EMBER_OK) return NULL;
+    char *copy = malloc(strlen(text) + 1);
+    strcpy(copy, text);
+    return copy;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    check(ember_abi_version() == EMBER_ABI_VERSION && EMBER_ABI_VERSION == 2, "library and header at ABI 2");
+    ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
+    ember_model_t *model = NULL;
+    if (runtime == NULL ||
+        ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
+        printf("FAIL set-up: %s\n", ember_last_error());
+        return 1;
+    }
+    const char *prompt = "The capital of France is";
+
+    /* Tokenize: ask the count first, then fill. */
+    size_t count = 0;
+    check(ember_model_tokenize(model, prompt, NULL, 0, &count) == EMBER_ERROR_BUFFER_TOO_SMALL && count > 0, "tokenize with capacity 0 gives the count");
+    int32_t tokens[64];
+    check(count <= 64 && ember_model_tokenize(model, prompt, tokens, 64, &count) == EMBER_OK, "tokenize");
+
+    /* Greedy from text, with log-probabilities and the 3 best tokens of each step. */
+    ember_generate_options_t generate = ember_generate_options_default();
+    generate.logprobs = 1;
+    generate.top_logprobs = 3;
+    ember_request_t *request = NULL;
+    char *greedy = run(ember_generate_submit_with_options(runtime, model, prompt, 12, EMBER_TIER_CRITICAL, &generate, NULL, NULL, &request), &request);
+    check(greedy != NULL && strlen(greedy) > 4, "greedy generation");
+    if (greedy == NULL) return 1;
+    printf("greedy: \"%s\"\n", greedy);
+    ember_usage_t usage = {0};
+    usage.size = sizeof usage;
+    check(ember_request_usage(request, &usage) == EMBER_OK, "usage");
+    printf("usage: prompt %d, generated %d, finish %d, prefill %.1f ms, decode %.1f ms\n", usage.prompt_tokens,
+           usage.generated_tokens, (int)usage.finish_reason, usage.prefill_ms, usage.decode_ms);
+    check(usage.prompt_tokens == (int32_t)count, "usage counts the prompt's tokens as ember_model_tokenize does");
+    check(usage.generated_tokens == 12 && usage.finish_reason == EMBER_FINISH_LENGTH, "12 tokens, finish reason LENGTH");
+    const ember_step_logprobs_t *steps = NULL;
+    size_t step_count = 0;
+    check(ember_request_logprobs(request, &steps, &step_count) == EMBER_OK && step_count == 12, "one log-probability step per token");
+    char joined[1024] = {0};
+    size_t used = 0;
+    int ordered = 1;
+    for (size_t i = 0; i < step_count; i++) {
+        const ember_step_logprobs_t *step = &steps[i];
+        if (step->top_count != 3 || step->chosen.logprob > 0 || !isfinite(step->chosen.logprob)) ordered = 0;
+        if (step->top_count > 0 && step->top[0].token != step->chosen.token) ordered = 0; /* greedy picks the best */
+        for (size_t k = 1; k < step->top_count; k++) if (step->top[k].logprob > step->top[k - 1].logprob) ordered = 0;
+        if (used + step->chosen.length < sizeof joined) { memcpy(joined + used, step->chosen.bytes, step->chosen.length); used += step->chosen.length; }
+    }
+    printf("first step: token %d \"%s\" %.4f; runner-up %d %.4f\n", steps[0].chosen.token, steps[0].chosen.bytes,
+           steps[0].chosen.logprob, steps[0].top[1].token, steps[0].top[1].logprob);
+    check(ordered, "greedy picks are each step's best; top tokens best first; ln p <= 0");
+    check(strcmp(joined, greedy) == 0, "the chosen tokens' bytes spell the text");
+    int32_t first_token = steps[0].chosen.token;
+    ember_request_release(request);
+
+    /* The same prompt as token ids: the same text. */
+    request = NULL;
+    char *from_ids = run(ember_generate_tokens_submit(runtime, model, tokens, count, 12, EMBER_TIER_CRITICAL, NULL, NULL, NULL, &request), &request);
+    check(from_ids != NULL && strcmp(from_ids, greedy) == 0, "token ids give the text's greedy output");
+    ember_request_release(request);
+
+    /* Logit bias -100 on the first greedy token: another first token. */
+    ember_generate_options_t biased = ember_generate_options_default();
+    float minus = -100;
+    biased.logit_bias_tokens = &first_token;
+    biased.logit_bias_values = &minus;
+    biased.logit_bias_count = 1;
+    biased.logprobs = 1;
+    request = NULL;
+    char *other = run(ember_generate_submit_with_options(runtime, model, prompt, 4, EMBER_TIER_CRITICAL, &biased, NULL, NULL, &request), &request);
+    check(ember_request_logprobs(request, &steps, &step_count) == EMBER_OK && step_count > 0 && steps[0].chosen.token != first_token,
+          "a banned token is not picked");
+    printf("banned %d: \"%s\"\n", first_token, other ? other : "(failed)");
+    ember_request_release(request);
+
+    /* A stop string from the middle of the greedy text: the text ends before it. */
+    char stop_word[8] = {0};
+    memcpy(stop_word, greedy + 3, 3);
+    const char *stops[] = {"never appears \x01", stop_word};
+    ember_generate_options_t stopping = ember_generate_options_default();
+    stopping.stop = stops;
+    stopping.stop_count = 2;
+    request = NULL;
+    char *stopped = run(ember_generate_submit_with_options(runtime, model, prompt, 12, EMBER_TIER_CRITICAL, &stopping, NULL, NULL, &request), &request);
+    usage.size = sizeof usage;
+    check(stopped != NULL && ember_request_usage(request, &usage) == EMBER_OK && usage.finish_reason == EMBER_FINISH_STOP_STRING,
+          "finish reason STOP_STRING");
+    check(stopped != NULL && strlen(stopped) == (size_t)(strstr(greedy, stop_word) - greedy) && strncmp(stopped, greedy, strlen(stopped)) == 0,
+          "the text ends before the stop string");
+    printf("stop \"%s\": \"%s\"\n", stop_word, stopped ? stopped : "(failed)");
+    ember_request_release(request);
+
+    /* ABI 1's structure: its size is taken, the appended fields are not read (min_p here is out of range). */
+    ember_generate_options_t abi1 = ember_generate_options_default();
+    abi1.size = (uint32_t)((offsetof(ember_generate_options_t, json_object) + sizeof(int32_t) + 7) / 8 * 8);
+    abi1.min_p = 123;
+    request = NULL;
+    char *old = run(ember_generate_submit_with_options(runtime, model, prompt, 12, EMBER_TIER_CRITICAL, &abi1, NULL, NULL, &request), &request);
+    check(old != NULL && strcmp(old, greedy) == 0, "an ABI 1 options structure still works");
+    ember_request_release(request);
+
+    /* A conversation through the model's chat template. */
+    ember_chat_message_t messages[] = {{"system", "You are a terse assistant."}, {"user", "What is the capital of France?"}};
+    request = NULL;
+    char *reply = run(ember_chat_submit(runtime, model, messages, 2, 24, EMBER_TIER_CRITICAL, NULL, NULL, NULL, &request), &request);
+    usage.size = sizeof usage;
+    check(reply != NULL && strlen(reply) > 0 && strstr(reply, "<|im_") == NULL && ember_request_usage(request, &usage) == EMBER_OK &&
+          usage.prompt_tokens > 10, "a chat reply");
+    printf("chat: \"%s\" (finish %d)\n", reply ? reply : "(failed)", (int)usage.finish_reason);
+    ember_request_release(request);
+
+    /* Refusals. */
+    ember_generate_options_t bad = ember_generate_options_default();
+    bad.logprobs = 1;
+    bad.top_logprobs = 21;
+    request = NULL;
+    expect_refusal(ember_generate_submit_with_options(runtime, model, prompt, 4, EMBER_TIER_CRITICAL, &bad, NULL, NULL, &request),
+                   "top_logprobs 21", "options.top_logprobs");
+    if (request != NULL) { printf("FAIL a refused request got a handle\n"); failures++; }
+    bad = ember_generate_options_default();
+    int32_t beyond = 1000000;
+    float plus = 5;
+    bad.logit_bias_tokens = &beyond;
+    bad.logit_bias_values = &plus;
+    bad.logit_bias_count = 1;
+    expect_refusal(ember_generate_submit_with_options(runtime, model, prompt, 4, EMBER_TIER_CRITICAL, &bad, NULL, NULL, &request),
+                   "bias beyond the vocabulary", "options.logit_bias_tokens[0]: found 1000000");
+    bad = ember_generate_options_default();
+    bad.stop_count = 1;
+    expect_refusal(ember_generate_submit_with_options(runtime, model, prompt, 4, EMBER_TIER_CRITICAL, &bad, NULL, NULL, &request),
+                   "stop_count without strings", "options.stop: found NULL");
+    const char *empty_stop[] = {""};
+    bad.stop = empty_stop;
+    expect_refusal(ember_generate_submit_with_options(runtime, model, prompt, 4, EMBER_TIER_CRITICAL, &bad, NULL, NULL, &request),
+                   "an empty stop string", "options.stop[0]: found an empty string");
+    bad = ember_generate_options_default();
+    bad.frequency_penalty = 3;
+    expect_refusal(ember_generate_submit_with_options(runtime, model, prompt, 4, EMBER_TIER_CRITICAL, &bad, NULL, NULL, &request),
+                   "frequency_penalty 3", "options.frequency_penalty: found 3");
+    int32_t negative = -1;
+    expect_refusal(ember_generate_tokens_submit(runtime, model, &negative, 1, 4, EMBER_TIER_CRITICAL, NULL, NULL, NULL, &request),
+                   "a negative token id", "tokens[0]: found -1");
+    ember_chat_message_t robot[] = {{"robot", "hello"}};
+    expect_refusal(ember_chat_submit(runtime, model, robot, 1, 4, EMBER_TIER_CRITICAL, NULL, NULL, NULL, &request),
+                   "an unknown role", "messages[0].role: found \"robot\"");
+    expect_refusal(ember_chat_submit(runtime, model, messages, 0, 4, EMBER_TIER_CRITICAL, NULL, NULL, NULL, &request),
+                   "no messages", "messages: found count 0");
+    usage.size = 4;
+    request = NULL;
+    run(ember_generate_submit(runtime, model, prompt, 2, EMBER_TIER_CRITICAL, NULL, NULL, &request), &request);
+    expect_refusal(ember_request_usage(request, &usage), "a wrong usage size", "out_usage->size");
+    ember_request_release(request);
+
+    free(greedy); free(from_ids); free(other); free(stopped); free(old); free(reply);
+    ember_model_release(model);
+    ember_runtime_release(runtime);
+    if (failures == 0) printf("generation option checks passed\n");
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,50 @@
+/*
+ * What the C host test programs share: a runtime on injected mains power (so
+ * the policy never defers them), its failures counted, and the check that a
+ * call was refused with a message naming what was wrong.
+ */
+#ifndef EMBER_HOST_TEST_H
+#define EMBER_HOST_TEST_H
+
+#include "ember.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+
+/* A runtime reading models from `models_directory`, plugged in at nominal temperature; NULL (and a FAIL line) on failure. */
+static inline ember_runtime_t *plugged_in_runtime(const char *models_directory) {
+    ember_runtime_options_t options = {0};
+    options.size = sizeof options;
+    options.power_mode = EMBER_POWER_INJECTED;
+    options.initial_power.size = sizeof options.initial_power;
+    options.initial_power.battery_percent = -1;
+    options.initial_power.charging = 1;
+    options.initial_power.external_power = 1;
+    options.models_directory = models_directory;
+    ember_runtime_t *runtime = NULL;
+    if (ember_runtime_create(&options, &runtime) != EMBER_OK) {
+        printf("FAIL create: %s\n", ember_last_error());
+        return NULL;
+    }
+    return runtime;
+}
+
+/* Counts a failure unless `status` is `expected` and the last error contains `needle` (NULL: any message). */
+static inline void expect(ember_status_t status, ember_status_t expected, const char *what, const char *needle) {
+    const char *message = ember_last_error();
+    if (status != expected || (needle != NULL && strstr(message, needle) == NULL)) {
+        printf("FAIL %s: status %d (expected %d): %s\n", what, (int)status, (int)expected, message);
+        failures++;
+    } else {
+        printf("ok %s: status %d%s%s\n", what, (int)status, needle ? ": " : "", needle ? message : "");
+    }
+}
+
+/* expect() for EMBER_ERROR_INVALID_ARGUMENT. */
+static inline void expect_refusal(ember_status_t status, const char *what, const char *needle) {
+    expect(status, EMBER_ERROR_INVALID_ARGUMENT, what, needle);
+}
+
+#endif /* EMBER_HOST_TEST_H */
