@@ -55,8 +55,9 @@ enum OpenAIResponses {
     /// OpenAI's `logprobs` object for `tokens`: a chat's `{"content": [{token, logprob, bytes, top_logprobs}],
     /// "refusal": null}`, or a text completion's `{tokens, token_logprobs, top_logprobs, text_offset}` (its
     /// `top_logprobs` holds the chosen token too, as OpenAI's do: up to `logprobs` + 1 entries). A log-probability too
-    /// small for a float is sent as −9999, as OpenAI sends it.
-    static func logprobs(chat: Bool, _ tokens: [TokenLogprobs]) -> JSONValue {
+    /// small for a float is sent as −9999, as OpenAI sends it. `offset` is the characters of text before the first of
+    /// `tokens` (a streamed chunk's).
+    static func logprobs(chat: Bool, _ tokens: [TokenLogprobs], offset: Int = 0) -> JSONValue {
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
         func number(_ logprob: Float) -> JSONValue { .float(logprob.isFinite ? logprob : -9999) }
         func bytes(_ bytes: [UInt8]) -> JSONValue { .array(bytes.map { .number(Double($0)) }) }
@@ -73,7 +74,7 @@ enum OpenAIResponses {
         // to the last one that starts a character are counted once, the rest again with each token.
         var offsets: [JSONValue] = []
         var decoded: [UInt8] = []
-        var counted = 0, scalars = 0
+        var counted = 0, scalars = offset
         for step in tokens {
             offsets.append(.number(Double(scalars + text(Array(decoded[counted...])).unicodeScalars.count)))
             decoded += step.chosen.bytes
@@ -94,8 +95,8 @@ enum OpenAIResponses {
                         ("top_logprobs", .array(top)), ("text_offset", .array(offsets))])
     }
 
-    /// One streamed chunk: a piece of text (or the role, first), or the last one with its finish reason (and, when
-    /// asked, the whole generation's `logprobs`).
+    /// One streamed chunk: a piece of text (or the role, first) with, when asked, its tokens' `logprobs`; or the last
+    /// one with its finish reason.
     static func chunk(chat: Bool, id: String, created: Int, model: String, piece: String?, role: Bool = false,
                       finish: String? = nil, logprobs: JSONValue = .null, extra: [(String, JSONValue)] = []) -> JSONValue {
         let choice: JSONValue

@@ -4,9 +4,10 @@ import Foundation
 import Hummingbird
 import NIOCore
 
-/// What a generation sends its HTTP response, in order: pieces, then its end or its failure.
+/// What a generation sends its HTTP response, in order: pieces (each with the log-probabilities of the tokens it
+/// completes, when asked), then its end or its failure.
 enum GenerationEvent: Sendable {
-    case piece(String)
+    case piece(String, [TokenLogprobs])
     case finished(Completion<Generation>)
     case failed(Error)
 }
@@ -77,15 +78,16 @@ extension OpenAIServer {
         // policy keeps deferred past X-Ember-Max-Wait still gets a 503 rather than an empty stream.
         let (events, sink) = AsyncStream<GenerationEvent>.makeStream(bufferingPolicy: .unbounded)
         let firstChunk = FirstChunkGate()
+        let pendingLogprobs = PendingLogprobs()
         let task = Task {
             do {
                 let completion = try await runtime.generateText(
                     model, from: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
                     requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
                     onPiece: { piece in
-                        sink.yield(.piece(piece))
+                        sink.yield(.piece(piece, pendingLogprobs.take()))
                         firstChunk.waitAfterFirstPiece()
-                    }, onDeferred: { deferral.reason = $0 })
+                    }, onLogprobs: { pendingLogprobs.add($0) }, onDeferred: { deferral.reason = $0 })
                 sink.yield(.finished(completion))
             } catch {
                 sink.yield(.failed(error))
@@ -118,6 +120,18 @@ extension OpenAIServer {
             try await writer.finish(nil)
         })
     }
+}
+
+/// The log-probabilities a generation reported for the piece it is about to stream (they come just before it, on the
+/// same thread).
+final class PendingLogprobs: @unchecked Sendable {
+    private let lock = NSLock()
+    private var tokens: [TokenLogprobs] = []
+
+    func add(_ more: [TokenLogprobs]) { lock.withLock { tokens += more } }
+
+    /// What was added since the last call.
+    func take() -> [TokenLogprobs] { lock.withLock { defer { tokens = [] }; return tokens } }
 }
 
 /// Holds a generation after its first piece until the stream has written it, at most 20 ms: the generation's
@@ -156,8 +170,9 @@ struct UnsafeTransfer<Value>: @unchecked Sendable {
 
 /// Writes a generation's events as OpenAI's Server-Sent Events: the role first (chat), a chunk per piece, the last
 /// chunk with the finish reason and the `ember` object, the usage chunk when asked, then `data: [DONE]`.
-/// Log-probabilities, when asked, come whole in the last chunk: pieces reach the stream as text only (the scheduler
-/// carries strings), and a client joins the chunks' `logprobs` as it joins their text.
+/// Log-probabilities, when asked, come with the chunk whose text their tokens complete (a token held back while it
+/// could start a stop string comes with the chunk that releases it), and a client joins the chunks' `logprobs` as it
+/// joins their text.
 struct SSEStream: Sendable {
     let chat: Bool
     let id: String
@@ -179,16 +194,24 @@ struct SSEStream: Sendable {
         if let echo, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, piece: echo), to: &writer) }
         var event = first
         var announced = false
+        var (streamedTokens, streamedCharacters) = (0, 0) // log-probabilities sent so far; the text's length before the chunk
         while let current = event {
             switch current {
-            case let .piece(piece):
-                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: piece), to: &writer)
+            case let .piece(piece, tokens):
+                let chunkLogprobs = logprobs ? OpenAIResponses.logprobs(chat: chat, tokens, offset: streamedCharacters) : .null
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: piece,
+                                                     logprobs: chunkLogprobs), to: &writer)
+                streamedTokens += tokens.count
+                streamedCharacters += piece.unicodeScalars.count
             case let .finished(completion):
                 let generation = completion.output
                 metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count)
+                // Every token of the text came with a piece; any other (one whose bytes decoded to nothing) comes here.
+                let rest = Array(generation.logprobs.dropFirst(streamedTokens))
                 try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: chat ? nil : "",
                                                      finish: OpenAIResponses.finishReason(generation.stopReason),
-                                                     logprobs: logprobs ? OpenAIResponses.logprobs(chat: chat, generation.logprobs) : .null,
+                                                     logprobs: logprobs && !rest.isEmpty
+                                                        ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters) : .null,
                                                      extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
                 if includeUsage {
                     let usage = OpenAIResponses.usage(prompt: generation.promptTokenIDs.count, completion: generation.tokenIDs.count)

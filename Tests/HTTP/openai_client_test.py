@@ -144,14 +144,20 @@ def run_checks(base):
         t.logprob <= 0 and len(t.top_logprobs) == 3 and t.top_logprobs[0].token == t.token
         and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6
         and all(a.logprob >= b.logprob for a, b in zip(t.top_logprobs, t.top_logprobs[1:])) for t in content))
-    streamed_logprobs = []
+    streamed_logprobs, chunk_mismatches, chunks_with_logprobs = [], [], 0
     for chunk in client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0,
                                                 logprobs=True, stream=True):
         for choice in chunk.choices:
             if choice.logprobs and choice.logprobs.content:
                 streamed_logprobs += choice.logprobs.content
+                chunks_with_logprobs += 1
+                # Live, as OpenAI streams them: a chunk's tokens spell that chunk's text.
+                if b"".join(bytes(t.bytes) for t in choice.logprobs.content).decode(errors="replace") != (choice.delta.content or ""):
+                    chunk_mismatches.append((choice.delta.content, [t.token for t in choice.logprobs.content]))
     check("chat stream logprobs equal the plain answer's", [t.token for t in streamed_logprobs] == [t.token for t in content]
           and all(abs(a.logprob - b.logprob) < 1e-6 for a, b in zip(streamed_logprobs, content)))
+    check("chat stream logprobs come with the chunk whose text they spell", chunks_with_logprobs > 1 and not chunk_mismatches,
+          repr((chunks_with_logprobs, chunk_mismatches[:3])))
     scored = client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=24, temperature=0, stop=["6"],
                                        logprobs=2)
     lp = scored.choices[0].logprobs
@@ -161,6 +167,17 @@ def run_checks(base):
           and lp.text_offset[0] == 0 and all(len(top) == 2 for top in lp.top_logprobs)
           and all(lp.text_offset[i + 1] == lp.text_offset[i] + len(lp.tokens[i]) for i in range(len(lp.tokens) - 1)),
           json.dumps(lp.model_dump() if lp else None)[:300])
+    streamed = {"tokens": [], "token_logprobs": [], "text_offset": []}
+    for chunk in client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=24, temperature=0, stop=["6"],
+                                           logprobs=2, stream=True):
+        for choice in chunk.choices:
+            if choice.logprobs:
+                for key in streamed:
+                    streamed[key] += getattr(choice.logprobs, key) or []
+    check("completion stream logprobs (held back before the stop string, offsets across chunks) equal the plain answer's",
+          lp is not None and streamed["tokens"] == lp.tokens and streamed["text_offset"] == lp.text_offset
+          and all(abs(a - b) < 1e-6 for a, b in zip(streamed["token_logprobs"], lp.token_logprobs)),
+          json.dumps(streamed)[:300])
     try:
         client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=4, top_logprobs=2)
         check("top_logprobs without logprobs is refused", False)

@@ -68,6 +68,40 @@ struct LogprobTests {
         #expect(reported.dropLast().joined().count < stopped.text.utf8.count, "no token past the text's end is reported")
     }
 
+    /// Streamed: each piece's tokens come just before it (a token held back while it could start a stop string comes
+    /// with the piece that releases it); together they are the generation's list — alone and batched.
+    @Test func eachPieceComesWithItsOwnTokens() throws {
+        let model = try TestCompute.textGenerator(path: TinyFamilyFixture.load("llama3").path)
+        let whole = try model.generate(prompt: Self.prompt, maxTokens: 16, sampler: SamplerSettings(logprobs: 2), options: ExecutionOptions())
+        let text = whole.text
+        let cut = text.index(text.startIndex, offsetBy: text.count / 2)
+        let stop = String(text[cut...].prefix(3))
+        final class Received: @unchecked Sendable { var pending: [TokenLogprobs] = []; var pieces: [(String, [TokenLogprobs])] = [] }
+        for batched in [false, true] {
+            let received = Received()
+            let onPiece: (String) -> Void = { piece in received.pieces.append((piece, received.pending)); received.pending = [] }
+            let onLogprobs: ([TokenLogprobs]) -> Void = { received.pending += $0 }
+            let generation = batched
+                ? try model.generate(from: .text(Self.prompt), maxTokens: 16, sampler: SamplerSettings(logprobs: 2), stop: [stop],
+                                     batcher: ContinuousBatcher(), batchKey: "test", onPiece: onPiece, onLogprobs: onLogprobs)
+                : try model.generate(prompt: Self.prompt, maxTokens: 16, sampler: SamplerSettings(logprobs: 2), stop: [stop],
+                                     onPiece: onPiece, onLogprobs: onLogprobs)
+            #expect(generation.stopReason == "stop" && !generation.text.contains(stop), "\(generation.text.debugDescription)")
+            #expect(received.pending.isEmpty, "log-probabilities reported after the last piece")
+            #expect(received.pieces.flatMap(\.1) == generation.logprobs, "batched: \(batched)")
+            #expect(received.pieces.map(\.0).joined() == generation.text)
+            // Through each piece: the tokens sent so far start with the text sent so far, and each of them starts within it
+            // (a token whose text the stop-string hold-back splits goes with the piece holding its first bytes).
+            var (textBytes, tokenBytes): ([UInt8], [UInt8]) = ([], [])
+            for (piece, tokens) in received.pieces {
+                textBytes += Array(piece.utf8)
+                tokenBytes += tokens.flatMap(\.chosen.bytes)
+                #expect(tokenBytes.starts(with: textBytes), "batched: \(batched), piece \(piece.debugDescription)")
+                if let last = tokens.last { #expect(tokenBytes.count - last.chosen.bytes.count < textBytes.count) }
+            }
+        }
+    }
+
     @Test func moreThanTwentyAlternativesAreRefused() {
         #expect(throws: KernelError.self) { try SamplerSettings(logprobs: 21).validate() }
         #expect(throws: KernelError.self) { try SamplerSettings(logprobs: -1).validate() }

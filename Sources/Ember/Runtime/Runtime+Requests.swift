@@ -10,9 +10,12 @@ extension Decision {
 }
 
 extension Runtime {
-    /// The scheduler request that generates from `prompt` with `model` at `tier`.
+    /// The scheduler request that generates from `prompt` with `model` at `tier`. Pieces go through the scheduler
+    /// (its sink); `onLogprobs`, the log-probabilities of the tokens each piece completes, goes to the caller directly,
+    /// just before the piece.
     func generationRequest(_ model: any TextGenerator, prompt: PromptInput, maxTokens: Int, requirements: RequestRequirements,
-                           sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil) -> InferenceRequest {
+                           sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil,
+                           onLogprobs: (@Sendable ([TokenLogprobs]) -> Void)? = nil) -> InferenceRequest {
         let tier = requirements.tier
         var requirements = requirements
         // About four bytes per token until the prompt is tokenized, and the reply this model's replies have been (at most
@@ -44,13 +47,14 @@ extension Runtime {
                     try Self.bind(model.prepare, options, context: context)
                     guard batching else {
                         return try model.generate(from: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
-                                                  stop: stop, onPiece: { context.emit($0) }, betweenTokens: checkpoint)
+                                                  stop: stop, onPiece: { context.emit($0) }, onLogprobs: { onLogprobs?($0) },
+                                                  betweenTokens: checkpoint)
                     }
                     // Critical sequences batch apart: a batch of other tiers may wait at its checkpoints for them.
                     let key = "\(ObjectIdentifier(model).hashValue)|\(options)|\(tier == .critical ? "critical" : "other")"
                     return try model.generate(from: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
-                                              stop: stop, batcher: batcher, batchKey: key,
-                                              onPiece: { context.emit($0) }, betweenTokens: checkpoint)
+                                              stop: stop, batcher: batcher, batchKey: key, onPiece: { context.emit($0) },
+                                              onLogprobs: { onLogprobs?($0) }, betweenTokens: checkpoint)
                 }
             } onCancel: {
                 cancelled.set()

@@ -7,7 +7,7 @@ import Foundation
 /// and leaves when it ends; the others never wait for it.
 ///
 /// No thread of its own: the calling threads take turns. Each generation's thread blocks in
-/// ``TextGenerator/generate(prompt:maxTokens:sampler:options:stop:batcher:batchKey:onPiece:betweenTokens:)``;
+/// ``TextGenerator/generate(prompt:maxTokens:sampler:options:stop:batcher:batchKey:onPiece:onLogprobs:betweenTokens:)``;
 /// one of them drives the steps for all, and hands the driving to another when its own sequence ends. One batcher
 /// per runtime (a host may make more); batches are keyed by model and options.
 public final class ContinuousBatcher: @unchecked Sendable {
@@ -62,14 +62,15 @@ public final class ContinuousBatcher: @unchecked Sendable {
 /// One member of a batch: its state, its callbacks, and where its thread waits.
 final class BatchSequence: @unchecked Sendable {
     var state: SequenceState
-    let onPiece: (String) -> Void
+    /// A piece of text and the log-probabilities of the tokens it completes (see ``SequenceState/accept(logits:onPiece:)``).
+    let onPiece: (String, [TokenLogprobs]) -> Void
     let betweenTokens: () throws -> Void
     /// Signalled when the sequence has ended or its thread must drive.
     let wake = DispatchSemaphore(value: 0)
     var outcome: Result<Generation, Error>?
     var mustDrive = false
 
-    init(state: SequenceState, onPiece: @escaping (String) -> Void, betweenTokens: @escaping () throws -> Void) {
+    init(state: SequenceState, onPiece: @escaping (String, [TokenLogprobs]) -> Void, betweenTokens: @escaping () throws -> Void) {
         self.state = state
         self.onPiece = onPiece
         self.betweenTokens = betweenTokens
@@ -173,22 +174,24 @@ final class DecodeBatch: @unchecked Sendable {
 }
 
 extension TextGenerator {
-    /// ``generate(prompt:maxTokens:sampler:options:stop:onPiece:betweenTokens:)`` with its decode steps shared: after
+    /// ``generate(prompt:maxTokens:sampler:options:stop:onPiece:onLogprobs:betweenTokens:)`` with its decode steps shared: after
     /// its own prompt pass the sequence joins `batcher`'s batch for `batchKey` (callers give one key per model and
     /// options) and decodes one token per step with every other sequence there. The text is what the sequence
     /// would produce alone, up to the rounding of batched matrix products.
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], batcher: ContinuousBatcher,
                          batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
+                         onLogprobs: @escaping ([TokenLogprobs]) -> Void = { _ in },
                          betweenTokens: @escaping () throws -> Void = {}) throws -> Generation {
         try generate(from: .text(prompt), maxTokens: maxTokens, sampler: settings, options: options, stop: stop, batcher: batcher,
-                     batchKey: batchKey, onPiece: onPiece, betweenTokens: betweenTokens)
+                     batchKey: batchKey, onPiece: onPiece, onLogprobs: onLogprobs, betweenTokens: betweenTokens)
     }
 
     /// The batched generation from text or from token ids.
     public func generate(from input: PromptInput, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], batcher: ContinuousBatcher,
                          batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
+                         onLogprobs: @escaping ([TokenLogprobs]) -> Void = { _ in },
                          betweenTokens: @escaping () throws -> Void = {}) throws -> Generation {
         let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
@@ -199,9 +202,13 @@ extension TextGenerator {
         let logits = try forward(promptIDs, session: session, options: options)
         state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
-        if !state.finished { state.accept(logits: try logits.scalars(), onPiece: onPiece) }
-        if state.finished { return state.finish(onPiece: onPiece) }
+        let stream: (String, [TokenLogprobs]) -> Void = { piece, logprobs in
+            if !logprobs.isEmpty { onLogprobs(logprobs) }
+            onPiece(piece)
+        }
+        if !state.finished { state.accept(logits: try logits.scalars(), onPiece: stream) }
+        if state.finished { return state.finish(onPiece: stream) }
         let batch = batcher.batch(for: batchKey, model: self, options: options)
-        return try batch.run(BatchSequence(state: state, onPiece: onPiece, betweenTokens: betweenTokens))
+        return try batch.run(BatchSequence(state: state, onPiece: stream, betweenTokens: betweenTokens))
     }
 }

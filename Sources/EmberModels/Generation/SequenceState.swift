@@ -21,6 +21,8 @@ struct SequenceState {
     private(set) var logprobs: [TokenLogprobs] = []
     /// Where each of `logprobs`' tokens starts in the decoded bytes, to drop those a stop string cuts away.
     private var logprobStarts: [Int] = []
+    /// How many of `logprobs` went out with a piece: a token's go with the piece that first holds its text.
+    private var logprobsStreamed = 0
     private var decodedBytes = 0
     private var seen: [Int]
     private var decoder = StreamingDecoder()
@@ -53,8 +55,9 @@ struct SequenceState {
     /// The token the next pass feeds.
     var lastToken: Int { generated.last ?? 0 }
 
-    /// Samples the next token from `logits` and streams its text; sets ``finished`` when the generation ends.
-    mutating func accept(logits: [Float], onPiece: (String) -> Void) {
+    /// Samples the next token from `logits` and streams its text with the log-probabilities of the tokens that text
+    /// completes (none unless the settings ask for them); sets ``finished`` when the generation ends.
+    mutating func accept(logits: [Float], onPiece: (String, [TokenLogprobs]) -> Void) {
         constraint?.remainingTokens = min(maxTokens - generated.count, session.capacity - session.position)
         let next = sampler.next(logits: logits, history: seen, constraint: constraint)
         generated.append(next)
@@ -81,7 +84,7 @@ struct SequenceState {
         decodedBytes += bytes.count
         let piece = stops.append(decoder.append(bytes))
         text += piece
-        if !piece.isEmpty { onPiece(piece) }
+        if !piece.isEmpty { onPiece(piece, streamLogprobs()) }
         if stops.stopped {
             stopReason = "stop"
             finished = true
@@ -103,8 +106,15 @@ struct SequenceState {
         finished = true
     }
 
+    /// The log-probabilities of the tokens whose text starts within `text` and that no piece carried yet.
+    private mutating func streamLogprobs() -> [TokenLogprobs] {
+        let start = logprobsStreamed
+        while logprobsStreamed < logprobs.count, logprobStarts[logprobsStreamed] < text.utf8.count { logprobsStreamed += 1 }
+        return Array(logprobs[start..<logprobsStreamed])
+    }
+
     /// The finished generation, the text held back by the decoder or the stop strings flushed to `onPiece`.
-    mutating func finish(onPiece: (String) -> Void) -> Generation {
+    mutating func finish(onPiece: (String, [TokenLogprobs]) -> Void) -> Generation {
         let tail = stops.append(decoder.finish()) + stops.finish()
         if stops.stopped { stopReason = "stop" }
         text += tail
@@ -113,7 +123,7 @@ struct SequenceState {
             let kept = logprobStarts.prefix { $0 < text.utf8.count }.count
             logprobs.removeSubrange(kept...)
         }
-        if !tail.isEmpty { onPiece(tail) }
+        if !tail.isEmpty { onPiece(tail, streamLogprobs()) }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
         return Generation(promptTokenIDs: promptTokens, tokenIDs: generated, text: text, stopReason: stopReason,
                           prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,

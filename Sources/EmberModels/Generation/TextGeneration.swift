@@ -80,21 +80,24 @@ extension TextGenerator {
     /// Generates from `prompt` (special tokens parsed), streaming each text piece to `onPiece`;
     /// `betweenTokens` runs before each decode step (a scheduler's checkpoint) and may throw to stop.
     /// The generation ends at the first of the `stop` strings, which is neither streamed nor in the text.
+    /// When the settings ask for log-probabilities, `onLogprobs` gets those of the tokens a piece completes just before
+    /// `onPiece` gets the piece (together they are ``Generation/logprobs``).
     public func generate(prompt: String, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
-                         betweenTokens: () throws -> Void = {}) throws -> Generation {
+                         onLogprobs: ([TokenLogprobs]) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         try generate(from: .text(prompt), maxTokens: maxTokens, sampler: settings, options: options, stop: stop, onPiece: onPiece,
-                     betweenTokens: betweenTokens)
+                     onLogprobs: onLogprobs, betweenTokens: betweenTokens)
     }
 
-    /// ``generate(prompt:maxTokens:sampler:options:stop:onPiece:betweenTokens:)`` from text or from token ids.
+    /// ``generate(prompt:maxTokens:sampler:options:stop:onPiece:onLogprobs:betweenTokens:)`` from text or from token ids.
     public func generate(from input: PromptInput, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
                          options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
-                         betweenTokens: () throws -> Void = {}) throws -> Generation {
+                         onLogprobs: ([TokenLogprobs]) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
         let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
         var sampler = Sampler(settings)
         return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
-                                      sampler: &sampler, options: options, stop: stop, onPiece: onPiece, betweenTokens: betweenTokens)
+                                      sampler: &sampler, options: options, stop: stop, onPiece: onPiece, onLogprobs: onLogprobs,
+                                      betweenTokens: betweenTokens)
     }
 
     /// The prompt's token ids (a text's with special tokens parsed), checked to be some, in the vocabulary and to fit
@@ -126,8 +129,8 @@ extension TextGenerator {
     /// token: true ends the generation there, with what it has so far (stop reason "interrupted").
     public func continueGeneration(session: any GenerationSession, feeding tokens: [Int], history: [Int], maxTokens: Int,
                                    sampler: inout Sampler, options: ExecutionOptions = ExecutionOptions(), stop stopStrings: [String] = [],
-                                   onPiece: (String) -> Void = { _ in }, betweenTokens: () throws -> Void = {},
-                                   interrupted: () -> Bool = { false }) throws -> Generation {
+                                   onPiece: (String) -> Void = { _ in }, onLogprobs: ([TokenLogprobs]) -> Void = { _ in },
+                                   betweenTokens: () throws -> Void = {}, interrupted: () -> Bool = { false }) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try sampler.settings.validate()
@@ -139,12 +142,18 @@ extension TextGenerator {
         state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
         while !state.finished {
-            state.accept(logits: try logits.scalars(), onPiece: onPiece)
+            state.accept(logits: try logits.scalars()) { piece, logprobs in
+                if !logprobs.isEmpty { onLogprobs(logprobs) }
+                onPiece(piece)
+            }
             if !state.finished, interrupted() { state.interrupt() }
             if state.finished { break }
             try betweenTokens()
             logits = try forward([state.lastToken], session: session, options: options)
         }
-        return state.finish(onPiece: onPiece)
+        return state.finish { piece, logprobs in
+            if !logprobs.isEmpty { onLogprobs(logprobs) }
+            onPiece(piece)
+        }
     }
 }
