@@ -18,32 +18,43 @@ final class ServerMetrics: Sendable {
     private let seen = SeenCounts()
 
     init() {
-        tokens = registry.makeCounter(name: "ember_generated_tokens_total", help: "Tokens generated (completion tokens).")
-        promptTokens = registry.makeCounter(name: "ember_prompt_tokens_total", help: "Prompt tokens read.")
-        joulesMeasured = registry.makeCounter(name: "ember_energy_joules_total", labels: [("source", "measured")],
-                                              help: "Energy the runs reported, in joules, by source.")
-        joulesModelled = registry.makeCounter(name: "ember_energy_joules_total", labels: [("source", "modelled")],
-                                              help: "Energy the runs reported, in joules, by source.")
-        tokensPerSecond = registry.makeGauge(name: "ember_tokens_per_second", help: "Decode speed of the last finished generation.")
-        inFlight = registry.makeGauge(name: "ember_requests_in_flight", help: "Requests received and not yet answered.")
-        queueDepth = registry.makeGauge(name: "ember_scheduler_queue_depth", help: "Requests the scheduler holds: deferred or waiting for memory.")
+        tokens = Self.counter(registry, "ember_generated_tokens_total", "Tokens generated (completion tokens).")
+        promptTokens = Self.counter(registry, "ember_prompt_tokens_total", "Prompt tokens read.")
+        let joules = "Energy the runs reported, in joules, by source."
+        joulesMeasured = Self.counter(registry, "ember_energy_joules_total", joules, labels: [("source", "measured")])
+        joulesModelled = Self.counter(registry, "ember_energy_joules_total", joules, labels: [("source", "modelled")])
+        tokensPerSecond = registry.makeGauge(descriptor: Self.name("ember_tokens_per_second", "Decode speed of the last finished generation."))
+        inFlight = registry.makeGauge(descriptor: Self.name("ember_requests_in_flight", "Requests received and not yet answered."))
+        queueDepth = registry.makeGauge(descriptor: Self.name("ember_scheduler_queue_depth",
+                                                              "Requests the scheduler holds: deferred or waiting for memory."))
         var counters: [String: Counter] = [:]
         for (name, help) in [("cancellations", "Requests whose caller went away before they ended."),
                              ("deferrals", "Times the power policy deferred a request."),
                              ("drops", "Requests dropped (by the policy, a deadline or a full queue)."),
                              ("memory_waits", "Runs that waited for memory under the budget before starting.")] {
-            counters[name] = registry.makeCounter(name: "ember_scheduler_\(name)_total", help: help)
+            counters[name] = Self.counter(registry, "ember_scheduler_\(name)_total", help)
         }
-        counters["decode_steps"] = registry.makeCounter(name: "ember_decode_steps_total", help: "Batched decode steps run.")
-        counters["decode_sequence_steps"] = registry.makeCounter(
-            name: "ember_decode_sequence_steps_total", help: "Tokens decoded by batched steps (divided by the steps: the mean batch).")
+        counters["decode_steps"] = Self.counter(registry, "ember_decode_steps_total", "Batched decode steps run.")
+        counters["decode_sequence_steps"] = Self.counter(registry, "ember_decode_sequence_steps_total",
+                                                         "Tokens decoded by batched steps (divided by the steps: the mean batch).")
         schedulerCounters = counters
+    }
+
+    /// A metric's whole name (its unit already in it, as `_total`) and help text, as swift-prometheus 2.4 describes one.
+    private static func name(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+
+    /// The counter `name` with `labels` (the same one each time it is asked for).
+    private static func counter(_ registry: PrometheusCollectorRegistry, _ name: String, _ help: String,
+                                labels: [(String, String)] = []) -> Counter {
+        registry.makeCounter(descriptor: Self.name(name, help), labels: labels)
     }
 
     /// One answered request.
     func answered(endpoint: String, status: Int) {
-        registry.makeCounter(name: "ember_http_requests_total", labels: [("endpoint", endpoint), ("status", String(status))],
-                             help: "HTTP requests answered, by endpoint and status.").increment()
+        Self.counter(registry, "ember_http_requests_total", "HTTP requests answered, by endpoint and status.",
+                     labels: [("endpoint", endpoint), ("status", String(status))]).increment()
     }
 
     func started() { inFlight.increment(by: 1) }
@@ -51,9 +62,8 @@ final class ServerMetrics: Sendable {
 
     /// A finished run: its decision, tokens and energy.
     func ran<Output>(_ completion: Completion<Output>, promptTokens prompt: Int, generatedTokens generated: Int) {
-        registry.makeCounter(name: "ember_decisions_total",
-                             labels: [("precision", completion.decision.precisionName), ("units", completion.decision.computeUnits.description)],
-                             help: "Requests run, by the policy's precision and compute units.").increment()
+        Self.counter(registry, "ember_decisions_total", "Requests run, by the policy's precision and compute units.",
+                     labels: [("precision", completion.decision.precisionName), ("units", completion.decision.computeUnits.description)]).increment()
         promptTokens.increment(by: Int64(prompt))
         if generated > 0 { tokens.increment(by: Int64(generated)) }
         if let rate = completion.piecesPerSecond { tokensPerSecond.set(to: rate) }
