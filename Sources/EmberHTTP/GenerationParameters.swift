@@ -11,15 +11,16 @@ struct GenerationParameters {
     var includeUsage: Bool
     /// A text completion's `echo`: the prompt comes back before the completion.
     var echo = false
+    /// `n`: how many choices to generate from the prompt (1–16), each sampled from its own seed (the request's seed + its
+    /// index), run side by side (the continuous batcher decodes them together).
+    var choices = 1
 
     /// Unset temperature, top-p and seed take llama-server's defaults (temperature 0.8, top-p 0.95, top-k 40, min-p
     /// 0.05) and a fresh seed: a client that sends nothing gets varied, sensible text, as from other servers.
     /// Log-probabilities are asked as OpenAI's two endpoints ask them: `logprobs: true` and `top_logprobs` (0–20) in a
     /// `chat` request, `logprobs` as the number of most likely tokens (0–5) in a text completion.
     init(_ fields: RequestFields, chat: Bool) throws {
-        if let n = try fields.integer("n", in: Int64.min...Int64.max), n != 1 {
-            throw HTTPAPIError.invalid("n", found: "\(n)", expected: "1 (one choice per request; send several requests for more)")
-        }
+        if let n = try fields.integer("n", in: 1...16) { choices = Int(n) }
         let tokens = try fields.integer("max_completion_tokens", in: 1...1_000_000) ?? fields.integer("max_tokens", in: 1...1_000_000)
         maxTokens = tokens.map { Int($0) }
         var sampler = SamplerSettings(temperature: 0.8)

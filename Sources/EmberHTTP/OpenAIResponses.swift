@@ -33,22 +33,29 @@ enum OpenAIResponses {
                  ("total_tokens", .number(Double(prompt + completion)))])
     }
 
-    /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`); `logprobs`
-    /// says whether the request asked for log-probabilities; `echo` is the prompt when a text completion echoes it.
-    static func completion(chat: Bool, id: String, created: Int, model: String, generation: Completion<Generation>,
+    /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`), a choice
+    /// per generation (`n`); `logprobs` says whether the request asked for log-probabilities; `echo` is the prompt when
+    /// a text completion echoes it. The usage counts the prompt once and every choice's tokens; the `ember` object is
+    /// the first choice's run (with `n` > 1 each choice's is under its own `ember` key too).
+    static func completion(chat: Bool, id: String, created: Int, model: String, generations: [Completion<Generation>],
                            tier: Tier, logprobs asked: Bool = false, echo: String = "") -> JSONValue {
-        let text = echo + generation.output.text
-        let finish = JSONValue.string(finishReason(generation.output.stopReason))
-        let logprobs = asked ? Self.logprobs(chat: chat, generation.output.logprobs) : .null
-        let choice: JSONValue = chat
-            ? .object([("index", .number(0)), ("message", .object([("role", .string("assistant")), ("content", .string(text))])),
-                       ("logprobs", logprobs), ("finish_reason", finish)])
-            : .object([("index", .number(0)), ("text", .string(text)), ("logprobs", logprobs), ("finish_reason", finish)])
+        let choices = generations.enumerated().map { index, generation -> JSONValue in
+            let text = echo + generation.output.text
+            let finish = JSONValue.string(finishReason(generation.output.stopReason))
+            let logprobs = asked ? Self.logprobs(chat: chat, generation.output.logprobs) : .null
+            var pairs: [(String, JSONValue)] = chat
+                ? [("index", .number(Double(index))), ("message", .object([("role", .string("assistant")), ("content", .string(text))])),
+                   ("logprobs", logprobs), ("finish_reason", finish)]
+                : [("index", .number(Double(index))), ("text", .string(text)), ("logprobs", logprobs), ("finish_reason", finish)]
+            if generations.count > 1 { pairs.append(("ember", ember(generation, tier: tier))) }
+            return .object(pairs)
+        }
+        let generated = generations.reduce(0) { $0 + $1.output.tokenIDs.count }
         return .object([
             ("id", .string(id)), ("object", .string(chat ? "chat.completion" : "text_completion")),
-            ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([choice])),
-            ("usage", usage(prompt: generation.output.promptTokenIDs.count, completion: generation.output.tokenIDs.count)),
-            ("ember", ember(generation, tier: tier)),
+            ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array(choices)),
+            ("usage", usage(prompt: generations.first?.output.promptTokenIDs.count ?? 0, completion: generated)),
+            ("ember", generations.first.map { ember($0, tier: tier) } ?? .null),
         ])
     }
 
@@ -97,17 +104,17 @@ enum OpenAIResponses {
 
     /// One streamed chunk: a piece of text (or the role, first) with, when asked, its tokens' `logprobs`; or the last
     /// one with its finish reason.
-    static func chunk(chat: Bool, id: String, created: Int, model: String, piece: String?, role: Bool = false,
+    static func chunk(chat: Bool, id: String, created: Int, model: String, index: Int = 0, piece: String?, role: Bool = false,
                       finish: String? = nil, logprobs: JSONValue = .null, extra: [(String, JSONValue)] = []) -> JSONValue {
         let choice: JSONValue
         if chat {
             var delta: [(String, JSONValue)] = []
             if role { delta.append(("role", .string("assistant"))) }
             if let piece { delta.append(("content", .string(piece))) }
-            choice = .object([("index", .number(0)), ("delta", .object(delta)), ("logprobs", logprobs),
+            choice = .object([("index", .number(Double(index))), ("delta", .object(delta)), ("logprobs", logprobs),
                               ("finish_reason", finish.map(JSONValue.string) ?? .null)])
         } else {
-            choice = .object([("index", .number(0)), ("text", .string(piece ?? "")), ("logprobs", logprobs),
+            choice = .object([("index", .number(Double(index))), ("text", .string(piece ?? "")), ("logprobs", logprobs),
                               ("finish_reason", finish.map(JSONValue.string) ?? .null)])
         }
         return .object([("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),

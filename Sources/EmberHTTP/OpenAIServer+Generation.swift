@@ -4,11 +4,14 @@ import Foundation
 import Hummingbird
 import NIOCore
 
-/// What a generation sends its HTTP response, in order: pieces (each with the log-probabilities of the tokens it
-/// completes, when asked), then its end or its failure.
+/// What a generation's choices send their HTTP response: each choice's pieces in order (each with the
+/// log-probabilities of the tokens it completes, when asked), then its end; or a failure.
 enum GenerationEvent: Sendable {
-    case piece(String, [TokenLogprobs])
-    case finished(Completion<Generation>)
+    /// Choice `index`'s next piece.
+    case piece(Int, String, [TokenLogprobs])
+    /// Choice `index` ended.
+    case finished(Int, Completion<Generation>)
+    /// A choice failed (the others are stopped).
     case failed(Error)
 }
 
@@ -58,39 +61,66 @@ extension OpenAIServer {
         let runtime = runtime
         let requirements = configuration.requirements
 
+        // Each choice samples from its own seed; greedy choices are the same text (and the scheduler runs them once).
+        let samplers = (0..<parameters.choices).map { index in
+            var sampler = parameters.sampler
+            sampler.seed &+= UInt64(index)
+            return sampler
+        }
         guard parameters.stream else {
-            let completion = try await Self.translatingDrop(deferral, headers) {
+            let completions = try await Self.translatingDrop(deferral, headers) {
                 try await request.body.consumeWithCancellationOnInboundClose { _ in
-                    try await runtime.generateText(model, from: prompt, maxTokens: maxTokens, tier: headers.tier,
-                                                   sampler: parameters.sampler, requirements: requirements,
-                                                   stop: parameters.stop, deadline: headers.deadline,
-                                                   onDeferred: { deferral.reason = $0 })
+                    try await withThrowingTaskGroup(of: (Int, Completion<Generation>).self) { group in
+                        for (index, sampler) in samplers.enumerated() {
+                            group.addTask {
+                                (index, try await runtime.generateText(model, from: prompt, maxTokens: maxTokens, tier: headers.tier,
+                                                                       sampler: sampler, requirements: requirements,
+                                                                       stop: parameters.stop, deadline: headers.deadline,
+                                                                       onDeferred: { deferral.reason = $0 }))
+                            }
+                        }
+                        var done: [(Int, Completion<Generation>)] = []
+                        for try await result in group { done.append(result) }
+                        return done.sorted { $0.0 < $1.0 }.map(\.1)
+                    }
                 }
             }
-            metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
+            for completion in completions {
+                metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
+            }
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
-                                                        generation: completion, tier: headers.tier,
+                                                        generations: completions, tier: headers.tier,
                                                         logprobs: parameters.sampler.logprobs != nil,
                                                         echo: parameters.echo ? echoed : ""), status: .ok)
         }
 
-        // Streamed: the run starts now; the headers go out with its first piece (or its end), so a request the
-        // policy keeps deferred past X-Ember-Max-Wait still gets a 503 rather than an empty stream.
+        // Streamed: the runs start now; the headers go out with the first piece (or end), so a request the policy
+        // keeps deferred past X-Ember-Max-Wait still gets a 503 rather than an empty stream. With `n` > 1 the choices'
+        // chunks interleave, each with its index; a choice that fails stops the others.
         let (events, sink) = AsyncStream<GenerationEvent>.makeStream(bufferingPolicy: .unbounded)
         let firstChunk = FirstChunkGate()
-        let pendingLogprobs = PendingLogprobs()
         let task = Task {
-            do {
-                let completion = try await runtime.generateText(
-                    model, from: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: parameters.sampler,
-                    requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
-                    onPiece: { piece in
-                        sink.yield(.piece(piece, pendingLogprobs.take()))
-                        firstChunk.waitAfterFirstPiece()
-                    }, onLogprobs: { pendingLogprobs.add($0) }, onDeferred: { deferral.reason = $0 })
-                sink.yield(.finished(completion))
-            } catch {
-                sink.yield(.failed(error))
+            await withTaskGroup(of: Bool.self) { group in
+                for (index, sampler) in samplers.enumerated() {
+                    group.addTask {
+                        let pendingLogprobs = PendingLogprobs()
+                        do {
+                            let completion = try await runtime.generateText(
+                                model, from: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: sampler,
+                                requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
+                                onPiece: { piece in
+                                    sink.yield(.piece(index, piece, pendingLogprobs.take()))
+                                    firstChunk.waitAfterFirstPiece()
+                                }, onLogprobs: { pendingLogprobs.add($0) }, onDeferred: { deferral.reason = $0 })
+                            sink.yield(.finished(index, completion))
+                            return true
+                        } catch {
+                            sink.yield(.failed(error))
+                            return false
+                        }
+                    }
+                }
+                for await succeeded in group where !succeeded { group.cancelAll() }
             }
             sink.finish()
         }
@@ -99,7 +129,7 @@ extension OpenAIServer {
         if case let .failed(error)? = first {
             _ = try await Self.translatingDrop(deferral, headers) { throw error }
         }
-        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier,
+        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier, choices: parameters.choices,
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
                                echo: parameters.echo ? echoed : nil,
                                metrics: metrics, log: configuration.log,
@@ -179,6 +209,8 @@ struct SSEStream: Sendable {
     let created: Int
     let model: String
     let tier: Tier
+    /// `n`: how many choices stream (their chunks interleave, each with its index).
+    let choices: Int
     let includeUsage: Bool
     /// Whether the request asked for log-probabilities.
     let logprobs: Bool
@@ -190,38 +222,44 @@ struct SSEStream: Sendable {
     let firstWritten: @Sendable () -> Void
 
     func write(first: GenerationEvent?, rest: inout AsyncStream<GenerationEvent>.Iterator, to writer: inout any ResponseBodyWriter) async throws {
-        if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, piece: nil, role: true), to: &writer) }
-        if let echo, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, piece: echo), to: &writer) }
+        for index in 0..<choices {
+            if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, index: index, piece: nil, role: true), to: &writer) }
+            if let echo, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, index: index, piece: echo), to: &writer) }
+        }
         var event = first
         var announced = false
-        var (streamedTokens, streamedCharacters) = (0, 0) // log-probabilities sent so far; the text's length before the chunk
+        // Per choice: log-probabilities sent so far, and the text's length (characters) before its next chunk.
+        var streamedTokens = [Int](repeating: 0, count: choices), streamedCharacters = [Int](repeating: 0, count: choices)
+        var (promptTokens, generatedTokens, finished, failed) = (0, 0, 0, false)
         while let current = event {
             switch current {
-            case let .piece(piece, tokens):
-                let chunkLogprobs = logprobs ? OpenAIResponses.logprobs(chat: chat, tokens, offset: streamedCharacters) : .null
-                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: piece,
+            case let .piece(index, piece, tokens):
+                let chunkLogprobs = logprobs ? OpenAIResponses.logprobs(chat: chat, tokens, offset: streamedCharacters[index]) : .null
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, index: index, piece: piece,
                                                      logprobs: chunkLogprobs), to: &writer)
-                streamedTokens += tokens.count
-                streamedCharacters += piece.unicodeScalars.count
-            case let .finished(completion):
+                streamedTokens[index] += tokens.count
+                streamedCharacters[index] += piece.unicodeScalars.count
+            case let .finished(index, completion):
                 let generation = completion.output
                 metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count)
                 // Every token of the text came with a piece; any other (one whose bytes decoded to nothing) comes here.
-                let rest = Array(generation.logprobs.dropFirst(streamedTokens))
-                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, piece: chat ? nil : "",
-                                                     finish: OpenAIResponses.finishReason(generation.stopReason),
+                let rest = Array(generation.logprobs.dropFirst(streamedTokens[index]))
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, index: index,
+                                                     piece: chat ? nil : "", finish: OpenAIResponses.finishReason(generation.stopReason),
                                                      logprobs: logprobs && !rest.isEmpty
-                                                        ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters) : .null,
+                                                        ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters[index]) : .null,
                                                      extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
-                if includeUsage {
-                    let usage = OpenAIResponses.usage(prompt: generation.promptTokenIDs.count, completion: generation.tokenIDs.count)
+                (promptTokens, generatedTokens, finished) = (generation.promptTokenIDs.count, generatedTokens + generation.tokenIDs.count, finished + 1)
+                if includeUsage, finished == choices, !failed {
+                    let usage = OpenAIResponses.usage(prompt: promptTokens, completion: generatedTokens)
                     try await send(OpenAIResponses.usageChunk(chat: chat, id: id, created: created, model: model, usage: usage), to: &writer)
                 }
             case let .failed(error):
-                // The headers are out: the error goes in the stream, in OpenAI's shape.
+                // The headers are out: the error goes in the stream, in OpenAI's shape (once, if several choices fail).
                 let apiError = OpenAIServer.apiError(error)
                 log("stream \(id) ended by \(apiError.status) \(apiError.message)")
-                try await send(apiError.body, to: &writer)
+                if !failed { try await send(apiError.body, to: &writer) }
+                failed = true
             }
             if !announced {
                 announced = true

@@ -134,6 +134,29 @@ def run_checks(base):
     check("stop strings end the text before them", "6" not in stopped.choices[0].text and stopped.choices[0].finish_reason == "stop",
           repr(stopped.choices[0].text))
 
+    # n choices: each from its own seed, decoded together; usage counts the prompt once; streamed, chunks carry the index.
+    several = client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=12, temperature=1.0, seed=5, n=3)
+    texts = [c.message.content for c in sorted(several.choices, key=lambda c: c.index)]
+    check("n=3: three choices, indices 0-2, not all the same text at temperature 1", [c.index for c in several.choices] == [0, 1, 2]
+          and len(set(texts)) > 1 and all(texts), repr(texts))
+    single = client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=12, temperature=1.0, seed=5)
+    check("n=3's first choice is the n=1 answer of the same seed", single.choices[0].message.content == texts[0],
+          repr((single.choices[0].message.content, texts[0])))
+    check("n=3's usage: the prompt once, every choice's tokens", several.usage.prompt_tokens == single.usage.prompt_tokens
+          and several.usage.completion_tokens >= 3 and several.usage.completion_tokens <= 36, repr(several.usage.model_dump()))
+    pieces, finishes = {0: "", 1: ""}, {}
+    for chunk in client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=12, temperature=1.0, seed=5, n=2,
+                                                stream=True):
+        for choice in chunk.choices:
+            pieces[choice.index] += choice.delta.content or ""
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+    check("n=2 streamed: each index's chunks join to that choice's text", pieces == {0: texts[0], 1: texts[1]} and len(finishes) == 2,
+          repr((pieces, texts[:2], finishes)))
+    for n in (0, 17):
+        status, _, answer = raw(base, "/v1/chat/completions", {"model": CHAT_MODEL, "messages": messages, "n": n, "max_tokens": 2})
+        check("n=%d is a 400 naming n" % n, status == 400 and json.loads(answer)["error"]["param"] == "n", answer[:200])
+
     # Log-probabilities, as OpenAI's clients ask for them: the tokens join to the text, each is ≤ 0, greedy picks the best.
     scored = client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=24, temperature=0, logprobs=True,
                                             top_logprobs=3)
