@@ -253,6 +253,12 @@ public final class OpenAIServer: Sendable {
             throw HTTPAPIError.invalid("encoding_format", found: "\"\(format)\"", expected: "\"float\" or \"base64\"")
         }
         let model = try await models.embedding(named: name)
+        // OpenAI's shortened vectors need a model trained for them (Matryoshka); Ember's are not: refused, as vLLM does.
+        if let dimensions = try fields.integer("dimensions", in: 1...65_536), Int(dimensions) != model.dimension {
+            throw HTTPAPIError.invalid("dimensions", found: "\(dimensions)",
+                                       expected: "\(model.dimension), the size of \(name)'s vectors (it was not trained to be shortened; "
+                                           + "omit dimensions, or keep the first values and renormalise them yourself)")
+        }
         let deferral = DeferralNote()
         let completion = try await Self.translatingDrop(deferral, headers) {
             try await request.body.consumeWithCancellationOnInboundClose { _ in

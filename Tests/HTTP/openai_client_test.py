@@ -234,6 +234,14 @@ def run_checks(base):
     sentences = ["The cat sat on the mat.", "A dog slept on the rug.", "Stock markets fell sharply today."]
     floats = client.embeddings.create(model=EMBED_MODEL, input=sentences, encoding_format="float")
     encoded = client.embeddings.create(model=EMBED_MODEL, input=sentences)  # the client asks for base64 and decodes it
+    same_size = client.embeddings.create(model=EMBED_MODEL, input=sentences[:1], dimensions=384)
+    check("embeddings dimensions equal to the model's are taken", len(same_size.data[0].embedding) == 384)
+    try:
+        client.embeddings.create(model=EMBED_MODEL, input=sentences[:1], dimensions=128)
+        check("embeddings dimensions 128 is refused (MiniLM is not a Matryoshka model)", False)
+    except openai.BadRequestError as error:
+        check("embeddings dimensions 128 is a 400 naming dimensions and the model's size",
+              "dimensions" in str(error) and "384" in str(error), str(error)[:200])
     vectors = [item.embedding for item in floats.data]
     check("embeddings.create: one unit vector per input", len(vectors) == 3 and all(len(v) == 384 for v in vectors)
           and all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-3 for v in vectors))
