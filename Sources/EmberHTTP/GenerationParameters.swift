@@ -69,10 +69,10 @@ struct GenerationParameters {
 }
 
 extension GenerationParameters {
-    /// A text completion's `prompt` as OpenAI takes it: a string, an array of one string, an array of token ids, or an
-    /// array of one array of token ids (several prompts in one request are refused: send several requests).
-    static func completionPrompt(_ fields: RequestFields) throws -> PromptInput {
-        let expected = "a string, or token ids (an array of whole numbers), or an array of one of them"
+    /// A text completion's `prompt` as OpenAI takes it: a string, an array of strings, an array of token ids, or an
+    /// array of arrays of token ids — one prompt or several (each answered with `n` choices).
+    static func completionPrompts(_ fields: RequestFields) throws -> [PromptInput] {
+        let expected = "a string, an array of strings, token ids (an array of whole numbers), or an array of such arrays"
         guard let value = fields.value("prompt") else { throw HTTPAPIError.invalid("prompt", found: "nothing", expected: expected) }
         func ids(_ items: [JSONValue], field: String) throws -> [Int] {
             try items.enumerated().map { index, item in
@@ -83,16 +83,22 @@ extension GenerationParameters {
             }
         }
         switch value {
-        case let .string(text): return .text(text)
+        case let .string(text): return [.text(text)]
         case let .array(items):
             switch items.first {
-            case let .string(text)? where items.count == 1: return .text(text)
-            case .number?: return .tokens(try ids(items, field: "prompt"))
-            case let .array(inner)? where items.count == 1: return .tokens(try ids(inner, field: "prompt[0]"))
+            case .number?: return [.tokens(try ids(items, field: "prompt"))]
+            case .string?, .array?:
+                return try items.enumerated().map { index, item in
+                    switch (item, items[0]) {
+                    case let (.string(text), .string): return .text(text)
+                    case let (.array(inner), .array): return .tokens(try ids(inner, field: "prompt[\(index)]"))
+                    default:
+                        throw HTTPAPIError.invalid("prompt[\(index)]", found: RequestFields.shown(item),
+                                                   expected: "a prompt of the same kind as prompt[0] (all strings or all arrays of token ids)")
+                    }
+                }
             case nil: throw HTTPAPIError.invalid("prompt", found: "[]", expected: expected)
-            default:
-                throw HTTPAPIError.invalid("prompt", found: items.count > 1 ? "\(items.count) prompts" : RequestFields.shown(value),
-                                           expected: expected + " (one prompt a request: send several requests for more)")
+            default: throw HTTPAPIError.invalid("prompt", found: RequestFields.shown(value), expected: expected)
             }
         default: throw HTTPAPIError.invalid("prompt", found: RequestFields.shown(value), expected: expected)
         }

@@ -190,12 +190,13 @@ public enum OpenAIRequestCheck {
         case "embeddings":
             _ = try fields.strings("input", most: 2048)
             _ = try fields.string("encoding_format")
+            _ = try fields.integer("dimensions", in: 1...65_536)
         case "chat":
             _ = try GenerationParameters(fields, chat: true)
             _ = try chatMessages(fields)
         default:
             _ = try GenerationParameters(fields, chat: false)
-            _ = try GenerationParameters.completionPrompt(fields)
+            _ = try GenerationParameters.completionPrompts(fields)
         }
     }
 }

@@ -34,13 +34,14 @@ enum OpenAIResponses {
     }
 
     /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`), a choice
-    /// per generation (`n`); `logprobs` says whether the request asked for log-probabilities; `echo` is the prompt when
-    /// a text completion echoes it. The usage counts the prompt once and every choice's tokens; the `ember` object is
-    /// the first choice's run (with `n` > 1 each choice's is under its own `ember` key too).
+    /// per generation (`n` for each prompt); `logprobs` says whether the request asked for log-probabilities; `echoes`
+    /// is each choice's prompt when a text completion echoes it. The usage counts `promptTokens` (each prompt once) and
+    /// every choice's tokens; the `ember` object is the first choice's run (with several choices each one's is under
+    /// its own `ember` key too).
     static func completion(chat: Bool, id: String, created: Int, model: String, generations: [Completion<Generation>],
-                           tier: Tier, logprobs asked: Bool = false, echo: String = "") -> JSONValue {
+                           promptTokens: Int, tier: Tier, logprobs asked: Bool = false, echoes: [String] = []) -> JSONValue {
         let choices = generations.enumerated().map { index, generation -> JSONValue in
-            let text = echo + generation.output.text
+            let text = (echoes.indices.contains(index) ? echoes[index] : "") + generation.output.text
             let finish = JSONValue.string(finishReason(generation.output.stopReason))
             let logprobs = asked ? Self.logprobs(chat: chat, generation.output.logprobs) : .null
             var pairs: [(String, JSONValue)] = chat
@@ -54,7 +55,7 @@ enum OpenAIResponses {
         return .object([
             ("id", .string(id)), ("object", .string(chat ? "chat.completion" : "text_completion")),
             ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array(choices)),
-            ("usage", usage(prompt: generations.first?.output.promptTokenIDs.count ?? 0, completion: generated)),
+            ("usage", usage(prompt: promptTokens, completion: generated)),
             ("ember", generations.first.map { ember($0, tier: tier) } ?? .null),
         ])
     }

@@ -22,59 +22,49 @@ extension OpenAIServer {
         let name = try servedName(fields, embedding: false)
         let parameters = try GenerationParameters(fields, chat: chat)
         let messages = chat ? try chatMessages(fields) : []
-        let given = chat ? nil : try GenerationParameters.completionPrompt(fields)
+        let given = chat ? [] : try GenerationParameters.completionPrompts(fields)
         let model = try await models.language(named: name)
         try parameters.checkTokens(vocabulary: model.tokenizer.count)
-        let prompt: PromptInput
-        if let given {
-            prompt = given
-        } else {
-            do { prompt = .text(try ChatTemplate.resolve(for: model).format(messages)) } catch {
+        let inputs: [PromptInput]
+        if chat {
+            do { inputs = [.text(try ChatTemplate.resolve(for: model).format(messages))] } catch {
                 throw HTTPAPIError(status: 400, code: "no_chat_template", param: "model",
                                    message: "\(error); use /v1/completions with a prompt of your own format")
             }
+        } else {
+            inputs = given
         }
-        let (promptTokens, echoed): (Int, String)
-        switch prompt {
-        case let .text(text): (promptTokens, echoed) = (model.tokenizer.encode(text).count, text)
-        case let .tokens(ids):
-            if let index = ids.firstIndex(where: { !(0..<model.tokenizer.count).contains($0) }) {
-                throw HTTPAPIError.invalid("prompt[\(index)]", found: "token id \(ids[index])",
-                                           expected: "an id from 0 to \(model.tokenizer.count - 1), the model's vocabulary")
+        guard inputs.count * parameters.choices <= 16 else {
+            throw HTTPAPIError.invalid("prompt", found: "\(inputs.count) prompts × n = \(parameters.choices)",
+                                       expected: "at most 16 choices in all: send several requests for more")
+        }
+        let prompts = try inputs.enumerated().map { index, input in
+            try PreparedPrompt(input, field: chat ? "messages" : inputs.count > 1 ? "prompt[\(index)]" : "prompt", model: model,
+                               parameters: parameters)
+        }
+        // Each prompt's choices sample from the seed plus their index among its `n`; greedy choices are the same text
+        // (and the scheduler runs them once). Choice p·n + i is prompt p's i-th, as OpenAI numbers them.
+        let runs = prompts.flatMap { prompt in
+            (0..<parameters.choices).map { index in
+                var sampler = parameters.sampler
+                sampler.seed &+= UInt64(index)
+                return (prompt: prompt, sampler: sampler)
             }
-            (promptTokens, echoed) = (ids.count, parameters.echo ? model.tokenizer.decode(ids) : "")
         }
-        guard promptTokens > 0 else { throw HTTPAPIError.invalid(chat ? "messages" : "prompt", found: "no tokens", expected: "some text") }
-        let room = model.contextLength - promptTokens
-        guard room >= 1 else {
-            throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: chat ? "messages" : "prompt",
-                               message: "the prompt is \(promptTokens) tokens, the model's context is \(model.contextLength); shorten it")
-        }
-        if let maxTokens = parameters.maxTokens, maxTokens > room {
-            throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: "max_tokens",
-                               message: "max_tokens: found \(maxTokens), expected at most \(room): the prompt's \(promptTokens) tokens and the reply must fit the model's context of \(model.contextLength) tokens")
-        }
-        let maxTokens = parameters.maxTokens ?? room
         let id = (chat ? "chatcmpl-" : "cmpl-") + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(24)
         let created = Int(Date().timeIntervalSince1970)
         let deferral = DeferralNote()
         let runtime = runtime
         let requirements = configuration.requirements
 
-        // Each choice samples from its own seed; greedy choices are the same text (and the scheduler runs them once).
-        let samplers = (0..<parameters.choices).map { index in
-            var sampler = parameters.sampler
-            sampler.seed &+= UInt64(index)
-            return sampler
-        }
         guard parameters.stream else {
             let completions = try await Self.translatingDrop(deferral, headers) {
                 try await request.body.consumeWithCancellationOnInboundClose { _ in
                     try await withThrowingTaskGroup(of: (Int, Completion<Generation>).self) { group in
-                        for (index, sampler) in samplers.enumerated() {
+                        for (index, run) in runs.enumerated() {
                             group.addTask {
-                                (index, try await runtime.generateText(model, from: prompt, maxTokens: maxTokens, tier: headers.tier,
-                                                                       sampler: sampler, requirements: requirements,
+                                (index, try await runtime.generateText(model, from: run.prompt.input, maxTokens: run.prompt.maxTokens,
+                                                                       tier: headers.tier, sampler: run.sampler, requirements: requirements,
                                                                        stop: parameters.stop, deadline: headers.deadline,
                                                                        onDeferred: { deferral.reason = $0 }))
                             }
@@ -89,9 +79,9 @@ extension OpenAIServer {
                 metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
             }
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
-                                                        generations: completions, tier: headers.tier,
-                                                        logprobs: parameters.sampler.logprobs != nil,
-                                                        echo: parameters.echo ? echoed : ""), status: .ok)
+                                                        generations: completions, promptTokens: prompts.reduce(0) { $0 + $1.tokens },
+                                                        tier: headers.tier, logprobs: parameters.sampler.logprobs != nil,
+                                                        echoes: runs.map(\.prompt.echoed)), status: .ok)
         }
 
         // Streamed: the runs start now; the headers go out with the first piece (or end), so a request the policy
@@ -101,12 +91,12 @@ extension OpenAIServer {
         let firstChunk = FirstChunkGate()
         let task = Task {
             await withTaskGroup(of: Bool.self) { group in
-                for (index, sampler) in samplers.enumerated() {
+                for (index, run) in runs.enumerated() {
                     group.addTask {
                         let pendingLogprobs = PendingLogprobs()
                         do {
                             let completion = try await runtime.generateText(
-                                model, from: prompt, maxTokens: maxTokens, tier: headers.tier, sampler: sampler,
+                                model, from: run.prompt.input, maxTokens: run.prompt.maxTokens, tier: headers.tier, sampler: run.sampler,
                                 requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
                                 onPiece: { piece in
                                     sink.yield(.piece(index, piece, pendingLogprobs.take()))
@@ -129,9 +119,10 @@ extension OpenAIServer {
         if case let .failed(error)? = first {
             _ = try await Self.translatingDrop(deferral, headers) { throw error }
         }
-        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier, choices: parameters.choices,
+        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier, choices: runs.count,
+                               promptTokens: prompts.reduce(0) { $0 + $1.tokens },
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
-                               echo: parameters.echo ? echoed : nil,
+                               echoes: parameters.echo ? runs.map(\.prompt.echoed) : nil,
                                metrics: metrics, log: configuration.log,
                                firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)
@@ -162,6 +153,42 @@ final class PendingLogprobs: @unchecked Sendable {
 
     /// What was added since the last call.
     func take() -> [TokenLogprobs] { lock.withLock { defer { tokens = [] }; return tokens } }
+}
+
+/// One prompt of a generation request, checked: its token count, the room its reply has in the model's context, and
+/// its text for `echo`.
+struct PreparedPrompt: Sendable {
+    let input: PromptInput
+    let tokens: Int
+    /// `max_tokens`, or all the room the context leaves.
+    let maxTokens: Int
+    /// The prompt as text when a completion echoes it ("" otherwise).
+    let echoed: String
+
+    /// 400s name `field` for a token id beyond the vocabulary, no tokens, or a prompt and reply the context cannot hold.
+    init(_ input: PromptInput, field: String, model: any TextGenerator, parameters: GenerationParameters) throws {
+        self.input = input
+        switch input {
+        case let .text(text): (tokens, echoed) = (model.tokenizer.encode(text).count, parameters.echo ? text : "")
+        case let .tokens(ids):
+            if let index = ids.firstIndex(where: { !(0..<model.tokenizer.count).contains($0) }) {
+                throw HTTPAPIError.invalid("\(field)[\(index)]", found: "token id \(ids[index])",
+                                           expected: "an id from 0 to \(model.tokenizer.count - 1), the model's vocabulary")
+            }
+            (tokens, echoed) = (ids.count, parameters.echo ? model.tokenizer.decode(ids) : "")
+        }
+        guard tokens > 0 else { throw HTTPAPIError.invalid(field, found: "no tokens", expected: "some text") }
+        let room = model.contextLength - tokens
+        guard room >= 1 else {
+            throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: field,
+                               message: "the prompt is \(tokens) tokens, the model's context is \(model.contextLength); shorten it")
+        }
+        if let maxTokens = parameters.maxTokens, maxTokens > room {
+            throw HTTPAPIError(status: 400, code: "context_length_exceeded", param: "max_tokens",
+                               message: "max_tokens: found \(maxTokens), expected at most \(room): the prompt's \(tokens) tokens and the reply must fit the model's context of \(model.contextLength) tokens")
+        }
+        maxTokens = parameters.maxTokens ?? room
+    }
 }
 
 /// Holds a generation after its first piece until the stream has written it, at most 20 ms: the generation's
@@ -209,13 +236,15 @@ struct SSEStream: Sendable {
     let created: Int
     let model: String
     let tier: Tier
-    /// `n`: how many choices stream (their chunks interleave, each with its index).
+    /// How many choices stream (`n` for each prompt; their chunks interleave, each with its index).
     let choices: Int
+    /// The prompts' tokens, counted once each (the usage chunk's).
+    let promptTokens: Int
     let includeUsage: Bool
     /// Whether the request asked for log-probabilities.
     let logprobs: Bool
-    /// The prompt, sent first, when a text completion asked for `echo`.
-    let echo: String?
+    /// Each choice's prompt, sent first, when a text completion asked for `echo`.
+    let echoes: [String]?
     let metrics: ServerMetrics
     let log: @Sendable (String) -> Void
     /// Called once the first event is written.
@@ -224,13 +253,13 @@ struct SSEStream: Sendable {
     func write(first: GenerationEvent?, rest: inout AsyncStream<GenerationEvent>.Iterator, to writer: inout any ResponseBodyWriter) async throws {
         for index in 0..<choices {
             if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, index: index, piece: nil, role: true), to: &writer) }
-            if let echo, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, index: index, piece: echo), to: &writer) }
+            if let echoes, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, index: index, piece: echoes[index]), to: &writer) }
         }
         var event = first
         var announced = false
         // Per choice: log-probabilities sent so far, and the text's length (characters) before its next chunk.
         var streamedTokens = [Int](repeating: 0, count: choices), streamedCharacters = [Int](repeating: 0, count: choices)
-        var (promptTokens, generatedTokens, finished, failed) = (0, 0, 0, false)
+        var (generatedTokens, finished, failed) = (0, 0, false)
         while let current = event {
             switch current {
             case let .piece(index, piece, tokens):
@@ -249,7 +278,7 @@ struct SSEStream: Sendable {
                                                      logprobs: logprobs && !rest.isEmpty
                                                         ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters[index]) : .null,
                                                      extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
-                (promptTokens, generatedTokens, finished) = (generation.promptTokenIDs.count, generatedTokens + generation.tokenIDs.count, finished + 1)
+                (generatedTokens, finished) = (generatedTokens + generation.tokenIDs.count, finished + 1)
                 if includeUsage, finished == choices, !failed {
                     let usage = OpenAIResponses.usage(prompt: promptTokens, completion: generatedTokens)
                     try await send(OpenAIResponses.usageChunk(chat: chat, id: id, created: created, model: model, usage: usage), to: &writer)
