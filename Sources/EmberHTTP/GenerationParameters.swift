@@ -11,8 +11,9 @@ struct GenerationParameters {
     var includeUsage: Bool
     /// A text completion's `echo`: the prompt comes back before the completion.
     var echo = false
-    /// `n`: how many choices to generate from the prompt (1–16), each sampled from its own seed (the request's seed + its
-    /// index), run side by side (the continuous batcher decodes them together).
+    /// `n`: how many choices to generate from each prompt (16 in all at most), each sampled from its own seed (the
+    /// request's seed + its index), run side by side (the continuous batcher decodes them together); greedy choices
+    /// are one run's text.
     var choices = 1
 
     /// Unset temperature, top-p and seed take llama-server's defaults (temperature 0.8, top-p 0.95, top-k 40, min-p

@@ -9,8 +9,8 @@ import NIOCore
 enum GenerationEvent: Sendable {
     /// Choice `index`'s next piece.
     case piece(Int, String, [TokenLogprobs])
-    /// Choice `index` ended.
-    case finished(Int, Completion<Generation>)
+    /// Choice `index` ended; `ran` is false for the copies of a run that answered several (greedy) choices.
+    case finished(Int, Completion<Generation>, ran: Bool)
     /// A choice failed (the others are stopped).
     case failed(Error)
 }
@@ -42,15 +42,18 @@ extension OpenAIServer {
             try PreparedPrompt(input, field: chat ? "messages" : inputs.count > 1 ? "prompt[\(index)]" : "prompt", model: model,
                                parameters: parameters)
         }
-        // Each prompt's choices sample from the seed plus their index among its `n`; greedy choices are the same text
-        // (and the scheduler runs them once). Choice p·n + i is prompt p's i-th, as OpenAI numbers them.
-        let runs = prompts.flatMap { prompt in
-            (0..<parameters.choices).map { index in
+        // Choice p·n + i is prompt p's i-th, as OpenAI numbers them. Sampled choices draw from the seed plus i, a run
+        // each; greedy choices are the same text, so one run answers all n of a prompt.
+        let greedy = parameters.sampler.temperature == 0
+        let runs = prompts.enumerated().flatMap { number, prompt in
+            (0..<(greedy ? 1 : parameters.choices)).map { index in
                 var sampler = parameters.sampler
                 sampler.seed &+= UInt64(index)
-                return (prompt: prompt, sampler: sampler)
+                let first = number * parameters.choices
+                return (prompt: prompt, sampler: sampler, choices: greedy ? Array(first..<(first + parameters.choices)) : [first + index])
             }
         }
+        let choiceCount = prompts.count * parameters.choices
         let id = (chat ? "chatcmpl-" : "cmpl-") + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(24)
         let created = Int(Date().timeIntervalSince1970)
         let deferral = DeferralNote()
@@ -61,12 +64,12 @@ extension OpenAIServer {
             let completions = try await Self.translatingDrop(deferral, headers) {
                 try await request.body.consumeWithCancellationOnInboundClose { _ in
                     try await withThrowingTaskGroup(of: (Int, Completion<Generation>).self) { group in
-                        for (index, run) in runs.enumerated() {
+                        for (number, run) in runs.enumerated() {
                             group.addTask {
-                                (index, try await runtime.generateText(model, from: run.prompt.input, maxTokens: run.prompt.maxTokens,
-                                                                       tier: headers.tier, sampler: run.sampler, requirements: requirements,
-                                                                       stop: parameters.stop, deadline: headers.deadline,
-                                                                       onDeferred: { deferral.reason = $0 }))
+                                (number, try await runtime.generateText(model, from: run.prompt.input, maxTokens: run.prompt.maxTokens,
+                                                                        tier: headers.tier, sampler: run.sampler, requirements: requirements,
+                                                                        stop: parameters.stop, deadline: headers.deadline,
+                                                                        onDeferred: { deferral.reason = $0 }))
                             }
                         }
                         var done: [(Int, Completion<Generation>)] = []
@@ -75,13 +78,16 @@ extension OpenAIServer {
                     }
                 }
             }
-            for completion in completions {
+            var choices = [Completion<Generation>?](repeating: nil, count: choiceCount)
+            var echoes = [String](repeating: "", count: choiceCount)
+            for (run, completion) in zip(runs, completions) {
                 metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
+                for index in run.choices { (choices[index], echoes[index]) = (completion, run.prompt.echoed) }
             }
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
-                                                        generations: completions, promptTokens: prompts.reduce(0) { $0 + $1.tokens },
+                                                        generations: choices.compactMap { $0 }, promptTokens: prompts.reduce(0) { $0 + $1.tokens },
                                                         tier: headers.tier, logprobs: parameters.sampler.logprobs != nil,
-                                                        echoes: runs.map(\.prompt.echoed)), status: .ok)
+                                                        echoes: echoes), status: .ok)
         }
 
         // Streamed: the runs start now; the headers go out with the first piece (or end), so a request the policy
@@ -91,7 +97,7 @@ extension OpenAIServer {
         let firstChunk = FirstChunkGate()
         let task = Task {
             await withTaskGroup(of: Bool.self) { group in
-                for (index, run) in runs.enumerated() {
+                for run in runs {
                     group.addTask {
                         let pendingLogprobs = PendingLogprobs()
                         do {
@@ -99,10 +105,11 @@ extension OpenAIServer {
                                 model, from: run.prompt.input, maxTokens: run.prompt.maxTokens, tier: headers.tier, sampler: run.sampler,
                                 requirements: requirements, stop: parameters.stop, deadline: headers.deadline,
                                 onPiece: { piece in
-                                    sink.yield(.piece(index, piece, pendingLogprobs.take()))
+                                    let logprobs = pendingLogprobs.take()
+                                    for index in run.choices { sink.yield(.piece(index, piece, logprobs)) }
                                     firstChunk.waitAfterFirstPiece()
                                 }, onLogprobs: { pendingLogprobs.add($0) }, onDeferred: { deferral.reason = $0 })
-                            sink.yield(.finished(index, completion))
+                            for index in run.choices { sink.yield(.finished(index, completion, ran: index == run.choices[0])) }
                             return true
                         } catch {
                             sink.yield(.failed(error))
@@ -119,10 +126,10 @@ extension OpenAIServer {
         if case let .failed(error)? = first {
             _ = try await Self.translatingDrop(deferral, headers) { throw error }
         }
-        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier, choices: runs.count,
+        let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier, choices: choiceCount,
                                promptTokens: prompts.reduce(0) { $0 + $1.tokens },
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
-                               echoes: parameters.echo ? runs.map(\.prompt.echoed) : nil,
+                               echoes: parameters.echo ? prompts.flatMap { Array(repeating: $0.echoed, count: parameters.choices) } : nil,
                                metrics: metrics, log: configuration.log,
                                firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)
@@ -268,9 +275,9 @@ struct SSEStream: Sendable {
                                                      logprobs: chunkLogprobs), to: &writer)
                 streamedTokens[index] += tokens.count
                 streamedCharacters[index] += piece.unicodeScalars.count
-            case let .finished(index, completion):
+            case let .finished(index, completion, ran):
                 let generation = completion.output
-                metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count)
+                if ran { metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count) }
                 // Every token of the text came with a piece; any other (one whose bytes decoded to nothing) comes here.
                 let rest = Array(generation.logprobs.dropFirst(streamedTokens[index]))
                 try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, index: index,

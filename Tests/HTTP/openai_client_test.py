@@ -146,7 +146,8 @@ def run_checks(base):
     for chunk in client.completions.create(model=CHAT_MODEL, prompt=[ids, ids], max_tokens=16, temperature=0, n=2, stream=True):
         for choice in chunk.choices:
             streamed_batch[choice.index] = streamed_batch.get(choice.index, "") + choice.text
-    check("two token-id prompts × n=2 streamed: four choices, each the greedy text", sorted(streamed_batch) == [0, 1, 2, 3]
+    check("two token-id prompts × n=2 streamed: four choices, each the greedy text, a prompt's two the same (one run)",
+          sorted(streamed_batch) == [0, 1, 2, 3] and streamed_batch[0] == streamed_batch[1] and streamed_batch[2] == streamed_batch[3]
           and all(text.startswith(completion.choices[0].text[:12]) for text in streamed_batch.values()), repr(streamed_batch))
     stopped = client.completions.create(model=CHAT_MODEL, prompt="Count: 1, 2, 3,", max_tokens=24, temperature=0, stop=["6"])
     check("stop strings end the text before them", "6" not in stopped.choices[0].text and stopped.choices[0].finish_reason == "stop",
