@@ -174,7 +174,7 @@ typedef struct ember_generate_options {
     const int32_t *logit_bias_tokens; /* logit_bias_count token ids (each < the vocabulary) …   */
     const float *logit_bias_values;   /* … and what to add to each one's logit: -100…100, where
                                          -100 bans the token and 100 all but forces it           */
-    size_t logit_bias_count;
+    size_t logit_bias_count;  /* 0…1024                                                           */
     int32_t logprobs;         /* 1: measure each generated token's log-probability (read them with
                                  ember_request_logprobs); 0 none (default)                        */
     int32_t top_logprobs;     /* 0…20: with logprobs, also this many of each step's most likely
