@@ -17,6 +17,16 @@ struct GenerateCommand: AsyncParsableCommand {
     @Option(name: .customLong("top-k")) var topK = 40
     @Option(name: .customLong("top-p")) var topP: Float = 0.95
     @Option(help: "Sampling seed.") var seed: UInt64 = 0
+    @Option(name: .customLong("min-p"), help: "Drop tokens below this fraction of the best one's probability (0 off).")
+    var minP: Float = 0.05
+    @Option(name: .customLong("repeat-penalty"), help: "Above 1, makes the last 64 tokens less likely (1 off).")
+    var repeatPenalty: Float = 1
+
+    @Option(help: ArgumentHelp("End the text before this string (repeat the option for several; up to 16).", valueName: "text"))
+    var stop: [String] = []
+
+    @Flag(help: "Send the prompt as a user's message through the model's chat template (the reply alone is printed).")
+    var chat = false
 
     @Flag(help: "Print one JSON object on one line instead of streaming.")
     var json = false
@@ -35,7 +45,8 @@ struct GenerateCommand: AsyncParsableCommand {
     @Flag(name: .customLong("token-ids"), help: "The prompt is token ids, comma-separated (such as 1,504,3), fed as they are.")
     var tokenIDs = false
 
-    /// The prompt as the library takes it: the text, or the ids --token-ids says it is.
+    /// The prompt as the library takes it: the text, or the ids --token-ids says it is (--chat is applied in `run`, once
+    /// the model and its template are loaded).
     func promptInput() throws -> PromptInput {
         guard tokenIDs else { return .text(prompt) }
         let items = prompt.split(separator: ",", omittingEmptySubsequences: false)
@@ -49,7 +60,8 @@ struct GenerateCommand: AsyncParsableCommand {
 
     /// The sampling options as the library takes them (the schema file read).
     func sampler() throws -> SamplerSettings {
-        var settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed, logprobs: logprobs)
+        var settings = SamplerSettings(temperature: temperature, topK: topK, topP: topP, minP: minP, repetitionPenalty: repeatPenalty,
+                                       seed: seed, logprobs: logprobs)
         if let jsonSchema {
             guard let data = FileManager.default.contents(atPath: jsonSchema) else {
                 throw ValidationError("--json-schema: cannot read \(jsonSchema); expected a file holding a JSON Schema")
@@ -68,6 +80,9 @@ struct GenerateCommand: AsyncParsableCommand {
         guard n >= 1 else { throw ValidationError("-n: found \(n), expected at least 1 token") }
         _ = try promptInput()
         guard jsonSchema == nil || !jsonObject else { throw ValidationError("--json-schema and --json-object: give one of them") }
+        guard !(chat && tokenIDs) else { throw ValidationError("--chat and --token-ids: give one of them (token ids are fed as they are)") }
+        guard stop.count <= 16 else { throw ValidationError("--stop: found \(stop.count) strings, expected at most 16") }
+        if let empty = stop.firstIndex(of: "") { throw ValidationError("--stop: string \(empty + 1) is empty, expected some text") }
         if let logprobs {
             guard (0...20).contains(logprobs) else { throw ValidationError("--logprobs: found \(logprobs), expected 0 to 20 tokens a step") }
             guard json else { throw ValidationError("--logprobs \(logprobs): add --json (the log-probabilities are reported in its object)") }
@@ -114,8 +129,14 @@ struct GenerateCommand: AsyncParsableCommand {
         let (model, loadMs) = (loaded.model, loaded.milliseconds)
         let streaming = !json
         let firstPiece = FirstPieceClock()
-        let completion = try await runtime.generateText(model, from: try promptInput(), maxTokens: n, tier: .critical, sampler: try sampler(),
-                                                        requirements: loaded.requirements) { piece in
+        var input = try promptInput()
+        if chat {
+            do { input = .text(try ChatTemplate.resolve(for: model).format([ChatMessage(role: "user", content: prompt)])) } catch {
+                throw ValidationError("--chat: \(error); leave out --chat and write the prompt in the model's own format")
+            }
+        }
+        let completion = try await runtime.generateText(model, from: input, maxTokens: n, tier: .critical, sampler: try sampler(),
+                                                        requirements: loaded.requirements, stop: stop) { piece in
             firstPiece.mark()
             if streaming { FileHandle.standardOutput.write(Data(piece.utf8)) }
         }

@@ -32,6 +32,10 @@ struct CLIArgumentTests {
         (["generate", "--logprobs", "2", "Hi"], "--logprobs 2: add --json"),
         (["generate", "--token-ids", "1,x,3"], "--token-ids: item 1 of the prompt is \"x\", expected a token id"),
         (["generate", "--token-ids", "1,99999999"], "prompt[1]: token id 99999999, expected an id from 0 to 49151"),
+        (["generate", "--chat", "--token-ids", "1,2"], "--chat and --token-ids: give one of them"),
+        (["generate", "--stop", "", "Hi"], "--stop: string 1 is empty"),
+        (["generate", "--min-p", "2", "Hi"], "minP: 2.0, expected a number in [0, 1]"),
+        (["generate", "--repeat-penalty", "0", "Hi"], "repetitionPenalty: 0.0, expected a finite number > 0"),
         (["perplexity", "-f", "README.md", "--compare", "int8,fp32"], "--compare int8,fp32: found \"fp32\", expected a comma-separated list"),
         (["generate", "-m", "all-minilm-l6-v2", "Hi"], "is an embedding model (a folder with config.json), expected a GGUF text-generation model"),
         (["embed", "-m", "smollm2-135m-instruct", "Hi"], "is a GGUF text-generation model, expected an embedding model"),
@@ -183,6 +187,32 @@ struct CLIArgumentTests {
             #expect(smollm?["fetched"] as? Bool == fetched && (smollm?["path"] as? String)?.hasPrefix(folder) == true, "\(folder)")
             if fetched { #expect((smollm?["bytes"] as? Int ?? 0) > 50_000_000) }
         }
+    }
+
+    /// `--chat` sends the prompt through the model's chat template (more prompt tokens, another text than the bare
+    /// question's continuation); `--stop` ends the text before the string, with stop reason "stop".
+    @Test func chatAndStopShapeTheReply() async throws {
+        try #require(FileManager.default.fileExists(atPath: Self.ember), "the ember binary is built next to the tests")
+        func generate(_ arguments: [String]) async throws -> [String: Any] {
+            let run = try await ExternalProcess.run(Self.ember, ["generate", "--json", "-n", "24"] + arguments,
+                                                    environment: ["EMBER_MODELS_DIR": Self.models], timeout: 120)
+            try #require(run.status == 0, "\(arguments): \(run.standardError)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any])
+        }
+        let plain = try await generate(["What is the capital of France?"])
+        let chat = try await generate(["--chat", "What is the capital of France?"])
+        let chatText = try #require(chat["text"] as? String)
+        #expect((chat["prompt_token_ids"] as? [Any])?.count ?? 0 > (plain["prompt_token_ids"] as? [Any])?.count ?? 0,
+                "the template adds the turn's tokens")
+        #expect(chatText != plain["text"] as? String, "\(chatText)")
+        // A stop string from the middle of the reply: the reply up to it.
+        let characters = Array(chatText)
+        try #require(characters.count >= 12, "\(chatText)")
+        let stop = String(characters[8..<11])
+        let cut = try await generate(["--chat", "--stop", stop, "What is the capital of France?"])
+        let cutText = try #require(cut["text"] as? String)
+        let expected = String(chatText[..<chatText.range(of: stop)!.lowerBound])
+        #expect(cut["stop_reason"] as? String == "stop" && cutText == expected, "\(stop.debugDescription): \(cutText.debugDescription)")
     }
 
     /// Extreme but valid values run: a top-k far above the vocabulary is the whole vocabulary.
