@@ -35,11 +35,13 @@ enum CConversions {
         }
     }
 
-    /// The size of ABI 1's `ember_generate_options_t`, which ends at `json_object` (its padding included): still taken.
+    /// Where ABI 1's fields of `ember_generate_options_t` end (after `json_object`): all an ABI 1 structure holds.
+    static let generateOptionsFields1 = MemoryLayout<ember_generate_options_t>.offset(of: \.json_object)! + MemoryLayout<Int32>.size
+
+    /// The size of ABI 1's `ember_generate_options_t`: its fields and the padding to the structure's alignment; still taken.
     static let generateOptionsSize1 = {
-        let end = MemoryLayout<ember_generate_options_t>.offset(of: \.json_object)! + MemoryLayout<Int32>.size
         let alignment = max(MemoryLayout<UInt64>.alignment, MemoryLayout<UnsafeRawPointer>.alignment)
-        return (end + alignment - 1) / alignment * alignment
+        return (generateOptionsFields1 + alignment - 1) / alignment * alignment
     }()
 
     /// Checked sampling settings and stop strings from `options` (NULL: greedy free text). An ABI 1 structure (its
@@ -53,8 +55,7 @@ enum CConversions {
         case MemoryLayout<ember_generate_options_t>.size: o = options.pointee
         case generateOptionsSize1:
             // Only ABI 1's fields are read: the host's structure ends there.
-            let fields = MemoryLayout<ember_generate_options_t>.offset(of: \.json_object)! + MemoryLayout<Int32>.size
-            withUnsafeMutableBytes(of: &o) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: fields)) }
+            withUnsafeMutableBytes(of: &o) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: generateOptionsFields1)) }
         default:
             return .failure(Invalid(message: "options.size: found \(size), expected sizeof(ember_generate_options_t) = \(MemoryLayout<ember_generate_options_t>.size) (ABI 2) or \(generateOptionsSize1) (ABI 1)"))
         }

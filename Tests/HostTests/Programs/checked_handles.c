@@ -14,12 +14,8 @@
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
-    if (runtime == NULL) return 1;
-    ember_model_t *model = NULL;
-    if (ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
-        printf("FAIL load: %s\n", ember_last_error());
-        return 1;
-    }
+    ember_model_t *model = smollm2(runtime);
+    if (model == NULL) return 1;
     ember_request_t *request = NULL;
     expect(ember_generate_submit(runtime, model, "Hello", 2, EMBER_TIER_CRITICAL, NULL, NULL, &request), EMBER_OK, "submit", NULL);
     expect(ember_request_wait(request), EMBER_OK, "wait", NULL);

@@ -33,12 +33,8 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
     check(ember_abi_version() == EMBER_ABI_VERSION && EMBER_ABI_VERSION == 2, "library and header at ABI 2");
     ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
-    ember_model_t *model = NULL;
-    if (runtime == NULL ||
-        ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
-        printf("FAIL set-up: %s\n", ember_last_error());
-        return 1;
-    }
+    ember_model_t *model = smollm2(runtime);
+    if (model == NULL) return 1;
     const char *prompt = "The capital of France is";
 
     /* Tokenize: ask the count first, then fill. */

@@ -1,6 +1,6 @@
 /*
  * What the C host test programs share: a runtime on injected mains power (so
- * the policy never defers them), its failures counted, and the check that a
+ * the policy never defers them) with SmolLM2 loaded, its failures counted, and the check that a
  * call was refused with a message naming what was wrong.
  */
 #ifndef EMBER_HOST_TEST_H
@@ -29,6 +29,16 @@ static inline ember_runtime_t *plugged_in_runtime(const char *models_directory) 
         return NULL;
     }
     return runtime;
+}
+
+/* SmolLM2 loaded in `runtime` (NULL when `runtime` is NULL or loading fails, with a FAIL line). */
+static inline ember_model_t *smollm2(ember_runtime_t *runtime) {
+    ember_model_t *model = NULL;
+    if (runtime == NULL || ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
+        printf("FAIL set-up: %s\n", ember_last_error());
+        return NULL;
+    }
+    return model;
 }
 
 /* Counts a failure unless `status` is `expected` and the last error contains `needle` (NULL: any message). */

@@ -13,12 +13,8 @@
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
-    ember_model_t *model = NULL;
-    if (runtime == NULL ||
-        ember_model_load(runtime, "smollm2-135m-instruct", EMBER_MODEL_LANGUAGE, &model) != EMBER_OK) {
-        printf("FAIL set-up: %s\n", ember_last_error());
-        return 1;
-    }
+    ember_model_t *model = smollm2(runtime);
+    if (model == NULL) return 1;
     const char *prompt = "<|im_start|>user\nGive the capital of France and its population as JSON.<|im_end|>\n<|im_start|>assistant\n";
     ember_generate_options_t generate = ember_generate_options_default();
     generate.temperature = 0.8f;
