@@ -309,7 +309,9 @@ bench-peers-avx2: build models
 # Issue 15's token goal: Ember's next token against llama.cpp's on SmolLM2 re-quantized by llama-quantize to every
 # GGUF type Ember runs (--pure: the type wherever the row length allows it) and to the common mixes, at teacher-forced
 # positions of 25 prompts (scripts/teacher_forced_vs_llamacpp.py; a pick may differ only where llama.cpp's top two are
-# within 0.15 nats). About 20 minutes once llama.cpp is built; files in .build/peers/types/.
+# within 0.15 nats), and per file the mean |Δgap|: how far the gap between llama.cpp's first two tokens moves on
+# Ember's side, a continuous distance where the count thresholds a dozen events. About 20 minutes once llama.cpp is
+# built; files in .build/peers/types/.
 TOKEN_CHECK_TYPES ?= F16 BF16 Q8_0 Q5_0 Q5_1 Q4_0 Q4_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
 TOKEN_CHECK_MIXES ?= Q3_K_M Q4_K_M Q5_K_M
 check-llamacpp-tokens: build models

@@ -28,12 +28,14 @@ def running(bin_dir, model, port, extra_args=()):
         server.terminate()
         server.wait()
 
-def ember_generate(ember, model, precision, n, prompt, token_ids=None):
+def ember_generate(ember, model, precision, n, prompt, token_ids=None, logprobs=0):
     """`ember generate --json`'s report for `prompt` (greedy by the CLI's default temperature 0) — or for `token_ids`,
-    fed as they are, when given — or None after printing its error."""
+    fed as they are, when given; with each step's `logprobs` most likely tokens when asked — or None after printing its
+    error."""
     given = ["--token-ids", ",".join(map(str, token_ids))] if token_ids is not None else [prompt]
-    out = subprocess.run([ember, "generate", "-m", model, "--precision", precision, "-n", str(n), "--json", *given],
-                         capture_output=True, text=True)
+    asked = ["--logprobs", str(logprobs)] if logprobs else []
+    out = subprocess.run([ember, "generate", "-m", model, "--precision", precision, "-n", str(n), "--json", *asked,
+                          *given], capture_output=True, text=True)
     if out.returncode != 0:
         print(f"  {os.path.basename(model)} ERROR {out.stderr.strip()[:300]}")
         return None
