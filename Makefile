@@ -161,7 +161,7 @@ sanitize: deps models sanitize-kernels
 # seeds, the crashers and a few thousand seeded mutations (FuzzReplayTests, no instrumentation).
 FUZZ_SECONDS       ?= 60
 FUZZ_SHORT_SECONDS ?= 10
-FUZZ_TARGETS       := gguf safetensors tokenizer-json tokenizers protocol http
+FUZZ_TARGETS       := gguf safetensors tokenizer-json tokenizers protocol http json-schema
 SWIFT_CLANG        := $(dir $(realpath $(shell command -v $(SWIFT))))clang
 KERNELS_FUZZ       := .build/kernels_fuzz$(SANITIZE_OPT)
 FUZZ_EXTRA_SEEDS_gguf := Tests/ModelTests/Fixtures/tiny
