@@ -16,7 +16,8 @@ mismatch. scripts/greedy_vs_llamacpp.py is the free-running form.
 The count is a threshold on a dozen or so events, which any last-bit change moves by a few; each line therefore also
 gives a continuous distance over all positions: the mean |Δgap|, where gap is the log-probability of llama.cpp's first
 token minus that of its second, on llama.cpp's side and on the other (Ember asked for its five most likely tokens;
-positions where either token is not among them are left out of the mean, and counted).
+positions where either token is not among them, or where the other side gives none — Ember reports no
+log-probabilities for an end-of-generation token — are left out of the mean, and counted).
 
 With a directory holding another llama.cpp build (say one built for AVX2 only) in place of Ember, that build answers
 each position instead (its llama-server, the same prompt ids, one token): llama.cpp against itself under the same rule,

@@ -17,8 +17,11 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     var energy: EnergyEstimate { energyTotal ?? EnergyEstimate(joules: 0, source: .modelled) }
     var energyTotal: EnergyEstimate?
     let kvWidth: Int
-    /// Per layer: keys then values, each [capacity × kvWidth] of fp16 or fp32.
+    /// Per layer: keys then values, each [capacity × kvWidth] of fp16 or fp32, each layer from a page boundary of
+    /// `memory`.
     let cache: [UnsafeMutableRawPointer]
+    /// The pages of the whole cache, mapped for this session and unmapped with it (``PageMemory``).
+    private let memory: PageMemory
     var workspace: DecoderWorkspace?
     /// The threads of this session's single-token steps, from their measured times (nil before the first).
     var stepThreads: StepThreadChooser?
@@ -27,15 +30,11 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
         self.capacity = capacity
         self.halfPrecision = halfPrecision
         kvWidth = config.kvWidth
-        let bytes = 2 * capacity * kvWidth * (halfPrecision ? 2 : 4)
-        cache = (0..<config.layers).map { _ in
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 64)
-            buffer.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytes, 1))
-            return buffer
-        }
+        let layerBytes = PageMemory.roundedToPages(max(2 * capacity * kvWidth * (halfPrecision ? 2 : 4), 1))
+        let memory = PageMemory(byteCount: layerBytes * config.layers) // zero until written
+        cache = (0..<config.layers).map { memory.baseAddress + $0 * layerBytes }
+        self.memory = memory
     }
-
-    deinit { for buffer in cache { buffer.deallocate() } }
 
     /// The type keys and values are cached in.
     var cacheType: TensorType { halfPrecision ? .f16 : .f32 }

@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Memory taken straight from the kernel — an anonymous private mapping, zero on first touch, page-aligned — and
+/// handed back whole when this object goes (`munmap`). For a generation's KV cache: through `malloc`, its per-layer
+/// pieces of a few megabytes came from glibc's heap arenas once glibc's mmap threshold had risen past them, stayed
+/// there after `free` until a later trim, and a burst of long generations took the process's RSS above the
+/// working-memory budget the scheduler admits them against. Here freeing is immediate, and pages a short generation
+/// never reaches cost nothing.
+public final class PageMemory: @unchecked Sendable {
+    /// First byte of the mapping (page-aligned, so aligned for any SIMD load).
+    public let baseAddress: UnsafeMutableRawPointer
+    /// Bytes mapped: at least the count asked for, whole pages.
+    public let byteCount: Int
+
+    /// The size of a page of this machine.
+    public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// Maps `byteCount` zeroed bytes (rounded up to whole pages, at least one). Failing to map is fatal, as Swift's
+    /// own allocator is: the scheduler admits requests against a memory budget before their caches are made.
+    public init(byteCount: Int) {
+        precondition(byteCount >= 0, "byteCount must not be negative")
+        let size = Self.roundedToPages(max(byteCount, 1))
+        guard let address = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              address != MAP_FAILED else {
+            fatalError("cannot map \(TensorStorage.describe(size)) of memory: \(String(cString: strerror(errno)))")
+        }
+        baseAddress = address
+        self.byteCount = size
+    }
+
+    deinit { munmap(baseAddress, byteCount) }
+
+    /// `bytes` rounded up to a whole number of pages.
+    public static func roundedToPages(_ bytes: Int) -> Int { (bytes + pageSize - 1) / pageSize * pageSize }
+}
