@@ -5,11 +5,10 @@ import Darwin
 #endif
 
 /// Memory taken straight from the kernel — an anonymous private mapping, zero on first touch, page-aligned — and
-/// handed back whole when this object goes (`munmap`). For a generation's KV cache: through `malloc`, its per-layer
-/// pieces of a few megabytes came from glibc's heap arenas once glibc's mmap threshold had risen past them, stayed
-/// there after `free` until a later trim, and a burst of long generations took the process's RSS above the
-/// working-memory budget the scheduler admits them against. Here freeing is immediate, and pages a short generation
-/// never reaches cost nothing.
+/// handed back whole when this object goes (`munmap`). For a generation's KV cache: allocated with `malloc` and
+/// zeroed, every admitted request's whole cache (94 MB for SmolLM2 at 4,096 tokens) was resident from its start, and
+/// glibc may keep freed pieces of a few megabytes in its heap arenas; a burst of long generations took the process's
+/// RSS past its cgroup test's limit. Here a page is resident once a token is written to it, and freeing is immediate.
 public final class PageMemory: @unchecked Sendable {
     /// First byte of the mapping (page-aligned, so aligned for any SIMD load).
     public let baseAddress: UnsafeMutableRawPointer
