@@ -30,7 +30,7 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
         self.capacity = capacity
         self.halfPrecision = halfPrecision
         kvWidth = config.kvWidth
-        let layerBytes = PageMemory.roundedToPages(max(2 * capacity * kvWidth * (halfPrecision ? 2 : 4), 1))
+        let layerBytes = PageMemory.roundedToPages(2 * capacity * kvWidth * (halfPrecision ? 2 : 4)) // 0: one page, shared
         let memory = PageMemory(byteCount: layerBytes * config.layers) // zero until written
         cache = (0..<config.layers).map { memory.baseAddress + $0 * layerBytes }
         self.memory = memory
