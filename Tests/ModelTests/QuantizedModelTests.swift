@@ -118,6 +118,32 @@ struct QuantizedModelTests {
         }
     }
 
+    /// What binding a route is predicted to copy (the memory budget's figure) is what binding it makes: on every
+    /// route and precision, each matrix's variant and the layout its backend keeps, nothing once bound, nothing left
+    /// after the copies are released.
+    @Test func weightCopiesArePredictedBeforeBinding() throws {
+        let model = try Self.model()
+        #expect(model.heldWeightCopyBytes == 0, "a model read from its file holds no copy")
+        var grew: [String] = []
+        for units in [ComputeUnits.cpuAndGPU, .cpuAndNeuralEngine, .cpuOnly] {
+            for precision in [nil] + Precision.allCases.map(Optional.some) {
+                let options = ExecutionOptions(units: units, precision: precision)
+                let (before, predicted) = (model.heldWeightCopyBytes, model.weightCopyBytes(for: options))
+                try model.prepare(options)
+                let made = model.heldWeightCopyBytes - before
+                #expect(made == predicted, "\(units) \(precision.map { "\($0)" } ?? "native"): made \(made), predicted \(predicted)")
+                #expect(model.weightCopyBytes(for: options) == 0, "bound: nothing more")
+                if made > 0 { grew.append("\(units)/\(precision.map { "\($0)" } ?? "native")") }
+            }
+        }
+        // The SIMD route interleaves or packs, the BLAS route converts to fp32, requantized precisions copy: the
+        // test is not passing on zeros.
+        #expect(grew.contains("cpuAndNeuralEngine/native") && grew.contains("cpuAndNeuralEngine/int8") && grew.contains("cpuAndGPU/native"),
+                "\(grew)")
+        model.releaseBoundWeights()
+        #expect(model.heldWeightCopyBytes == 0)
+    }
+
     /// Prefill in one batch (the GEMM tiles) equals token-by-token decoding (the GEMV).
     @Test func batchedPrefillEqualsStepByStepDecode() throws {
         let model = try Self.model()

@@ -19,6 +19,13 @@ public protocol Backend: AnyObject, Sendable {
     /// `weights` bound for this backend's matmul (repacked or converted once), placed as `placement` says.
     /// `pool` lends threads to the one-time work (it may be nil: the caller's thread does it).
     func bindMatmul(_ weights: WeightMatrix, placement: Placement, pool: WorkerPool?) throws -> BoundMatmul
+    /// The copy of weights of `type` that ``bindMatmul(_:placement:pool:)`` makes and keeps.
+    func matmulCopy(for type: TensorType) -> WeightCopy
+}
+
+extension Backend {
+    /// None known: a plugin's `bind_weights` keeps what it keeps, outside what Ember can count.
+    public func matmulCopy(for type: TensorType) -> WeightCopy { .none }
 }
 
 /// Where a backend comes from.

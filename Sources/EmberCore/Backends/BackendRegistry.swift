@@ -185,6 +185,15 @@ public final class BackendRegistry: @unchecked Sendable {
         }
     }
 
+    /// Bytes binding the matmul of a `rows` × `columns` matrix of `type` under `units` copies (the placed backend's
+    /// ``Backend/matmulCopy(for:)``), with `weights` when they exist: 0 for a copy they hold already.
+    public func matmulCopyBytes(type: TensorType, rows: Int, columns: Int, units: ComputeUnits, weights: WeightMatrix? = nil) -> Int {
+        guard let (backend, _) = place(.matmul, type: type, units: units) else { return 0 }
+        let copy = backend.matmulCopy(for: type)
+        if let weights, weights.holds(copy) { return 0 }
+        return copy.byteCount(type: type, rows: rows, columns: columns)
+    }
+
     /// Where each of `ops` would run under `units`, in order (ops no backend runs are left out).
     public func plan(_ ops: [OpSupport], units: ComputeUnits) -> [Placement] {
         ops.compactMap { place($0.op, type: $0.type, units: units)?.1 }

@@ -41,6 +41,11 @@ final class SIMDBackend: Backend, @unchecked Sendable {
         if weights.type.blockFormat != nil { return try .rows(weights, isa: isa, placement: placement) }
         return try .half(weights, isa: isa, placement: placement)
     }
+
+    func matmulCopy(for type: TensorType) -> WeightCopy {
+        if type.hasInterleavedKernel(isa) { return .interleaved }
+        return type.packedFormat != nil ? .packed : .none
+    }
 }
 
 /// The GPU route's backend: OpenBLAS sgemm/sgemv on fp32 weights (other types
@@ -90,6 +95,10 @@ final class BLASBackend: Backend, @unchecked Sendable {
         if let fewRows, halfTypes.contains(weights.type) { return try .half(weights, isa: fewRows.isa, placement: placement) }
         return try .blas(weights, fewRows: fewRows, placement: placement, pool: pool)
     }
+
+    func matmulCopy(for type: TensorType) -> WeightCopy {
+        fewRows != nil && halfTypes.contains(type) ? .none : .fp32
+    }
 }
 
 /// The CPU route's fast backend: the element-wise and attention ops with
@@ -129,6 +138,11 @@ final class ScalarReferenceBackend: Backend, @unchecked Sendable {
         if weights.type.packedFormat != nil { return try .packed(weights, isa: .scalar, placement: placement) }
         if weights.type.blockFormat != nil { return try .rows(weights, isa: .scalar, placement: placement) }
         return try .portable(weights, placement: placement, pool: pool)
+    }
+
+    func matmulCopy(for type: TensorType) -> WeightCopy {
+        if type.packedFormat != nil { return .packed }
+        return type.blockFormat != nil ? .none : .fp32
     }
 }
 

@@ -276,4 +276,35 @@ public final class WeightMatrix: @unchecked Sendable {
 
     /// Whether the fp32 copy exists yet (for tests of the caching).
     public var hasFP32Copy: Bool { lock.withLock { fp32Variant != nil } }
+
+    /// Whether `copy` of these weights has been made (``WeightCopy/none`` always has).
+    public func holds(_ copy: WeightCopy) -> Bool {
+        lock.withLock {
+            switch copy {
+            case .none: true
+            case .packed: packedVariant != nil
+            case .interleaved: interleavedVariant != nil
+            case .fp32: fp32Variant != nil || type == .f32
+            }
+        }
+    }
+
+    /// The weights at `precision` if that variant has been made (itself when they are stored at it).
+    public func madeVariant(for precision: Precision) -> WeightMatrix? {
+        if type.precision == precision { return self }
+        return lock.withLock { precisionVariants[precision] }
+    }
+
+    /// Bytes of every copy made from these weights and held now: packed, interleaved and fp32 copies, and the
+    /// variants at other precisions with their own copies (a backend's binding of its own is not counted). What the
+    /// weights cost beyond the file; ``releaseDerivedCopies()`` brings it to 0.
+    public var heldCopyBytes: Int {
+        let (held, variants) = lock.withLock { () -> (Int, [WeightMatrix]) in
+            var bytes = (packedVariant?.packed.byteCount ?? 0) + (interleavedVariant?.byteCount ?? 0)
+            if type != .f32 { bytes += fp32Variant?.byteCount ?? 0 }
+            return (bytes, Array(precisionVariants.values))
+        }
+        // An fp32 variant borrows the fp32 copy counted above.
+        return variants.reduce(held) { $0 + ($1.type == .f32 ? 0 : $1.bytes.count + $1.heldCopyBytes) }
+    }
 }

@@ -50,6 +50,14 @@ public protocol TextGenerator: AnyObject, Sendable {
     /// again what it needs.
     func releaseBoundWeights()
 
+    /// Bytes of the weight copies the model holds now beyond its file (other precisions, the layouts the kernels
+    /// read, fp32 for BLAS): memory a scheduler's budget counts. 0 for a family that does not count them.
+    var heldWeightCopyBytes: Int { get }
+
+    /// Bytes binding the weights for `options` would add to ``heldWeightCopyBytes`` (0 once bound; a plugin
+    /// backend's own copies are not known): what a scheduler checks against its budget before it binds a route.
+    func weightCopyBytes(for options: ExecutionOptions) -> Int
+
     /// Feeds `tokens[i]` to `sessions[i]` at its own position, all in one pass where the family can (continuous
     /// batching: one matrix product per weight over every sequence), and returns the logits [sessions.count,
     /// vocabulary]; each session then holds its token. The default runs ``forward(_:session:options:lastLogits:)``
@@ -58,6 +66,12 @@ public protocol TextGenerator: AnyObject, Sendable {
 }
 
 extension TextGenerator {
+    /// Not counted: 0.
+    public var heldWeightCopyBytes: Int { 0 }
+
+    /// Not counted: 0.
+    public func weightCopyBytes(for options: ExecutionOptions) -> Int { 0 }
+
     /// One pass per session, the logits stacked: for families without a batched pass.
     public func forwardBatch(_ tokens: [Int], sessions: [any GenerationSession], options: ExecutionOptions) throws -> Tensor {
         guard tokens.count == sessions.count, !tokens.isEmpty else {

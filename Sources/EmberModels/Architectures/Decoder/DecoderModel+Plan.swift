@@ -73,19 +73,10 @@ final class DecoderPlan: @unchecked Sendable {
 
     init(model: DecoderModel, key: DecoderPlanKey) throws {
         let context = model.context
-        func bind(_ w: WeightMatrix, keepingFinerFormat: Bool) throws -> BoundMatmul {
-            guard let precision = key.precision,
-                  !(keepingFinerFormat && w.type != .f32 && precision != .fp32 && (w.type.precision ?? .fp32) > precision) else {
-                return try context.backends.bindMatmul(w, units: key.units, pool: context.pool)
-            }
-            return try context.backends.bindMatmul(try w.variant(for: precision), units: key.units, pool: context.pool)
-        }
-        // The output projection (the token table when tied) keeps a finer quantized format (Q8_0 in SmolLM2's
-        // file) unless fp32 is asked for, as llama.cpp runs its Q4_1 file; at int4 a 4-bit mix's layers keep theirs too.
-        let matrices = model.layerMatrices + [model.output]
-        let keepsMix = key.precision == .int4 && model.int4KeepsStoredTypes
-        let bound = try BoundMatmuls(matrices, pool: context.pool) { index, w in
-            try bind(w, keepingFinerFormat: keepsMix || index == matrices.count - 1)
+        let bindings = model.matmulPrecisions(key.precision)
+        let bound = try BoundMatmuls(bindings.map(\.weights), pool: context.pool) { index, w in
+            let weights = try bindings[index].precision.map { try w.variant(for: $0) } ?? w
+            return try context.backends.bindMatmul(weights, units: key.units, pool: context.pool)
         }
         layers = stride(from: 0, to: bound.all.count - 1, by: 7).map { i in
             LayerMatmuls(q: bound.all[i], k: bound.all[i + 1], v: bound.all[i + 2], o: bound.all[i + 3],
@@ -162,6 +153,47 @@ final class DecoderPlan: @unchecked Sendable {
 }
 
 extension DecoderModel {
+    /// A pass's matmul weights in the order they are bound (every layer's, then the output projection), each with the
+    /// precision it runs at when `precision` is asked for (nil: as stored). The output projection (the token table
+    /// when tied) keeps a finer quantized format (Q8_0 in SmolLM2's file) unless fp32 is asked for, as llama.cpp runs
+    /// its Q4_1 file; at int4 a 4-bit mix's layers keep theirs too.
+    func matmulPrecisions(_ precision: Precision?) -> [(weights: WeightMatrix, precision: Precision?)] {
+        let matrices = layerMatrices + [output]
+        let keepsMix = precision == .int4 && int4KeepsStoredTypes
+        return matrices.enumerated().map { index, w in
+            guard let precision else { return (w, nil) }
+            let keepsFinerFormat = (keepsMix || index == matrices.count - 1) && w.type != .f32 && precision != .fp32
+                && (w.type.precision ?? .fp32) > precision
+            return (w, keepsFinerFormat ? nil : precision)
+        }
+    }
+
+    /// Bytes binding the weights for `options` adds to ``heldWeightCopyBytes``: each matrix's variant at the
+    /// precision asked for when it is not made yet, and the copy the backend placed for it keeps (0 once bound).
+    func weightCopyBytes(for options: ExecutionOptions) -> Int {
+        let registry = context.backends
+        return matmulPrecisions(options.precision).reduce(0) { total, entry in
+            let (w, precision) = entry
+            let made: WeightMatrix? = if let precision { w.madeVariant(for: precision) } else { w } // nil: not made yet
+            if let made {
+                return total + registry.matmulCopyBytes(type: made.type, rows: w.rows, columns: w.columns, units: options.units,
+                                                        weights: made)
+            }
+            // A variant not made yet: fp32 is the fp32 copy (unless made for a backend already); the others are
+            // requantized.
+            let type = TensorType.derived(for: precision!)
+            let variant = type == .f32 ? (w.holds(.fp32) ? 0 : WeightCopy.fp32.byteCount(type: w.type, rows: w.rows, columns: w.columns))
+                                       : type.byteCount(rows: w.rows, columns: w.columns) ?? 0
+            return total + variant + registry.matmulCopyBytes(type: type, rows: w.rows, columns: w.columns, units: options.units)
+        }
+    }
+
+    /// Bytes of the weight copies the model holds now (``WeightMatrix/heldCopyBytes`` of every matrix, the token table once).
+    var heldWeightCopyBytes: Int {
+        let matrices = (output === embedding ? [embedding] : [embedding, output]) + layerMatrices
+        return matrices.reduce(0) { $0 + $1.heldCopyBytes }
+    }
+
     /// The bound plan for `options` and the cache type, built on first use and cached.
     func boundPlan(_ options: ExecutionOptions, cacheType: TensorType) throws -> DecoderPlan {
         let generation = context.backends.generation
