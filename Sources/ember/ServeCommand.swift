@@ -51,7 +51,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Bytes of answers queued for one client at most (at least 65536); a client reading slower is disconnected.")
     var maxQueuedBytes = 16 << 20
 
-    @Option(help: "Megabytes of KV caches and buffers the running requests may need together (default: a quarter of the machine's memory, or half of a lower cgroup limit); requests beyond it wait, one bigger than all of it is refused.")
+    @Option(help: "Megabytes of KV caches and buffers the running requests may need together, with the models' weight copies (other precisions, kernel layouts) (default: a quarter of the machine's memory, or half of a lower cgroup limit); requests beyond it wait, one bigger than all of it is refused.")
     var memoryBudget: Int?
 
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")

@@ -12,6 +12,18 @@ final class Occupancy: @unchecked Sendable {
     var highest: Int { lock.withLock { peak } }
 }
 
+/// A model's weight copies for the scheduler (a test fake): what it holds, and a run that binds them.
+final class FakeWeightCopies: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes = 0
+    var held: Int { lock.withLock { bytes } }
+    func bind(_ size: Int) { lock.withLock { bytes = max(bytes, size) } }
+    /// A route that copies `size` bytes of weights (less what is held).
+    func account(binding size: Int) -> WeightCopyAccount {
+        WeightCopyAccount(owner: "fake-model", held: { self.held }, adding: { _ in max(0, size - self.held) })
+    }
+}
+
 @Suite("Scheduler memory budget")
 struct MemoryBudgetTests {
     static func request(_ tier: Tier, bytes: Int, occupancy: Occupancy, work: Duration = .milliseconds(30)) -> InferenceRequest {
@@ -57,6 +69,78 @@ struct MemoryBudgetTests {
         #expect(await scheduler.memoryInUse == 0)
         #expect(await scheduler.metrics.memoryWaits == 37)
         #expect(await scheduler.waitingForMemoryCount == 0)
+    }
+
+    /// A run that binds its model's weights at a new route counts the copies from its start (predicted) and after
+    /// (measured): a second run waits for room beside them, one that could never fit beside them is refused with the
+    /// figures, and once the binding run ends the second runs beside the copies.
+    @Test func weightCopiesCountAgainstTheBudget() async throws {
+        let scheduler = InferenceScheduler(source: FakePowerSource(charging), configuration: PolicyConfiguration(threads: 2),
+                                           memoryBudget: 1_000_000_000)
+        let copies = FakeWeightCopies()
+        let (binds, bind) = AsyncStream<Void>.makeStream()
+        let (ends, end) = AsyncStream<Void>.makeStream()
+        var binding = InferenceRequest(requirements: RequestRequirements(tier: .standard), memoryBytes: 300_000_000) { _, _ in
+            for await _ in binds { break }
+            copies.bind(600_000_000)
+            for await _ in ends { break }
+            return 1
+        }
+        binding.weightCopies = copies.account(binding: 600_000_000)
+        let first = Task { try await scheduler.submit(binding, tier: .standard) }
+        #expect(await eventually { await scheduler.memoryInUse == 300_000_000 })
+        #expect(await scheduler.weightCopyBytes == 600_000_000, "the prediction counts before the copies exist")
+        var next = Self.request(.standard, bytes: 300_000_000, occupancy: Occupancy())
+        next.weightCopies = copies.account(binding: 600_000_000)
+        let second = Task { try await scheduler.submit(next, tier: .standard) }
+        #expect(await eventually { await scheduler.waitingForMemoryCount == 1 }, "300 + 300 MB beside 600 MB of copies: over 1000")
+        bind.yield()
+        #expect(await eventually { copies.held == 600_000_000 })
+        #expect(await scheduler.weightCopyBytes == 600_000_000, "measured now, not counted twice")
+        var big = Self.request(.standard, bytes: 500_000_000, occupancy: Occupancy())
+        big.weightCopies = copies.account(binding: 600_000_000)
+        await #expect(throws: SchedulerError.dropped(reason: "needs 500 MB of memory, with 600 MB held by weight copies already, more than the budget of 1000 MB")) {
+            try await scheduler.submit(big, tier: .standard)
+        }
+        end.yield()
+        end.finish()
+        bind.finish()
+        _ = try await first.value
+        #expect(try await second.value.output as? Int == 300_000_000)
+        #expect(await scheduler.memoryInUse == 0)
+        #expect(await scheduler.waitingForMemoryCount == 0)
+        #expect(await scheduler.weightCopyBytes == 600_000_000, "the copies stay with the model")
+    }
+
+    /// A model bound at int4 whose faster int8 route would copy more than the budget has room for beside the running
+    /// requests stays at int4 (and says why); with room, int8 is bound.
+    @Test func aRouteWhoseCopiesDoNotFitIsNotBound() async throws {
+        var costs = CostModel(units: UnitCostTable(units: [
+            .neuralEngine: [.int4: UnitCost(gops: 100, joulesPerGop: 0.05), .int8: UnitCost(gops: 1000, joulesPerGop: 0.05)],
+        ]))
+        costs.defaultQuality = QualityProfile(metric: "perplexity", loss: [.int8: 0.001, .int4: 0.001], reference: 10, source: "test")
+        let scheduler = InferenceScheduler(source: FakePowerSource(charging), configuration: PolicyConfiguration(threads: 2),
+                                           memoryBudget: 1_000_000_000, costs: costs)
+        let workload = Workload.generation(parameters: 135_000_000, promptTokens: 32, newTokens: 64, model: "m")
+        let account = WeightCopyAccount(owner: "m", held: { 100_000_000 }, adding: { $0.precision == .int8 ? 600_000_000 : 0 })
+        func request(_ precision: Precision?, bytes: Int, until gate: AsyncStream<Void>? = nil) -> InferenceRequest {
+            var request = InferenceRequest(requirements: RequestRequirements(tier: .critical, precision: precision, workload: workload),
+                                           memoryBytes: bytes) { decision, _ in
+                if let gate { for await _ in gate { break } }
+                return decision
+            }
+            request.weightCopies = account
+            return request
+        }
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let holder = Task { try await scheduler.submit(request(.int4, bytes: 300_000_000, until: gate), tier: .critical) }
+        #expect(await eventually { await scheduler.memoryInUse == 300_000_000 })
+        let steered = try await scheduler.submit(request(nil, bytes: 200_000_000), tier: .critical).decision
+        #expect(steered.precision == .int4 && steered.explanation.contains("stays on a bound route"), "\(steered.explanation)")
+        open.finish()
+        _ = try await holder.value
+        let roomy = try await scheduler.submit(request(nil, bytes: 200_000_000), tier: .critical).decision
+        #expect(roomy.precision == .int8, "200 + 600 MB beside 100 MB held fit in 1000: \(roomy.explanation)")
     }
 
     /// A request bigger than the whole budget is refused with both numbers; a cancelled waiting one leaves no trace.

@@ -50,8 +50,10 @@ extension Runtime {
         public var calibration: CalibrationMode
         /// The model families Ember can load.
         public var architectures: ArchitectureRegistry
-        /// Bytes of working memory (KV caches and buffers) the requests running at once may need together; a request
-        /// beyond it waits for others to end, one that needs more than all of it is refused. Default: a quarter of the
+        /// Bytes of working memory (KV caches and buffers) the requests running at once may need together, with the
+        /// weight copies the models hold (other precisions, kernel layouts — not the model files); a request beyond it
+        /// waits for others to end, a route whose copies would not fit is not bound while the model has another, and
+        /// a request that needs more than all of it (less the copies held) is refused. Default: a quarter of the
         /// machine's memory, or half of the process's cgroup limit when that is lower (``MemoryLimit/defaultBudget``);
         /// nil: no limit.
         public var memoryBudget: Int? = MemoryLimit.current().defaultBudget

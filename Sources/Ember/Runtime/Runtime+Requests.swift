@@ -28,8 +28,8 @@ extension Runtime {
         let (batcher, batching) = (self.batcher, configuration.continuousBatching)
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.maximumTokens + min(max(maxTokens, 0), model.contextLength))
-        return InferenceRequest(requirements: requirements, deadline: deadline,
-                                memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
+        var request = InferenceRequest(requirements: requirements, deadline: deadline,
+                                       memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
             await context.checkpoint()
             let cancelled = CancellationFlag()
             let result = try await withTaskCancellationHandler {
@@ -65,6 +65,12 @@ extension Runtime {
                                              newTokens: result.tokenIDs.count, model: model.path))
             return result
         }
+        // The copies a route binds stay with the model: the budget counts them (weakly held: a model dropped holds none).
+        request.weightCopies = WeightCopyAccount(
+            owner: "\(ObjectIdentifier(model))",
+            held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
+            adding: { [weak model] decision in model?.weightCopyBytes(for: decision.executionOptions()) ?? 0 })
+        return request
     }
 
     /// The scheduler request that embeds `texts` with `model` (batched with other requests of this model under the

@@ -36,6 +36,9 @@ public struct InferenceRequest: Sendable {
     /// Bytes of working memory the run needs at most (a generation's KV cache and buffers), known before it starts:
     /// the scheduler admits runs against its memory budget. 0: too little to count.
     public var memoryBytes: Int
+    /// The weight copies of the request's model (other precisions, kernel layouts), which the scheduler's memory
+    /// budget counts as well; nil: none to count.
+    public var weightCopies: WeightCopyAccount?
 
     /// A request that `run` executes alone. `signature` lets identical requests share a run, `deadline` drops it if it
     /// has not started by then, `batch` lets it run batched (nil for each: none); `memoryBytes` is what it needs at most.
@@ -47,6 +50,26 @@ public struct InferenceRequest: Sendable {
         self.batch = batch
         self.memoryBytes = max(0, memoryBytes)
         self.run = run
+    }
+}
+
+/// A model's weight copies as a memory budget sees them: what it holds now and what running under a decision would
+/// bind. Binding a precision or a backend copies the weights once and keeps the copy as long as the model (an int8
+/// copy of a 135M model and its interleaved layout: 226 MB), so a route bound in the middle of a burst is memory the
+/// KV caches cannot have.
+public struct WeightCopyAccount: Sendable {
+    /// The model (one account per model the scheduler has seen, by this key).
+    public var owner: String
+    /// Bytes of copies the model holds now (0 once it is gone).
+    public var held: @Sendable () -> Int
+    /// Bytes running under a decision would add (0 when its route is bound).
+    public var adding: @Sendable (Decision) -> Int
+
+    /// The account of the model `owner` names.
+    public init(owner: String, held: @escaping @Sendable () -> Int, adding: @escaping @Sendable (Decision) -> Int) {
+        self.owner = owner
+        self.held = held
+        self.adding = adding
     }
 }
 

@@ -18,9 +18,12 @@ import Foundation
 /// - Preemption: a running non-critical request waits at its next
 ///   ``RunContext/checkpoint()`` while critical work runs on its route.
 /// - Memory: with a ``memoryBudget``, a run starts only when the memory the
-///   running requests need (``InferenceRequest/memoryBytes``) leaves room for
-///   it; the others wait, highest tier first, and start as runs end. A request
-///   that needs more than the whole budget is dropped with the two numbers.
+///   running requests need (``InferenceRequest/memoryBytes``) and the models'
+///   weight copies (``InferenceRequest/weightCopies``: held, and what the run's
+///   route would bind) leave room for it; the others wait, highest tier first,
+///   and start as runs end. A route whose copies the budget cannot hold is not
+///   bound while the model has another. A request that needs more than the
+///   whole budget (less the copies held) is dropped with the numbers.
 /// Every request ends exactly once: a result, an error, or a drop with a reason.
 public actor InferenceScheduler {
     /// The policy settings every decision is made with.
@@ -35,6 +38,8 @@ public actor InferenceScheduler {
     public let memoryBudget: Int?
     /// Bytes the running requests need now.
     public private(set) var memoryInUse = 0
+    /// Bytes of weight copies the models it has run hold now, and what runs in flight are predicted to bind still.
+    public var weightCopyBytes: Int { heldWeightCopyBytes + bindingsInFlight.values.reduce(0) { $0 + $1.remaining() } }
     /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
     public private(set) var powerState: PowerState {
         didSet { observed.publish(powerState) }
@@ -129,6 +134,11 @@ public actor InferenceScheduler {
     /// Runs waiting for memory: the jobs of each and the decision they run under, in arrival order.
     private var waitingForMemory: [(ids: [Int], decision: Decision)] = []
     private var criticalRunning: [ComputeUnit: Int] = [:]
+    /// What each model's weight copies take now, by ``WeightCopyAccount/owner``.
+    private var weightAccounts: [String: @Sendable () -> Int] = [:]
+    /// Routes being bound by a run in flight ("owner|units|precision"): the bytes still to come — the prediction less
+    /// what the model's copies grew by since the run started — counted until the run ends.
+    private var bindingsInFlight: [String: (remaining: () -> Int, bytes: Int)] = [:]
     private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
     /// Results of recent requests by signature, kept for the coalescing window.
     private var recent: [String: (finished: Double, submitted: Double, result: InferenceResult)] = [:]
@@ -266,6 +276,7 @@ public actor InferenceScheduler {
             if job.phase == .deferred, case let .defer(reason)? = job.decision?.action { waiter.onDeferred?(reason) }
             return
         }
+        if let account = request.weightCopies { weightAccounts[account.owner] = account.held }
         nextID += 1
         let job = Job(id: nextID, request: request, tier: tier, submitted: time)
         job.waiters.append(Waiter(id: waiterID, tier: tier, submitted: time, coalesced: false, continuation: continuation,
@@ -286,7 +297,8 @@ public actor InferenceScheduler {
     private func evaluate(_ job: Job) {
         var requirements = job.request.requirements
         requirements.tier = job.tier
-        let decision = BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration, costs: costs)
+        var decision = BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration, costs: costs)
+        if let bound = boundRouteWithinBudget(job, requirements: requirements, instead: decision) { decision = bound }
         job.decision = decision
         switch decision.action {
         case .run:
@@ -308,6 +320,36 @@ public actor InferenceScheduler {
             finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason)
         }
     }
+
+    /// With a memory budget that cannot hold the weight copies `decision` would bind (beside the running requests and
+    /// the copies held), the policy's choice among the routes the model has bound; nil keeps `decision` (it binds
+    /// nothing, it fits, or the model has no other route).
+    private func boundRouteWithinBudget(_ job: Job, requirements: RequestRequirements, instead decision: Decision) -> Decision? {
+        guard let budget = memoryBudget, case .run = decision.action, let model = requirements.workload?.model,
+              !(learnedCosts.bound[model] ?? []).isEmpty else { return nil }
+        let (need, binding, _) = memoryNeeded([job], decision: decision)
+        guard binding > 0, memoryInUse + need + binding + weightCopyBytes > budget else { return nil }
+        var boundOnly = costs
+        boundOnly.switchingMargin = 1e9 // no unbound route wins
+        var steered = BackendPolicy.decide(request: requirements, state: powerState, configuration: configuration, costs: boundOnly)
+        guard case .run = steered.action, memoryNeeded([job], decision: steered).binding == 0 else { return nil }
+        steered.explanation += "; stays on a bound route: \(decision.precisionName) on \(decision.unit) would bind "
+            + "\(Self.megabytes(binding)) of weight copies the memory budget has no room for"
+        return steered
+    }
+
+    /// What starting `group` under `decision` takes from the budget: its working memory, the weight copies its route
+    /// would bind (0 when bound, or being bound by a run in flight), and that route's key.
+    private func memoryNeeded(_ group: [Job], decision: Decision) -> (working: Int, binding: Int, route: String?) {
+        let working = group.reduce(0) { $0 + $1.request.memoryBytes }
+        guard let account = group.first?.request.weightCopies else { return (working, 0, nil) }
+        let route = "\(account.owner)|\(decision.computeUnits.rawValue)|\(decision.precisionName)"
+        guard bindingsInFlight[route] == nil else { return (working, 0, route) }
+        return (working, account.adding(decision), route)
+    }
+
+    /// Bytes of weight copies the models hold now (measured, not predicted).
+    private var heldWeightCopyBytes: Int { weightAccounts.values.reduce(0) { $0 + $1() } }
 
     /// Drops the oldest lowest-tier deferred request while the queue is over capacity.
     private func enforceCapacity() {
@@ -359,14 +401,18 @@ public actor InferenceScheduler {
 
     private func start(_ group: [Job], decision: Decision) {
         guard !group.isEmpty else { return }
-        let need = group.reduce(0) { $0 + $1.request.memoryBytes }
+        let (need, binding, routeKey) = memoryNeeded(group, decision: decision)
         if let budget = memoryBudget {
-            guard need <= budget else {
-                let reason = "needs \(Self.megabytes(need)) of memory, more than the budget of \(Self.megabytes(budget))"
+            let held = heldWeightCopyBytes
+            guard need + binding + held <= budget else {
+                var reason = "needs \(Self.megabytes(need)) of memory"
+                if binding > 0 { reason += " and \(Self.megabytes(binding)) to bind its weights at \(decision.precisionName)" }
+                if held > 0 { reason += ", with \(Self.megabytes(held)) held by weight copies already" }
+                reason += ", more than the budget of \(Self.megabytes(budget))"
                 for job in group { finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason) }
                 return
             }
-            if memoryInUse + need > budget {
+            if memoryInUse + need + binding + weightCopyBytes > budget {
                 for job in group { job.phase = .pending }
                 waitingForMemory.append((group.map(\.id), decision))
                 metrics.memoryWaits += 1
@@ -374,6 +420,11 @@ public actor InferenceScheduler {
             }
         }
         memoryInUse += need
+        let binds = binding > 0 ? routeKey : nil
+        if let binds, let held = group.first?.request.weightCopies?.held {
+            let before = held()
+            bindingsInFlight[binds] = ({ max(0, binding - (held() - before)) }, binding)
+        }
         let route = decision.computeUnits.searchOrder.first ?? .cpu
         let topTier = group.map(\.tier).max() ?? .background
         for job in group {
@@ -418,7 +469,7 @@ public actor InferenceScheduler {
             }
             if heldMemory > 0 { FreedMemory.release() } // its KV cache and buffers are gone: give the pages back
             await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route,
-                                 energy: context.energy, memory: heldMemory, alone: alone, epoch: epoch)
+                                 energy: context.energy, memory: heldMemory, binding: binds, alone: alone, epoch: epoch)
         }
         group.forEach {
             $0.task = task
@@ -438,8 +489,8 @@ public actor InferenceScheduler {
         var started: Set<Int> = []
         for index in order {
             let entry = waitingForMemory[index]
-            let need = entry.ids.compactMap { jobs[$0]?.request.memoryBytes }.reduce(0, +)
-            guard let budget = memoryBudget, memoryInUse + need <= budget else { continue }
+            let (need, binding, _) = memoryNeeded(entry.ids.compactMap { jobs[$0] }, decision: entry.decision)
+            guard let budget = memoryBudget, memoryInUse + need + binding + weightCopyBytes <= budget else { continue }
             started.insert(index)
             start(entry.ids.compactMap { jobs[$0] }, decision: entry.decision)
         }
@@ -459,11 +510,12 @@ public actor InferenceScheduler {
     }
 
     private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit,
-                           energy: EnergyEstimate?, memory: Int, alone: Bool, epoch: Int) {
+                           energy: EnergyEstimate?, memory: Int, binding: String?, alone: Bool, epoch: Int) {
         let finished = now
         let timedAlone = alone && metrics.executions == epoch
         runsInFlight -= 1
         memoryInUse -= memory
+        if let binding { bindingsInFlight.removeValue(forKey: binding) } // the model's copies count from now on
         defer { admitWaiting() }
         if let energy { metrics.energy = metrics.energy.map { $0 + energy } ?? energy }
         var predicted: Double? = nil
