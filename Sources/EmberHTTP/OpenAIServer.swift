@@ -120,9 +120,12 @@ public final class OpenAIServer: Sendable {
         let scheduler = runtime.scheduler
         let depth = await scheduler.deferredCount + scheduler.waitingForMemoryCount
         let counts = await scheduler.metrics
+        let memory = ServerMetrics.Memory(inUse: await scheduler.memoryInUse, weightCopies: await scheduler.weightCopyBytes,
+                                          budget: await scheduler.memoryBudget)
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: metrics.text(queueDepth: depth, scheduler: counts, batcher: runtime.batcher))))
+        let text = metrics.text(queueDepth: depth, memory: memory, scheduler: counts, batcher: runtime.batcher)
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 
     private func modelList() -> Response {

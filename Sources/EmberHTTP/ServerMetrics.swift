@@ -4,7 +4,7 @@ import Prometheus
 
 /// What `GET /metrics` reports, in Prometheus's text format (swift-prometheus): requests by endpoint and status,
 /// tokens generated, the last generation's tokens per second, requests waiting and running, decisions by precision
-/// and unit, and joules by source (measured or modelled).
+/// and unit, joules by source (measured or modelled), and the memory the scheduler's budget counts.
 final class ServerMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     private let tokens: Counter
@@ -14,6 +14,9 @@ final class ServerMetrics: Sendable {
     private let tokensPerSecond: Gauge
     private let inFlight: Gauge
     private let queueDepth: Gauge
+    private let memoryInUse: Gauge
+    private let weightCopies: Gauge
+    private let memoryBudget: Gauge
     private let schedulerCounters: [String: Counter]
     private let seen = SeenCounts()
 
@@ -27,6 +30,12 @@ final class ServerMetrics: Sendable {
         inFlight = registry.makeGauge(descriptor: Self.name("ember_requests_in_flight", "Requests received and not yet answered."))
         queueDepth = registry.makeGauge(descriptor: Self.name("ember_scheduler_queue_depth",
                                                               "Requests the scheduler holds: deferred or waiting for memory."))
+        memoryInUse = registry.makeGauge(descriptor: Self.name("ember_memory_in_use_bytes",
+                                                               "Bytes the running requests need at most (KV caches and buffers)."))
+        weightCopies = registry.makeGauge(descriptor: Self.name("ember_weight_copy_bytes",
+                                                                "Bytes of weight copies the models hold (other precisions, kernel layouts) or are binding."))
+        memoryBudget = registry.makeGauge(descriptor: Self.name("ember_memory_budget_bytes",
+                                                                "The working-memory budget both of the above count against (0: none)."))
         var counters: [String: Counter] = [:]
         for (name, help) in [("cancellations", "Requests whose caller went away before they ended."),
                              ("deferrals", "Times the power policy deferred a request."),
@@ -72,9 +81,20 @@ final class ServerMetrics: Sendable {
         }
     }
 
-    /// The text of `GET /metrics`, with the scheduler's queue depth and counters and the batcher's steps read now.
-    func text(queueDepth depth: Int, scheduler: SchedulerMetrics, batcher: ContinuousBatcher) -> String {
+    /// The scheduler's memory as `GET /metrics` reports it: bytes the running requests need, bytes of weight copies,
+    /// and the budget (nil: none).
+    struct Memory {
+        var inUse: Int
+        var weightCopies: Int
+        var budget: Int?
+    }
+
+    /// The text of `GET /metrics`, with the scheduler's queue depth, memory and counters and the batcher's steps read now.
+    func text(queueDepth depth: Int, memory: Memory, scheduler: SchedulerMetrics, batcher: ContinuousBatcher) -> String {
         queueDepth.set(to: Double(depth))
+        memoryInUse.set(to: Double(memory.inUse))
+        weightCopies.set(to: Double(memory.weightCopies))
+        memoryBudget.set(to: Double(memory.budget ?? 0))
         let steps = batcher.steps
         let now = ["cancellations": scheduler.cancellations, "deferrals": scheduler.deferrals.values.reduce(0, +),
                    "drops": scheduler.drops.values.reduce(0, +), "memory_waits": scheduler.memoryWaits,

@@ -327,6 +327,11 @@ def run_checks(base):
     check("/metrics is Prometheus text with requests, tokens and decisions", status == 200
           and "ember_http_requests_total" in metrics and "ember_generated_tokens_total" in metrics
           and "ember_decisions_total" in metrics and "ember_energy_joules_total" in metrics)
+    # Generations ran: the model holds its route's weight copies (SmolLM2's Q4_1 interleaved for the SIMD kernels),
+    # which the memory budget counts.
+    copies, budget = scheduler_count(base, "ember_weight_copy_bytes"), scheduler_count(base, "ember_memory_budget_bytes")
+    check("/metrics reports the weight copies held and the memory budget they count against", 0 < copies < budget,
+          "copies %s, budget %s" % (copies, budget))
 
 
     doc_snippets(base)
