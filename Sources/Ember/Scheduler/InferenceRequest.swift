@@ -194,6 +194,9 @@ public struct SchedulerMetrics: Sendable {
     public var drops: [String: Int] = [:]
     /// Runs that waited for memory under the scheduler's budget before starting.
     public var memoryWaits = 0
+    /// Seconds the runs the cost model learned from lost to other work holding the CPUs (``RunQueueWait``), taken
+    /// off what they taught.
+    public var contentionSeconds = 0.0
     /// Runs started; a batch counts once, callers coalesced onto another request not at all.
     public var executions = 0
     /// Callers served by an identical request's run instead of one of their own.

@@ -151,6 +151,7 @@ public actor InferenceScheduler {
         return model
     }
     private var learnedCosts: CostModel
+    private let runQueueWait: @Sendable () -> [Int: Double]?
     private var runsInFlight = 0
     /// The loaded models' quality profiles (the runtime writes them as models load).
     public nonisolated let qualities: QualityRegistry
@@ -160,9 +161,13 @@ public actor InferenceScheduler {
     private let clockStart = DispatchTime.now().uptimeNanoseconds
 
     /// A scheduler that reads the power state from `source` and follows its changes; windows are in seconds.
+    /// `runQueueWait` reads the seconds each thread of this process has waited for a CPU other work held (tests give
+    /// a fake; nil: not known).
     public init(source: any PowerSource, configuration: PolicyConfiguration = PolicyConfiguration(),
                 coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256,
-                memoryBudget: Int? = nil, costs: CostModel = .reference, qualities: QualityRegistry = QualityRegistry()) {
+                memoryBudget: Int? = nil, costs: CostModel = .reference, qualities: QualityRegistry = QualityRegistry(),
+                runQueueWait: @escaping @Sendable () -> [Int: Double]? = { RunQueueWait.threadSeconds() }) {
+        self.runQueueWait = runQueueWait
         self.configuration = configuration
         self.learnedCosts = costs
         self.qualities = qualities
@@ -438,6 +443,7 @@ public actor InferenceScheduler {
             learnedCosts.markBound(model: model, unit: decision.unit, precision: decision.precision)
         }
         let alone = runsInFlight == 0
+        let queueWaitBefore = alone ? runQueueWait() : nil
         runsInFlight += 1
         metrics.executions += 1
         let epoch = metrics.executions
@@ -469,7 +475,8 @@ public actor InferenceScheduler {
             }
             if heldMemory > 0 { FreedMemory.release() } // its KV cache and buffers are gone: give the pages back
             await self.completed(ids, outcome: outcome, started: started, critical: topTier == .critical, route: route,
-                                 energy: context.energy, memory: heldMemory, binding: binds, alone: alone, epoch: epoch)
+                                 energy: context.energy, memory: heldMemory, binding: binds, alone: alone,
+                                 queueWaitBefore: queueWaitBefore, epoch: epoch)
         }
         group.forEach {
             $0.task = task
@@ -510,7 +517,8 @@ public actor InferenceScheduler {
     }
 
     private func completed(_ ids: [Int], outcome: Result<[any Sendable], Error>, started: Double, critical: Bool, route: ComputeUnit,
-                           energy: EnergyEstimate?, memory: Int, binding: String?, alone: Bool, epoch: Int) {
+                           energy: EnergyEstimate?, memory: Int, binding: String?, alone: Bool, queueWaitBefore: [Int: Double]?,
+                           epoch: Int) {
         let finished = now
         let timedAlone = alone && metrics.executions == epoch
         runsInFlight -= 1
@@ -528,8 +536,13 @@ public actor InferenceScheduler {
             // What the work it really did (tokens generated, not asked for) was expected to take; then learn from it.
             predicted = expected.seconds
             if timedAlone {
+                // What other programs took from the run's threads (runnable, waiting for a CPU) is the machine's load,
+                // not the route's speed: the wall-clock time it lost is taken off (at most 90 % of the run).
+                let lost = queueWaitBefore.flatMap { before in runQueueWait().map { RunQueueWait.lostSeconds(from: before, to: $0) } } ?? 0
+                let measured = finished - started - (job.context?.setupSeconds ?? 0)
+                metrics.contentionSeconds += lost
                 learnedCosts.observe(work, unit: decision.unit, precision: decision.precision, threads: decision.threads,
-                                     predicted: expected.seconds, measured: finished - started - (job.context?.setupSeconds ?? 0))
+                                     predicted: expected.seconds, measured: max(0.1 * measured, measured - lost))
             }
         }
         for (index, id) in ids.enumerated() {
