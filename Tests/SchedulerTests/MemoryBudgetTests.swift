@@ -99,7 +99,7 @@ struct MemoryBudgetTests {
         #expect(await scheduler.weightCopyBytes == 600_000_000, "measured now, not counted twice")
         var big = Self.request(.standard, bytes: 500_000_000, occupancy: Occupancy())
         big.weightCopies = copies.account(binding: 600_000_000)
-        await #expect(throws: SchedulerError.dropped(reason: "needs 500 MB of memory, with 600 MB held by weight copies already, more than the budget of 1000 MB")) {
+        await #expect(throws: SchedulerError.dropped(reason: "needs 500 MB of memory, with 600 MB held by weight copies already, more than the budget of 1000 MB (a larger budget, a shorter request or a precision with smaller copies fits)")) {
             try await scheduler.submit(big, tier: .standard)
         }
         end.yield()

@@ -27,21 +27,22 @@ struct RunQueueWaitTests {
         #expect(RunQueueWait.lostSeconds(from: [101: 1.0, 102: 0.5], to: [101: 1.5, 102: 0.6, 103: 0.2]) == 0.5)
     }
 
-    /// On Linux the real reading grows while more threads spin than there are CPUs.
+    /// On Linux the real reading grows while more threads spin than there are CPUs (read while they spin: a thread
+    /// that has ended is no longer listed).
     @Test func spinningBeyondTheCPUsIsWaiting() async throws {
         guard let before = RunQueueWait.threadSeconds() else {
             #expect(!FileManager.default.fileExists(atPath: "/proc/self/task"), "Linux keeps schedstat")
             return
         }
         let spinners = ProcessInfo.processInfo.activeProcessorCount + 2
-        let deadline = Date().addingTimeInterval(0.4)
+        let deadline = Date().addingTimeInterval(0.6)
         let threads = (0..<spinners).map { _ in
             Thread { var x = 0.0; while Date() < deadline { x += 1 }; _ = x }
         }
         threads.forEach { $0.start() }
-        while Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Task.sleep(for: .milliseconds(400))
         let waited = RunQueueWait.lostSeconds(from: before, to: try #require(RunQueueWait.threadSeconds()))
         #expect(waited > 0.05, "\(spinners) spinning threads for 0.4 s: the most one waited was \(waited) s")
+        while Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
     }
 }

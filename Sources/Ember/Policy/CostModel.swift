@@ -130,13 +130,17 @@ public struct CostModel: Sendable {
                           qualityLoss: quality(for: workload).loss(at: precision))
     }
 
+    /// Seconds a run must be predicted to take at least to teach the model anything (shorter ones are mostly the fixed
+    /// costs it does not count).
+    public static let shortestTaught = 0.02
+
     /// Learns from a finished request: it ran `workload` at `precision` on `unit` with `threads` in `measured` seconds,
     /// where `predicted` was expected (with the correction then in force). Ignores runs too short to time (under a millisecond).
     public mutating func observe(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, predicted: Double,
                                  measured: Double) {
         // Runs predicted under 20 ms are mostly fixed costs the model does not count (tokenizing, a session, the first
         // token's sampling): their ratios would mislead the larger requests the corrections are for.
-        guard predicted >= 0.02, measured > 1e-3, measured.isFinite else { return }
+        guard predicted >= Self.shortestTaught, measured > 1e-3, measured.isFinite else { return }
         let route = "\(unit.rawValue)/\(precision.rawValue)/\(workload.kind)"
         let old = correction(unit, precision, kind: workload.kind, threads: threads)
         let ratio = min(100, max(0.01, measured / predicted * old)) // what the correction should have been

@@ -414,6 +414,7 @@ public actor InferenceScheduler {
                 if binding > 0 { reason += " and \(Self.megabytes(binding)) to bind its weights at \(decision.precisionName)" }
                 if held > 0 { reason += ", with \(Self.megabytes(held)) held by weight copies already" }
                 reason += ", more than the budget of \(Self.megabytes(budget))"
+                if binding + held > 0 { reason += " (a larger budget, a shorter request or a precision with smaller copies fits)" }
                 for job in group { finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason) }
                 return
             }
@@ -443,7 +444,9 @@ public actor InferenceScheduler {
             learnedCosts.markBound(model: model, unit: decision.unit, precision: decision.precision)
         }
         let alone = runsInFlight == 0
-        let queueWaitBefore = alone ? runQueueWait() : nil
+        // Read only for a run that may teach (every thread's schedstat: 0.1-0.2 ms for ten threads, not for a 3 ms embedding).
+        let teaches = alone && (decision.predicted?.seconds ?? 0) >= CostModel.shortestTaught
+        let queueWaitBefore = teaches ? runQueueWait() : nil
         runsInFlight += 1
         metrics.executions += 1
         let epoch = metrics.executions

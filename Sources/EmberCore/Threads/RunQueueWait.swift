@@ -26,7 +26,8 @@ public enum RunQueueWait {
 
     /// The wall-clock time work between readings `before` and `after` lost to waiting: the most any one thread
     /// waited (threads that meet at barriers all wait for the one held back, and threads held back together lose
-    /// the time once). A thread absent from `before` started in between and counts from zero.
+    /// the time once). A thread absent from `before` started in between and counts from zero; one that ended in
+    /// between is no longer listed and not counted (the worker threads that run requests live as long as the pool).
     public static func lostSeconds(from before: [Int: Double], to after: [Int: Double]) -> Double {
         after.reduce(0) { lost, entry in max(lost, entry.value - (before[entry.key] ?? 0)) }
     }
