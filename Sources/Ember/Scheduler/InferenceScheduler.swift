@@ -540,12 +540,15 @@ public actor InferenceScheduler {
             predicted = expected.seconds
             if timedAlone {
                 // What other programs took from the run's threads (runnable, waiting for a CPU) is the machine's load,
-                // not the route's speed: the wall-clock time it lost is taken off (at most 90 % of the run).
+                // not the route's speed: the wall-clock time it lost is taken off, and a run that lost most of its
+                // time that way teaches nothing.
                 let lost = queueWaitBefore.flatMap { before in runQueueWait().map { RunQueueWait.lostSeconds(from: before, to: $0) } } ?? 0
                 let measured = finished - started - (job.context?.setupSeconds ?? 0)
                 metrics.contentionSeconds += lost
-                learnedCosts.observe(work, unit: decision.unit, precision: decision.precision, threads: decision.threads,
-                                     predicted: expected.seconds, measured: max(0.1 * measured, measured - lost))
+                if lost <= 0.9 * measured {
+                    learnedCosts.observe(work, unit: decision.unit, precision: decision.precision, threads: decision.threads,
+                                         predicted: expected.seconds, measured: measured - lost)
+                }
             }
         }
         for (index, id) in ids.enumerated() {
