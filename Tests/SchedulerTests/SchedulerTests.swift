@@ -424,6 +424,38 @@ struct SchedulerExtrasTests {
         #expect(seen.all.last == "userInitiated", "the running request moved up to the joiner's class")
     }
 
+    /// A requantized variant's blocks go back to the system once its packed or interleaved copy is made (they only
+    /// fed it), and are written again, the same bytes, when something reads them in place; from then on they stay.
+    @Test func requantizedBlocksGoBackOnceCopiedAndComeBackTheSame() throws {
+        var generator = SplitMix64(seed: 3)
+        let values = try Tensor(shape: [40, 96], values: (0..<(40 * 96)).map { _ in generator.nextUnitFloat() - 0.5 })
+        let weights = try WeightMatrix(values, as: .q4_0)
+        let reference = try WeightMatrix(try weights.fp32(), as: .q8_0) // the blocks int8 must be
+        let fresh = try WeightMatrix(values, as: .q4_0)
+        let int8 = try fresh.variant(for: .int8)
+        #expect(int8.holdsBlocks && fresh.heldCopyBytes == int8.byteCount)
+        _ = try int8.packed()
+        #expect(!int8.holdsBlocks, "given back once packed")
+        #expect(fresh.heldCopyBytes == WeightCopy.packed.byteCount(type: .q8_0, rows: 40, columns: 96),
+                "only the packed copy is held: \(fresh.heldCopyBytes)")
+        let dequantized = try int8.fp32().scalars() // written again to convert, then given back again
+        #expect(dequantized == (try reference.fp32().scalars()))
+        #expect(!int8.holdsBlocks)
+        #expect(Array(int8.bytes) == Array(reference.bytes), "read in place: the same blocks again")
+        #expect(int8.holdsBlocks)
+        let int4 = try reference.variant(for: .int4)
+        #expect(int4.type == .q4_1)
+        _ = int4.bytes
+        _ = try int4.interleaved()
+        #expect(int4.holdsBlocks, "once read in place they stay")
+        // Smoothed weights (scaled columns) keep theirs: their fp32 copy would not write the same blocks again.
+        let smoothed = try WeightMatrix(values, as: .q8_0, scalePerRow: true,
+                                        activationColumnScales: try Tensor(shape: [96], values: [Float](repeating: 2, count: 96)))
+        let smoothedInt4 = try smoothed.variant(for: .int4)
+        _ = try smoothedInt4.packed()
+        #expect(smoothedInt4.holdsBlocks)
+    }
+
     @Test func oneWeightFileServesEveryPrecision() throws {
         var generator = SplitMix64(seed: 1)
         let values = try Tensor(shape: [48, 64], values: (0..<(48 * 64)).map { _ in generator.nextUnitFloat() - 0.5 })

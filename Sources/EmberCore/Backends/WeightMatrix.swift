@@ -13,9 +13,32 @@ public final class WeightMatrix: @unchecked Sendable {
     public let rows: Int
     /// K: input features per row; a whole number of the type's blocks.
     public let columns: Int
-    /// The file's bytes, owned or borrowed from `owner` (e.g. a memory-mapped file).
-    public let bytes: UnsafeRawBufferPointer
+    /// The file's bytes, owned or borrowed from `owner` (e.g. a memory-mapped file). For a requantized variant whose
+    /// blocks were given back once its layout copy was made, they are written again first, and kept from then on:
+    /// whoever asks for them may read them in place.
+    public var bytes: UnsafeRawBufferPointer {
+        blocksLock.withLock {
+            blocksPinned = true
+            do { try restoreBlocksLocked() } catch { fatalError("cannot write again the blocks of a \(type) variant: \(error)") }
+        }
+        return blocks
+    }
+    /// Bytes of the blocks (``bytes``'s count, without making them resident).
+    public var byteCount: Int { blocks.count }
+    /// Whether the blocks are in memory now: false for a requantized variant that gave them back.
+    public var holdsBlocks: Bool { blocksLock.withLock { !blocksGivenBack } }
+    private let blocks: UnsafeRawBufferPointer
     private let owner: AnyObject?
+    /// A requantized variant's mapping and how to write its blocks again from the weights it was made from: the
+    /// blocks only feed a layout copy (packed, interleaved, fp32), so they go back to the system once it is made
+    /// unless someone reads them in place (``bytes``). Nil for weights that keep their blocks.
+    private let blockPages: PageMemory?
+    private let remakeBlocks: ((UnsafeMutableRawPointer) throws -> Void)?
+    private var blocksGivenBack = false
+    private var blocksPinned = false
+    /// Guards the blocks' state; taken alone, or inside ``lock`` (never the other way round): a backend binding under
+    /// ``lock`` (``binding(_:make:)``) may read ``bytes``.
+    private let blocksLock = NSLock()
     private let lock = NSLock()
     private var packedVariant: QuantizedMatrix?
     private var interleavedVariant: TensorStorage?
@@ -54,8 +77,37 @@ public final class WeightMatrix: @unchecked Sendable {
         self.type = type
         self.rows = rows
         self.columns = columns
-        bytes = blocks
+        self.blocks = blocks
         self.owner = owner
+        blockPages = nil
+        remakeBlocks = nil
+    }
+
+    /// A requantized variant in `pages`, whose blocks `remake` writes again (nil: they are kept).
+    private init(type: TensorType, rows: Int, columns: Int, byteCount: Int, pages: PageMemory,
+                 remake: ((UnsafeMutableRawPointer) throws -> Void)?) {
+        self.type = type
+        self.rows = rows
+        self.columns = columns
+        blocks = UnsafeRawBufferPointer(start: pages.baseAddress, count: byteCount)
+        owner = pages
+        blockPages = pages
+        remakeBlocks = remake
+    }
+
+    /// Writes a variant's given-back blocks again (``blocksLock`` held).
+    private func restoreBlocksLocked() throws {
+        guard blocksGivenBack, let blockPages, let remakeBlocks else { return }
+        try remakeBlocks(blockPages.baseAddress)
+        blocksGivenBack = false
+    }
+
+    /// Gives a variant's blocks back once a copy has been made from them, unless they are read in place
+    /// (``blocksLock`` held).
+    private func giveBackBlocksLocked() {
+        guard let blockPages, remakeBlocks != nil, !blocksPinned, !blocksGivenBack else { return }
+        blockPages.discard()
+        blocksGivenBack = true
     }
 
     /// fp32 weights [rows, columns] as a matrix of `type` (quantized here when not f32).
@@ -131,7 +183,11 @@ public final class WeightMatrix: @unchecked Sendable {
             guard type.packedFormat != nil else {
                 throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a block format the packed kernels take (q8_0, q4_0, q4_1)")
             }
-            let made = try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: bytes)
+            let made = try blocksLock.withLock {
+                try restoreBlocksLocked()
+                defer { giveBackBlocksLocked() }
+                return try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: blocks)
+            }
             packedVariant = made
             return made
         }
@@ -151,9 +207,13 @@ public final class WeightMatrix: @unchecked Sendable {
                 throw KernelError.invalidArgument(argument: "rows", found: "\(rows)×\(columns)", expected: "a matrix whose interleaved copy fits in memory")
             }
             let storage = try TensorStorage(uninitializedByteCount: size) // the interleaving writes every byte
-            if size > 0, let base = bytes.baseAddress {
-                try KernelError.check(ek_interleave_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),
-                                      kernel: "ek_interleave_weights", argument: { _ in "weights" })
+            try blocksLock.withLock {
+                try restoreBlocksLocked()
+                defer { giveBackBlocksLocked() }
+                if size > 0, let base = blocks.baseAddress {
+                    try KernelError.check(ek_interleave_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),
+                                          kernel: "ek_interleave_weights", argument: { _ in "weights" })
+                }
             }
             interleavedVariant = storage
             return storage
@@ -165,10 +225,13 @@ public final class WeightMatrix: @unchecked Sendable {
     public func fp32() throws -> Tensor {
         try lock.withLock {
             if let fp32Variant { return fp32Variant }
-            let made: Tensor
-            if type == .f32 {
-                made = try Tensor(borrowing: bytes.baseAddress!, shape: [rows, columns], owner: owner)
-            } else {
+            let made: Tensor = try blocksLock.withLock {
+                try restoreBlocksLocked()
+                defer { giveBackBlocksLocked() }
+                if type == .f32 {
+                    blocksPinned = true // borrowed in place
+                    return try Tensor(borrowing: blocks.baseAddress!, shape: [rows, columns], owner: owner)
+                }
                 var values = Tensor(shape: [rows, columns], dtype: .float32, // every row is written below
                                     storage: try TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
                 let rowBytes = rowBytes
@@ -176,13 +239,13 @@ public final class WeightMatrix: @unchecked Sendable {
                 try values.withUnsafeMutableBufferPointer { out in
                     for row in 0..<rows {
                         let rowValues = out.baseAddress! + row * columns
-                        try type.dequantizeRow(bytes.baseAddress! + row * rowBytes, columns: columns, into: rowValues)
+                        try type.dequantizeRow(blocks.baseAddress! + row * rowBytes, columns: columns, into: rowValues)
                         // Smoothed weights: their columns were divided by what the activations are multiplied by; fp32
                         // products take the activations as they are, so the columns are multiplied back here.
                         if let columnScales { for column in 0..<columns { rowValues[column] *= columnScales[column] } }
                     }
                 }
-                made = values
+                return values
             }
             fp32Variant = made
             return made
@@ -221,29 +284,38 @@ public final class WeightMatrix: @unchecked Sendable {
     }
 
     /// The weights as `target`, converted a row at a time through one fp32 row: no fp32 copy of the whole matrix is
-    /// made or kept (for SmolLM2 that copy is 540 MB, four times the int8 weights).
+    /// made or kept (for SmolLM2 that copy is 540 MB, four times the int8 weights). Made in pages of their own that
+    /// go back to the system once a layout copy has been made from them (the int8 route of SmolLM2: 143 MB instead
+    /// of 256), written again the same way when read in place — unless these weights are smoothed, whose fp32 copy
+    /// has its columns scaled and would not write the same blocks.
     private func requantized(to target: TensorType) throws -> WeightMatrix {
         guard let byteCount = target.byteCount(rows: rows, columns: columns) else {
             throw KernelError.invalidArgument(argument: "columns", found: "\(columns)", expected: "a multiple of \(target.blockSize)")
         }
-        let storage = try TensorStorage(uninitializedByteCount: byteCount) // every row is written below
+        let pages = try PageMemory(weightsByteCount: byteCount) // every row is written below
+        let source = bytes // read in place from now on (a no-op for a model file's weights)
+        let (sourceType, sourceRowBytes, sourceOwner, rows, columns) = (type, rowBytes, owner, rows, columns)
         let targetRowBytes = target.byteCount(rows: 1, columns: columns) ?? 0
-        let cached = lock.withLock { fp32Variant }
-        var row = [Float](repeating: 0, count: columns)
-        try row.withUnsafeMutableBufferPointer { scratch in
-            for index in 0..<rows {
-                let values: UnsafePointer<Float>
-                if let cached {
-                    values = UnsafePointer(cached.baseAddress.assumingMemoryBound(to: Float.self)) + index * columns
-                } else {
-                    try type.dequantizeRow(bytes.baseAddress! + index * rowBytes, columns: columns, into: scratch.baseAddress!)
-                    values = UnsafePointer(scratch.baseAddress!)
+        // Row by row from the stored blocks: what the fp32 copy holds too, when there is one and no smoothing.
+        let write = { (out: UnsafeMutableRawPointer, cached: Tensor?) throws in
+            _ = sourceOwner // keeps the source's blocks mapped as long as this variant can write its own again
+            var row = [Float](repeating: 0, count: columns)
+            try row.withUnsafeMutableBufferPointer { scratch in
+                for index in 0..<rows {
+                    let values: UnsafePointer<Float>
+                    if let cached {
+                        values = UnsafePointer(cached.baseAddress.assumingMemoryBound(to: Float.self)) + index * columns
+                    } else {
+                        try sourceType.dequantizeRow(source.baseAddress! + index * sourceRowBytes, columns: columns, into: scratch.baseAddress!)
+                        values = UnsafePointer(scratch.baseAddress!)
+                    }
+                    try target.quantizeRow(values, columns: columns, into: out + index * targetRowBytes)
                 }
-                try target.quantizeRow(values, columns: columns, into: storage.baseAddress + index * targetRowBytes)
             }
         }
-        return try WeightMatrix(type: target, rows: rows, columns: columns,
-                                borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: byteCount), owner: storage)
+        try write(pages.baseAddress, lock.withLock { fp32Variant })
+        return WeightMatrix(type: target, rows: rows, columns: columns, byteCount: byteCount, pages: pages,
+                            remake: activationColumnScales == nil ? { try write($0, nil) } : nil)
     }
 
     /// A backend's binding of these weights, made by `make` the first time `key` is asked for and kept as long as the
@@ -305,6 +377,6 @@ public final class WeightMatrix: @unchecked Sendable {
             return (bytes, Array(precisionVariants.values))
         }
         // An fp32 variant borrows the fp32 copy counted above.
-        return variants.reduce(held) { $0 + ($1.type == .f32 ? 0 : $1.bytes.count + $1.heldCopyBytes) }
+        return variants.reduce(held) { $0 + ($1.type == .f32 || !$1.holdsBlocks ? 0 : $1.byteCount) + $1.heldCopyBytes }
     }
 }

@@ -21,15 +21,34 @@ public final class PageMemory: @unchecked Sendable {
     /// Maps `byteCount` zeroed bytes (rounded up to whole pages, at least one). Failing to map is fatal, as Swift's
     /// own allocator is: the scheduler admits requests against a memory budget before their caches are made.
     public init(byteCount: Int) {
-        precondition(byteCount >= 0, "byteCount must not be negative")
-        let size = Self.roundedToPages(max(byteCount, 1))
-        guard let address = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-              address != MAP_FAILED else {
-            fatalError("cannot map \(TensorStorage.describe(size)) of memory: \(String(cString: strerror(errno)))")
+        let (address, size, error) = Self.map(byteCount)
+        guard let address else { fatalError("cannot map \(TensorStorage.describe(size)) of memory: \(error)") }
+        baseAddress = address
+        self.byteCount = size
+    }
+
+    /// Maps `byteCount` zeroed bytes for weights; memory that cannot be had is an error, not an abort.
+    public init(weightsByteCount byteCount: Int) throws {
+        let (address, size, error) = Self.map(byteCount)
+        guard let address else {
+            throw KernelError.outOfMemory(reason: "cannot map \(TensorStorage.describe(size)) for weights (\(error)); free memory, "
+                                          + "raise ulimit -v, or choose a smaller precision or model")
         }
         baseAddress = address
         self.byteCount = size
     }
+
+    private static func map(_ byteCount: Int) -> (UnsafeMutableRawPointer?, Int, String) {
+        precondition(byteCount >= 0, "byteCount must not be negative")
+        let size = roundedToPages(max(byteCount, 1))
+        guard let address = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              address != MAP_FAILED else { return (nil, size, String(cString: strerror(errno))) }
+        return (address, size, "")
+    }
+
+    /// Gives every page back to the system now (`madvise(MADV_DONTNEED)`); the mapping stays, at the same address, and
+    /// reads as zeros (Linux) or as anything (Darwin) until written again.
+    public func discard() { _ = madvise(baseAddress, byteCount, MADV_DONTNEED) }
 
     deinit { munmap(baseAddress, byteCount) }
 

@@ -300,7 +300,7 @@ struct BoundMatmuls {
     let preparedBytes: @Sendable (Int, Int) -> Int
 
     init(_ sources: [WeightMatrix], pool: WorkerPool, bind: (Int, WeightMatrix) throws -> BoundMatmul) throws {
-        let order = sources.indices.sorted { sources[$0].bytes.count > sources[$1].bytes.count }
+        let order = sources.indices.sorted { sources[$0].byteCount > sources[$1].byteCount }
         let results = ResultSlots<BoundMatmul>(count: sources.count)
         pool.parallelFor(order.count, qos: .current) { part in
             let index = order[part]

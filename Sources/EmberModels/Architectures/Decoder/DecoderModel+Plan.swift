@@ -180,10 +180,12 @@ extension DecoderModel {
                                                         weights: made)
             }
             // A variant not made yet: fp32 is the fp32 copy (unless made for a backend already); the others are
-            // requantized.
+            // requantized, and their blocks stay only where the backend reads them in place (else they go back once
+            // its copy is made).
             let type = TensorType.derived(for: precision!)
+            let readInPlace = registry.matmulCopy(type: type, units: options.units) == WeightCopy.none
             let variant = type == .f32 ? (w.holds(.fp32) ? 0 : WeightCopy.fp32.byteCount(type: w.type, rows: w.rows, columns: w.columns))
-                                       : type.byteCount(rows: w.rows, columns: w.columns) ?? 0
+                                       : readInPlace ? type.byteCount(rows: w.rows, columns: w.columns) ?? 0 : 0
             return total + variant + registry.matmulCopyBytes(type: type, rows: w.rows, columns: w.columns, units: options.units)
         }
     }
