@@ -39,7 +39,7 @@ public actor InferenceScheduler {
     /// Bytes the running requests need now.
     public private(set) var memoryInUse = 0
     /// Bytes of weight copies the models it has run hold now, and what runs in flight are predicted to bind still.
-    public var weightCopyBytes: Int { heldWeightCopyBytes + bindingsInFlight.values.reduce(0) { $0 + $1.remaining() } }
+    public var weightCopyBytes: Int { heldWeightCopyBytes + bindingsInFlight.values.reduce(0) { $0 + $1() } }
     /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
     public private(set) var powerState: PowerState {
         didSet { observed.publish(powerState) }
@@ -138,7 +138,7 @@ public actor InferenceScheduler {
     private var weightAccounts: [String: @Sendable () -> Int] = [:]
     /// Routes being bound by a run in flight ("owner|units|precision"): the bytes still to come — the prediction less
     /// what the model's copies grew by since the run started — counted until the run ends.
-    private var bindingsInFlight: [String: (remaining: () -> Int, bytes: Int)] = [:]
+    private var bindingsInFlight: [String: () -> Int] = [:]
     private var preempted: [ComputeUnit: [CheckedContinuation<Void, Never>]] = [:]
     /// Results of recent requests by signature, kept for the coalescing window.
     private var recent: [String: (finished: Double, submitted: Double, result: InferenceResult)] = [:]
@@ -344,10 +344,10 @@ public actor InferenceScheduler {
     }
 
     /// What starting `group` under `decision` takes from the budget: its working memory, the weight copies its route
-    /// would bind (0 when bound, or being bound by a run in flight), and that route's key.
+    /// would bind (0 when bound, or being bound by a run in flight; not predicted without a budget), and that route's key.
     private func memoryNeeded(_ group: [Job], decision: Decision) -> (working: Int, binding: Int, route: String?) {
         let working = group.reduce(0) { $0 + $1.request.memoryBytes }
-        guard let account = group.first?.request.weightCopies else { return (working, 0, nil) }
+        guard memoryBudget != nil, let account = group.first?.request.weightCopies else { return (working, 0, nil) }
         let route = "\(account.owner)|\(decision.computeUnits.rawValue)|\(decision.precisionName)"
         guard bindingsInFlight[route] == nil else { return (working, 0, route) }
         return (working, account.adding(decision), route)
@@ -429,7 +429,7 @@ public actor InferenceScheduler {
         let binds = binding > 0 ? routeKey : nil
         if let binds, let held = group.first?.request.weightCopies?.held {
             let before = held()
-            bindingsInFlight[binds] = ({ max(0, binding - (held() - before)) }, binding)
+            bindingsInFlight[binds] = { max(0, binding - (held() - before)) }
         }
         let route = decision.computeUnits.searchOrder.first ?? .cpu
         let topTier = group.map(\.tier).max() ?? .background
