@@ -39,7 +39,7 @@ public actor InferenceScheduler {
     /// Bytes the running requests need now.
     public private(set) var memoryInUse = 0
     /// Bytes of weight copies the models it has run hold now, and what runs in flight are predicted to bind still.
-    public var weightCopyBytes: Int { heldWeightCopyBytes + bindingsInFlight.values.reduce(0) { $0 + $1() } }
+    public var weightCopyBytes: Int { heldWeightCopyBytes + bindingBytesInFlight }
     /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
     public private(set) var powerState: PowerState {
         didSet { observed.publish(powerState) }
@@ -355,6 +355,8 @@ public actor InferenceScheduler {
 
     /// Bytes of weight copies the models hold now (measured, not predicted).
     private var heldWeightCopyBytes: Int { weightAccounts.values.reduce(0) { $0 + $1() } }
+    /// Bytes the runs binding routes now are still predicted to add.
+    private var bindingBytesInFlight: Int { bindingsInFlight.values.reduce(0) { $0 + $1() } }
 
     /// Drops the oldest lowest-tier deferred request while the queue is over capacity.
     private func enforceCapacity() {
@@ -418,7 +420,7 @@ public actor InferenceScheduler {
                 for job in group { finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason) }
                 return
             }
-            if memoryInUse + need + binding + weightCopyBytes > budget {
+            if memoryInUse + need + binding + held + bindingBytesInFlight > budget {
                 for job in group { job.phase = .pending }
                 waitingForMemory.append((group.map(\.id), decision))
                 metrics.memoryWaits += 1

@@ -185,15 +185,6 @@ public final class BackendRegistry: @unchecked Sendable {
         }
     }
 
-    /// Bytes binding the matmul of a `rows` × `columns` matrix of `type` under `units` copies (the placed backend's
-    /// ``Backend/matmulCopy(for:)``), with `weights` when they exist: 0 for a copy they hold already.
-    public func matmulCopyBytes(type: TensorType, rows: Int, columns: Int, units: ComputeUnits, weights: WeightMatrix? = nil) -> Int {
-        guard let copy = matmulCopy(type: type, units: units) else { return 0 }
-        // Blocks read in place that were given back (a requantized variant's) are written again.
-        if let weights, weights.holds(copy) { return copy == .none && !weights.holdsBlocks ? weights.byteCount : 0 }
-        return copy.byteCount(type: type, rows: rows, columns: columns)
-    }
-
     /// The copy the backend placed for the matmul of `type` under `units` keeps (nil: no backend multiplies it).
     public func matmulCopy(type: TensorType, units: ComputeUnits) -> WeightCopy? {
         place(.matmul, type: type, units: units).map { $0.0.matmulCopy(for: type) }

@@ -361,6 +361,13 @@ public final class WeightMatrix: @unchecked Sendable {
         }
     }
 
+    /// Bytes binding these weights with `copy` adds: the copy unless made, or blocks read in place that were given
+    /// back (a requantized variant's), which are written again.
+    public func bytesToBind(with copy: WeightCopy) -> Int {
+        if holds(copy) { return copy == .none && !holdsBlocks ? byteCount : 0 }
+        return copy.byteCount(type: type, rows: rows, columns: columns)
+    }
+
     /// The weights at `precision` if that variant has been made (itself when they are stored at it).
     public func madeVariant(for precision: Precision) -> WeightMatrix? {
         if type.precision == precision { return self }

@@ -5,10 +5,12 @@ import Darwin
 #endif
 
 /// Memory taken straight from the kernel — an anonymous private mapping, zero on first touch, page-aligned — and
-/// handed back whole when this object goes (`munmap`). For a generation's KV cache: allocated with `malloc` and
-/// zeroed, every admitted request's whole cache (94 MB for SmolLM2 at 4,096 tokens) was resident from its start, and
-/// glibc may keep freed pieces of a few megabytes in its heap arenas; a burst of long generations took the process's
-/// RSS past its cgroup test's limit. Here a page is resident once a token is written to it, and freeing is immediate.
+/// handed back whole when this object goes (`munmap`), or page by page while it stays (``discard()``). For a
+/// generation's KV cache: allocated with `malloc` and zeroed, every admitted request's whole cache (94 MB for SmolLM2
+/// at 4,096 tokens) was resident from its start, and glibc may keep freed pieces of a few megabytes in its heap
+/// arenas; a burst of long generations took the process's RSS past its cgroup test's limit. Here a page is resident
+/// once a token is written to it, and freeing is immediate. For a requantized weight variant's blocks
+/// (``WeightMatrix``), which go back once its layout copy is made and may be written again at the same address.
 public final class PageMemory: @unchecked Sendable {
     /// First byte of the mapping (page-aligned, so aligned for any SIMD load).
     public let baseAddress: UnsafeMutableRawPointer

@@ -171,23 +171,30 @@ extension DecoderModel {
     /// Bytes binding the weights for `options` adds to ``heldWeightCopyBytes``: each matrix's variant at the
     /// precision asked for when it is not made yet, and the copy the backend placed for it keeps (0 once bound).
     func weightCopyBytes(for options: ExecutionOptions) -> Int {
-        let registry = context.backends
-        return matmulPrecisions(options.precision).reduce(0) { total, entry in
-            let (w, precision) = entry
+        var copies: [TensorType: WeightCopy] = [:] // the backend each type is placed on, asked once a type
+        func copy(_ type: TensorType) -> WeightCopy {
+            if let known = copies[type] { return known }
+            let placed = context.backends.matmulCopy(type: type, units: options.units) ?? .none
+            copies[type] = placed
+            return placed
+        }
+        var total = 0
+        for (w, precision) in matmulPrecisions(options.precision) {
             let made: WeightMatrix? = if let precision { w.madeVariant(for: precision) } else { w } // nil: not made yet
             if let made {
-                return total + registry.matmulCopyBytes(type: made.type, rows: w.rows, columns: w.columns, units: options.units,
-                                                        weights: made)
+                total += made.bytesToBind(with: copy(made.type))
+                continue
             }
             // A variant not made yet: fp32 is the fp32 copy (unless made for a backend already); the others are
             // requantized, and their blocks stay only where the backend reads them in place (else they go back once
             // its copy is made).
             let type = TensorType.derived(for: precision!)
-            let readInPlace = registry.matmulCopy(type: type, units: options.units) == WeightCopy.none
-            let variant = type == .f32 ? (w.holds(.fp32) ? 0 : WeightCopy.fp32.byteCount(type: w.type, rows: w.rows, columns: w.columns))
-                                       : readInPlace ? type.byteCount(rows: w.rows, columns: w.columns) ?? 0 : 0
-            return total + variant + registry.matmulCopyBytes(type: type, rows: w.rows, columns: w.columns, units: options.units)
+            let layout = copy(type)
+            let variant = type == .f32 ? w.bytesToBind(with: .fp32)
+                                       : layout == .none ? type.byteCount(rows: w.rows, columns: w.columns) ?? 0 : 0
+            total += variant + layout.byteCount(type: type, rows: w.rows, columns: w.columns)
         }
+        return total
     }
 
     /// Bytes of the weight copies the model holds now (``WeightMatrix/heldCopyBytes`` of every matrix, the token table once).
