@@ -63,6 +63,33 @@ struct BertTests {
         if precision == .fp32 { #expect(largestDifference <= 1e-4) }
     }
 
+    /// What binding a route adds to the model's weight copies is known before it is bound (what a scheduler's memory
+    /// budget checks), for every precision on every route: the prediction equals the growth measured, is 0 once
+    /// bound, and releasing the plans gives everything back.
+    @Test func weightCopiesArePredictedBeforeBinding() throws {
+        let model = try TestCompute.embedder(named: "all-minilm-l6-v2") // its own: the shared one has bound plans
+        #expect(model.heldWeightCopyBytes == 0, "a model read from its files holds no copy")
+        var grew: [String] = []
+        for units in [ComputeUnits.cpuAndGPU, .cpuAndNeuralEngine, .cpuOnly] {
+            for precision in [nil] + Precision.allCases.map(Optional.some) {
+                let options = ExecutionOptions(units: units, precision: precision)
+                let name = "\(units)/\(precision.map { "\($0)" } ?? "native")"
+                let (before, predicted) = (model.heldWeightCopyBytes, model.weightCopyBytes(for: options))
+                try model.prepare(options)
+                let made = model.heldWeightCopyBytes - before
+                #expect(made == predicted, "\(name): made \(made), predicted \(predicted)")
+                #expect(model.weightCopyBytes(for: options) == 0, "\(name) bound: nothing more")
+                if made > 0 { grew.append(name) }
+                print("MiniLM weight copies, \(name): \(made) bytes")
+            }
+        }
+        // The block kernels pack requantized weights, the BLAS route keeps fp16's fp32 copy: not passing on zeros.
+        #expect(grew.contains("cpuAndNeuralEngine/int8") && grew.contains("cpuAndNeuralEngine/int4") && grew.contains("cpuAndGPU/int8"),
+                "\(grew)")
+        model.releaseBoundWeights()
+        #expect(model.heldWeightCopyBytes == 0)
+    }
+
     /// Texts of three tokens ([CLS] word [SEP]) run the encoder's private stages, every thread all rows; beside a
     /// sentence as short, two threads each run one of them alone through every stage (lanes owning their rows, the
     /// threads drifting apart between stages of different widths); beside a long sentence the same rows run the

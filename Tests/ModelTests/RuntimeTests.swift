@@ -23,6 +23,11 @@ struct RuntimeTests {
         let records = await runtime.scheduler.metrics.records
         #expect(records.count == 2)
         #expect(records.allSatisfy { $0.outcome == "completed" })
+        // Both models' weight copies are what the scheduler's memory budget counts: the embedder's int8 copies too.
+        let int8 = try await runtime.embedding(minilm, ["a cat"], requirements: RequestRequirements(tier: .standard, precision: .int8))
+        #expect(int8.decision.precision == .int8)
+        #expect(minilm.heldWeightCopyBytes > 0, "int8 binds requantized copies")
+        #expect(await runtime.scheduler.weightCopyBytes == llm.heldWeightCopyBytes + minilm.heldWeightCopyBytes)
     }
 
     /// Background work waits while the battery is low and runs when the charger returns.

@@ -65,11 +65,8 @@ extension Runtime {
                                              newTokens: result.tokenIDs.count, model: model.path))
             return result
         }
-        // The copies a route binds stay with the model: the budget counts them (weakly held: a model dropped holds none).
-        request.weightCopies = WeightCopyAccount(
-            owner: "\(ObjectIdentifier(model))",
-            held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
-            adding: { [weak model] decision in model?.weightCopyBytes(for: decision.executionOptions()) ?? 0 })
+        request.weightCopies = Self.weightCopies(of: model, held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
+                                                 adding: { [weak model] in model?.weightCopyBytes(for: $0) ?? 0 })
         return request
     }
 
@@ -82,7 +79,7 @@ extension Runtime {
         needs.workload = needs.workload ?? .embedding(parameters: model.matmulParameters,
                                                       tokens: texts.reduce(0) { $0 + $1.utf8.count / 4 + 2 }, model: model.path)
         let batchKey = "embed-\(ObjectIdentifier(model).hashValue)"
-        return InferenceRequest(
+        var request = InferenceRequest(
             requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"), deadline: deadline,
             batch: InferenceRequest.Batch(key: batchKey, input: texts) { inputs, decision, context in
                 let groups = inputs.map { $0 as? [String] ?? [] }
@@ -96,6 +93,16 @@ extension Runtime {
                 return outputs
             },
             run: { decision, context in try await Self.run(model, texts, decision: decision, context: context) })
+        request.weightCopies = Self.weightCopies(of: model, held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
+                                                 adding: { [weak model] in model?.weightCopyBytes(for: $0) ?? 0 })
+        return request
+    }
+
+    /// A model's ``WeightCopyAccount``: the copies a route binds stay with the model, and the budget counts them
+    /// (weakly held: a model dropped holds none).
+    static func weightCopies(of model: AnyObject, held: @escaping @Sendable () -> Int,
+                             adding: @escaping @Sendable (ExecutionOptions) -> Int) -> WeightCopyAccount {
+        WeightCopyAccount(owner: "\(ObjectIdentifier(model))", held: held, adding: { adding($0.executionOptions()) })
     }
 
     /// The vectors in the result of an ``embeddingRequest(_:_:tier:requirements:)``.

@@ -30,3 +30,25 @@ public enum WeightCopy: Sendable, Equatable {
         }
     }
 }
+
+/// The copy each tensor type's matmul keeps on the backend the registry places it on for `units`, asked once a type:
+/// what a model's prediction of a route's weight copies reads for each of its matrices.
+public struct WeightCopyPlacements {
+    private let registry: BackendRegistry
+    private let units: ComputeUnits
+    private var known: [TensorType: WeightCopy] = [:]
+
+    /// The placements of `registry` for `units`.
+    public init(registry: BackendRegistry, units: ComputeUnits) {
+        self.registry = registry
+        self.units = units
+    }
+
+    /// The copy a matmul of `type` keeps (``WeightCopy/none`` when no backend runs it).
+    public mutating func copy(for type: TensorType) -> WeightCopy {
+        if let copy = known[type] { return copy }
+        let copy = registry.matmulCopy(type: type, units: units) ?? .none
+        known[type] = copy
+        return copy
+    }
+}

@@ -368,6 +368,20 @@ public final class WeightMatrix: @unchecked Sendable {
         return copy.byteCount(type: type, rows: rows, columns: columns)
     }
 
+    /// Bytes binding these weights at `precision` (nil: as stored) adds to ``heldCopyBytes``: the variant for it when
+    /// it is not made yet, and the copy `placements` says the backend keeps (0 once bound). A requantized variant's
+    /// blocks count only where nothing else is copied from them (else they go back once the copy is made); an fp32
+    /// variant is the fp32 copy.
+    public func bytesToBind(at precision: Precision?, placements: inout WeightCopyPlacements) -> Int {
+        let made: WeightMatrix? = if let precision { madeVariant(for: precision) } else { self }
+        if let made { return made.bytesToBind(with: placements.copy(for: made.type)) }
+        let type = TensorType.derived(for: precision!)
+        let layout = placements.copy(for: type)
+        let variant = type == .f32 ? bytesToBind(with: .fp32)
+                                   : layout == .none ? type.byteCount(rows: rows, columns: columns) ?? 0 : 0
+        return variant + layout.byteCount(type: type, rows: rows, columns: columns)
+    }
+
     /// The weights at `precision` if that variant has been made (itself when they are stored at it).
     public func madeVariant(for precision: Precision) -> WeightMatrix? {
         if type.precision == precision { return self }

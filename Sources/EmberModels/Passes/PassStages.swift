@@ -333,6 +333,9 @@ final class ResultSlots<Value>: @unchecked Sendable {
 
     func set(_ index: Int, _ result: Result<Value, Error>) { lock.withLock { slots[index] = result } }
 
+    /// The values of the slots set with a value, in index order (slots not set, or set with an error, left out).
+    var setValues: [Value] { lock.withLock { slots }.compactMap { try? $0?.get() } }
+
     /// Every value in order, or the first error by index.
     func values() throws -> [Value] { try lock.withLock { slots }.map { try $0!.get() } }
 }

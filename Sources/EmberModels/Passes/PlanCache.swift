@@ -19,6 +19,14 @@ final class PlanCache<Key: Hashable, Plan>: @unchecked Sendable {
         }
     }
 
+    /// The plan for `key` if it has been built (nil when `stale`).
+    func cached(_ key: Key, stale: (Key) -> Bool = { _ in false }) -> Plan? {
+        lock.withLock { stale(key) ? nil : plans[key] }
+    }
+
+    /// Every plan built and kept.
+    var all: [Plan] { lock.withLock { Array(plans.values) } }
+
     /// Drops every plan; the next pass binds again.
     func removeAll() { lock.withLock { plans = [:] } }
 }

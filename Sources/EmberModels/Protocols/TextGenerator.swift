@@ -167,6 +167,19 @@ public protocol Embedder: AnyObject, Sendable {
     var matmulParameters: Int { get }
     /// Drops every bound plan and every copy of the weights made for a precision or a backend.
     func releaseBoundWeights()
+    /// Bytes of the weight copies the model holds now beyond its files (other precisions, the layouts the kernels
+    /// read): memory a scheduler's budget counts. 0 for a family that does not count them.
+    var heldWeightCopyBytes: Int { get }
+    /// Bytes binding the weights for `options` would add to ``heldWeightCopyBytes`` (0 once bound).
+    func weightCopyBytes(for options: ExecutionOptions) -> Int
+}
+
+extension Embedder {
+    /// Not counted: 0.
+    public var heldWeightCopyBytes: Int { 0 }
+
+    /// Not counted: 0.
+    public func weightCopyBytes(for options: ExecutionOptions) -> Int { 0 }
 }
 
 /// Sentence embeddings and what producing them took.

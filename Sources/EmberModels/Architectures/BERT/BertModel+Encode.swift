@@ -41,6 +41,9 @@ final class EncoderPlan: @unchecked Sendable {
     }
 
     let layers: [LayerMatmuls]
+    /// Bytes the bound matmuls keep of the weight matrices made for this plan alone (``WeightSource/made(_:)``),
+    /// measured when bound: held as long as the plan is.
+    let madeWeightBytes: Int
     let ops: EncoderOps
     let route: ComputeUnit
     let precision: Precision
@@ -78,30 +81,54 @@ final class EncoderPlan: @unchecked Sendable {
     /// GELU input is what smoothing did not tame (see `EncoderCalibration`).
     static let rowScaledSlot: [Int: Int] = [0: 0, 1: 0, 2: 0, 3: 1, 4: 2]
 
-    /// The weights a linear layer of `role` in layer `layer` (of `layers`) runs on at `precision`; `sevenBitInt8`
-    /// makes int8 weights with ``int8ValueLimitWithoutVNNI``; `columnScales` (int8, the roles of ``rowScaledSlot``)
+    /// Where the weights a linear layer runs on come from at a precision.
+    enum WeightSource: Equatable {
+        /// The matrix as loaded (fp32, or no precision asked for).
+        case stored
+        /// The loaded matrix's variant at this precision, made once and kept with it (``WeightMatrix/variant(for:)``).
+        case variant(Precision)
+        /// A matrix of this type made for the plan alone and kept with it: int8 with one scale per row or seven-bit
+        /// values, int4's Q4_1 with least-squares scales.
+        case made(TensorType)
+    }
+
+    /// Where the weights of a linear layer of `role` in layer `layer` (of `layers`) come from at `precision`;
+    /// `sevenBitInt8`: int8 values within ``int8ValueLimitWithoutVNNI``. The one rule the plan binds with and the
+    /// model predicts its weight copies from.
+    static func source(role: Int, layer: Int, of layers: Int, precision: Precision?, sevenBitInt8: Bool) -> WeightSource {
+        switch precision {
+        case nil: return .stored
+        case .int8?:
+            // The roles of rowScaledSlot take one scale per row against smoothed activations (smoothing is measured
+            // for every int8 plan).
+            return rowScaledSlot[role] != nil || sevenBitInt8 ? .made(.q8_0) : .variant(.int8)
+        case .int4?:
+            let keptAtInt8 = int4KeptAtInt8.contains(role) || role == 4 && int4KeepsFeedForwardUpAtInt8(layer: layer, of: layers)
+            return keptAtInt8 ? .variant(.int8) : .made(.q4_1)
+        case let other?: return .variant(other)
+        }
+    }
+
+    /// The weights a linear layer of `role` in layer `layer` (of `layers`) runs on at `precision` (see
+    /// ``source(role:layer:of:precision:sevenBitInt8:)``); `columnScales` (int8, the roles of ``rowScaledSlot``)
     /// makes them one scale per row for activations multiplied by those column scales.
     static func weights(_ weights: WeightMatrix, role: Int, layer: Int, of layers: Int, precision: Precision?,
                         sevenBitInt8: Bool = false, columnScales: Tensor? = nil) throws -> WeightMatrix {
-        guard let precision else { return weights }
-        let limit = sevenBitInt8 ? int8ValueLimitWithoutVNNI : nil
-        if precision == .int8, let columnScales {
-            return try WeightMatrix(try EncoderCalibration.dividingColumns(try weights.fp32(), by: columnScales), as: .q8_0,
+        switch source(role: role, layer: layer, of: layers, precision: precision, sevenBitInt8: sevenBitInt8) {
+        case .stored: return weights
+        case let .variant(precision): return try weights.variant(for: precision)
+        case .made(.q4_1): return try WeightMatrix(try weights.fp32(), as: .q4_1, refinedScales: true)
+        case let .made(type):
+            let limit = sevenBitInt8 ? int8ValueLimitWithoutVNNI : nil
+            guard let columnScales else { return try WeightMatrix(try weights.fp32(), as: type, q8ValueLimit: limit) }
+            return try WeightMatrix(try EncoderCalibration.dividingColumns(try weights.fp32(), by: columnScales), as: type,
                                     q8ValueLimit: limit, scalePerRow: true, activationColumnScales: columnScales)
         }
-        if precision == .int8 && sevenBitInt8 {
-            return try WeightMatrix(try weights.fp32(), as: .q8_0, q8ValueLimit: limit)
-        }
-        guard precision == .int4 else { return try weights.variant(for: precision) }
-        if int4KeptAtInt8.contains(role) || role == 4 && int4KeepsFeedForwardUpAtInt8(layer: layer, of: layers) {
-            return try weights.variant(for: .int8)
-        }
-        return try WeightMatrix(try weights.fp32(), as: .q4_1, refinedScales: true)
     }
 
     init(model: BertModel, key: EncoderPlanKey) throws {
         let context = model.context
-        let linears = model.layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.intermediate, $0.output] }
+        let linears = model.linears
         let sevenBitInt8 = context.isa.multipliesInt8WithoutVNNI()
         // int8: each layer's smoothing column scales per input slot (Q, K and V share theirs).
         let smoothing: [[Tensor]]? = key.precision == .int8 ? try {
@@ -112,15 +139,21 @@ final class EncoderPlan: @unchecked Sendable {
                 }
             }
         }() : nil
+        let made = ResultSlots<MadeWeights>(count: linears.count)
         let bound = try BoundMatmuls(linears.map(\.weights), pool: context.pool) { index, weights in
             let (role, layer) = (index % 6, index / 6)
             let columnScales = Self.rowScaledSlot[role].flatMap { smoothing?[layer][$0] }
-            return try context.backends.bindMatmul(try Self.weights(weights, role: role, layer: layer, of: model.layers.count,
-                                                                    precision: key.precision, sevenBitInt8: sevenBitInt8,
-                                                                    columnScales: columnScales),
-                                                   units: key.units,
-                                                   pool: context.pool)
+            let source = Self.source(role: role, layer: layer, of: model.layers.count, precision: key.precision,
+                                     sevenBitInt8: sevenBitInt8)
+            let weights = try Self.weights(weights, role: role, layer: layer, of: model.layers.count, precision: key.precision,
+                                           sevenBitInt8: sevenBitInt8, columnScales: columnScales)
+            let matmul = try context.backends.bindMatmul(weights, units: key.units, pool: context.pool)
+            if case .made = source { made.set(index, .success(MadeWeights(weights))) }
+            return matmul
         }
+        // What the bindings keep of the matrices made for this plan: their layouts, and the blocks themselves where a
+        // kernel reads them in place (the binding holds the matrix; otherwise it is gone by now).
+        madeWeightBytes = made.setValues.reduce(0) { $0 + $1.copyBytes + ($1.matrix?.byteCount ?? 0) }
         layers = stride(from: 0, to: bound.all.count, by: 6).map { i in
             LayerMatmuls(query: bound.all[i], key: bound.all[i + 1], value: bound.all[i + 2], attentionOutput: bound.all[i + 3],
                          intermediate: bound.all[i + 4], output: bound.all[i + 5])
@@ -163,6 +196,18 @@ final class EncoderPlan: @unchecked Sendable {
     }
 }
 
+/// A weight matrix made for one plan, as its binding left it: the copy made from it, and the matrix while something
+/// still holds it.
+private final class MadeWeights: @unchecked Sendable {
+    weak var matrix: WeightMatrix?
+    let copyBytes: Int
+
+    init(_ matrix: WeightMatrix) {
+        self.matrix = matrix
+        copyBytes = matrix.heldCopyBytes
+    }
+}
+
 /// Buffers for encoding up to `rows` tokens (all sentences of a batch, back to back).
 final class EncoderWorkspace {
     let rows: Int
@@ -199,6 +244,37 @@ extension BertModel {
         let generation = context.backends.generation
         let key = EncoderPlanKey(units: options.units, precision: options.precision, generation: generation)
         return try plans.plan(for: key, stale: { $0.generation != generation }) { try EncoderPlan(model: self, key: key) }
+    }
+
+    /// Bytes of the weight copies the model holds now: what was made from its matrices and kept with them (variants,
+    /// kernel layouts) and the matrices its bound plans made for themselves, with their layouts.
+    var heldWeightCopyBytes: Int {
+        let stored = linears.reduce(0) { $0 + $1.weights.heldCopyBytes }
+        return plans.all.reduce(stored) { $0 + $1.madeWeightBytes }
+    }
+
+    /// Bytes binding the weights for `options` adds to ``heldWeightCopyBytes`` (0 once its plan is bound), from the
+    /// rule the plan binds with (``EncoderPlan/source(role:layer:of:precision:sevenBitInt8:)``).
+    func weightCopyBytes(for options: ExecutionOptions) -> Int {
+        let generation = context.backends.generation
+        let key = EncoderPlanKey(units: options.units, precision: options.precision, generation: generation)
+        guard plans.cached(key) == nil else { return 0 }
+        let sevenBitInt8 = context.isa.multipliesInt8WithoutVNNI()
+        var placements = WeightCopyPlacements(registry: context.backends, units: options.units)
+        return linears.enumerated().reduce(0) { total, item in
+            let (role, layer, weights) = (item.offset % 6, item.offset / 6, item.element.weights)
+            switch EncoderPlan.source(role: role, layer: layer, of: self.layers.count, precision: options.precision,
+                                      sevenBitInt8: sevenBitInt8) {
+            case .stored: return total + weights.bytesToBind(at: nil, placements: &placements)
+            case let .variant(precision): return total + weights.bytesToBind(at: precision, placements: &placements)
+            case let .made(type):
+                // Made from the fp32 weights (stored as fp32: nothing copied for that); its blocks stay only where the
+                // kernel reads them in place.
+                let (rows, columns, layout) = (weights.rows, weights.columns, placements.copy(for: type))
+                return total + (layout == .none ? type.byteCount(rows: rows, columns: columns) ?? 0 : 0)
+                    + layout.byteCount(type: type, rows: rows, columns: columns)
+            }
+        }
     }
 
     /// Tokens one encoder pass takes at most: a batch of any size runs in slices of sentences up to this many

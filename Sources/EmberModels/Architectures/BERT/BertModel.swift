@@ -67,20 +67,18 @@ final class BertModel: Embedder, @unchecked Sendable {
 
     var architecture: String { "bert" }
     var matmulParameters: Int {
-        layers.reduce(0) { sum, layer in
-            sum + [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output]
-                .reduce(0) { $0 + $1.weights.rows * $1.weights.columns }
-        }
+        linears.reduce(0) { $0 + $1.weights.rows * $1.weights.columns }
+    }
+
+    /// Every linear layer, in order: each layer's query, key, value, attention output, intermediate and output.
+    var linears: [Linear] {
+        layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.intermediate, $0.output] }
     }
 
     func releaseBoundWeights() {
         plans.removeAll()
         lock.withLock { workspace = nil }
-        for layer in layers {
-            for linear in [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output] {
-                linear.weights.releaseDerivedCopies()
-            }
-        }
+        for linear in linears { linear.weights.releaseDerivedCopies() }
     }
     var path: String { directory }
     var dimension: Int { config.hidden }

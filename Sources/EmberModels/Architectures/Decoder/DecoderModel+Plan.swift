@@ -171,30 +171,10 @@ extension DecoderModel {
     /// Bytes binding the weights for `options` adds to ``heldWeightCopyBytes``: each matrix's variant at the
     /// precision asked for when it is not made yet, and the copy the backend placed for it keeps (0 once bound).
     func weightCopyBytes(for options: ExecutionOptions) -> Int {
-        var copies: [TensorType: WeightCopy] = [:] // the backend each type is placed on, asked once a type
-        func copy(_ type: TensorType) -> WeightCopy {
-            if let known = copies[type] { return known }
-            let placed = context.backends.matmulCopy(type: type, units: options.units) ?? .none
-            copies[type] = placed
-            return placed
+        var placements = WeightCopyPlacements(registry: context.backends, units: options.units)
+        return matmulPrecisions(options.precision).reduce(0) { total, matrix in
+            total + matrix.weights.bytesToBind(at: matrix.precision, placements: &placements)
         }
-        var total = 0
-        for (w, precision) in matmulPrecisions(options.precision) {
-            let made: WeightMatrix? = if let precision { w.madeVariant(for: precision) } else { w } // nil: not made yet
-            if let made {
-                total += made.bytesToBind(with: copy(made.type))
-                continue
-            }
-            // A variant not made yet: fp32 is the fp32 copy (unless made for a backend already); the others are
-            // requantized, and their blocks stay only where the backend reads them in place (else they go back once
-            // its copy is made).
-            let type = TensorType.derived(for: precision!)
-            let layout = copy(type)
-            let variant = type == .f32 ? w.bytesToBind(with: .fp32)
-                                       : layout == .none ? type.byteCount(rows: w.rows, columns: w.columns) ?? 0 : 0
-            total += variant + layout.byteCount(type: type, rows: w.rows, columns: w.columns)
-        }
-        return total
     }
 
     /// Bytes of the weight copies the model holds now (``WeightMatrix/heldCopyBytes`` of every matrix, the token table once).
