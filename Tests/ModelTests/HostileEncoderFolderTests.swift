@@ -64,6 +64,28 @@ struct HostileEncoderFolderTests {
         #expect(error.description.contains(edit.field), "\(edit.file) \(edit.field): \(error)")
     }
 
+    /// Something that is not a regular file where a file is expected — a link to /dev/zero, whose reading never ends,
+    /// or a FIFO, whose opening waits for a writer — is refused at once, by what it is and naming the file.
+    @Test(arguments: ["config.json", "tokenizer.json", "modules.json", "1_Pooling/config.json", "model.safetensors"])
+    func aDeviceOrAFIFOInPlaceOfAFileIsRefused(file: String) throws {
+        for special in ["/dev/zero", "FIFO"] {
+            let folder = try Self.folder(editing: "config.json") { _ in }
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let path = (folder as NSString).appendingPathComponent(file)
+            try FileManager.default.removeItem(atPath: path)
+            if special == "FIFO" {
+                #expect(mkfifo(path, 0o600) == 0)
+            } else {
+                try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: special)
+            }
+            let error = try #require(throws: ModelFileError.self) {
+                try ArchitectureRegistry.standard.loadEmbedder(directory: folder, context: TestCompute.context)
+            }
+            #expect(error.description.contains(file) && error.description.contains(special == "FIFO" ? "a FIFO" : "a character device"),
+                    "\(file) as \(special): \(error)")
+        }
+    }
+
     /// An unreadable pooling config is an error, not mean pooling.
     @Test func anUnreadablePoolingConfigIsRefused() throws {
         let folder = try Self.folder(editing: "config.json") { _ in }

@@ -60,6 +60,19 @@ struct HostileMetadataTests {
         #expect(error.description.contains("llama.block_count"), "\(error)")
     }
 
+    /// A model path that is a device or a FIFO is refused by what it is, at once: /dev/zero was "truncated: magic at
+    /// byte 0 needs 4 bytes, 0 remain", and a FIFO with no writer kept the loader waiting for ever.
+    @Test func aDeviceOrAFIFOIsNotAModelFile() throws {
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("ember-fifo-\(UUID().uuidString).gguf").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { try? FileManager.default.removeItem(atPath: fifo) }
+        for (path, kind) in [("/dev/zero", "a character device"), (fifo, "a FIFO"), (NSTemporaryDirectory(), "a directory")] {
+            let error = try #require(throws: ModelFileError.self) { try GGUFFile(path: path) }
+            #expect(error == .unreadable(file: path, reason: "\(kind)\(kind == "a FIFO" ? " (named pipe)" : ""), not a regular file; "
+                                                             + "expected a model file on disk"), "\(error)")
+        }
+    }
+
     /// A norm weight of NaN is refused naming the tensor (a small tensor: checked whole at load).
     @Test func nanInASmallTensorIsRefused() throws {
         var gguf = SyntheticGGUF.tinyLlama()

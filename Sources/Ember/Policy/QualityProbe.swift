@@ -24,8 +24,9 @@ public enum QualityProbe {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { return nil }
         let file = isFolder.boolValue ? (path as NSString).appendingPathComponent("model.safetensors") : path
-        guard let data = try? Data(contentsOf: URL(fileURLWithPath: file), options: .alwaysMapped) else { return nil }
-        let hash = data.withUnsafeBytes { bytes -> UInt64 in
+        // Mapped as the loaders map it: a FIFO or a device has no key (and is not waited on or read without end).
+        guard let data = try? MappedFile(path: file) else { return nil }
+        let hash = { (bytes: UnsafeRawBufferPointer) -> UInt64 in
             var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
             let words = bytes.count / 8
             for index in 0..<words {
@@ -35,8 +36,8 @@ public enum QualityProbe {
             }
             for index in (words * 8)..<bytes.count { hash = (hash ^ UInt64(bytes[index])) &* 0xC4CE_B9FE_1A85_EC53 }
             return hash
-        }
-        return String(format: "%016llx|%d|", hash, data.count) + isa + "|recipes \(recipeVersion)"
+        }(data.bytes)
+        return String(format: "%016llx|%d|", hash, data.bytes.count) + isa + "|recipes \(recipeVersion)"
     }
 
     /// The generator's loss per precision: the perplexity rise at fp16, int8 and int4 that their distance from fp32

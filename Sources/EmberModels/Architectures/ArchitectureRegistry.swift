@@ -77,7 +77,7 @@ public struct ArchitectureRegistry: Sendable {
     /// Loads the model folder at `directory` as the family its `config.json`'s `model_type` names.
     public func loadEmbedder(directory: String, context: ComputeContext) throws -> any Embedder {
         let configPath = (directory as NSString).appendingPathComponent("config.json")
-        guard let data = FileManager.default.contents(atPath: configPath) else {
+        guard FileManager.default.fileExists(atPath: configPath) else {
             let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
             if let gguf = files.sorted().first(where: { $0.lowercased().hasSuffix(".gguf") }) {
                 throw ModelFileError.invalidField(file: (directory as NSString).appendingPathComponent(gguf), field: "(kind)",
@@ -86,6 +86,7 @@ public struct ArchitectureRegistry: Sendable {
             }
             throw ModelFileError.unreadable(file: configPath, reason: "missing or unreadable (an embedding model is a folder with config.json)")
         }
+        let data = try MappedFile.contents(ofSmallFile: configPath)
         guard let settings = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw ModelFileError.invalidField(file: configPath, field: "(root)", found: "not a JSON object", expected: "a JSON object")
         }
@@ -97,10 +98,10 @@ public struct ArchitectureRegistry: Sendable {
         return try loader(directory, context)
     }
 
-    /// Whether the file at `path` begins with GGUF's magic (false when it cannot be read).
+    /// Whether the file at `path` begins with GGUF's magic (false when it cannot be read or is not a regular file:
+    /// mapped as the loader maps it, so a FIFO is not waited on).
     static func startsWithGGUFMagic(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        return (try? handle.read(upToCount: 4)) == Data("GGUF".utf8)
+        guard let file = try? MappedFile(path: path) else { return false }
+        return file.bytes.starts(with: "GGUF".utf8)
     }
 }

@@ -21,7 +21,7 @@ struct JSONFields {
             if optional { return nil }
             throw ModelFileError.unreadable(file: path, reason: "missing")
         }
-        guard let data = FileManager.default.contents(atPath: path) else { throw ModelFileError.unreadable(file: path, reason: "cannot read it") }
+        let data = try MappedFile.contents(ofSmallFile: path)
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw ModelFileError.invalidField(file: path, field: "(root)", found: "not a JSON object", expected: "a JSON object")
         }

@@ -124,8 +124,8 @@ final class BertModel: Embedder, @unchecked Sendable {
             }
         }
         if FileManager.default.fileExists(atPath: path("modules.json")) {
-            guard let data = FileManager.default.contents(atPath: path("modules.json")),
-                  (try? JSONSerialization.jsonObject(with: data)) is [Any] else {
+            let data = try MappedFile.contents(ofSmallFile: path("modules.json"))
+            guard (try? JSONSerialization.jsonObject(with: data)) is [Any] else {
                 throw ModelFileError.invalidField(file: path("modules.json"), field: "(root)", found: "unreadable or not a JSON array",
                                                   expected: "a list of sentence-transformers modules")
             }
