@@ -90,6 +90,33 @@ struct BertTests {
         #expect(model.heldWeightCopyBytes == 0)
     }
 
+    /// What an embedding request's passes take is known before they run (what a scheduler admits it against, from the
+    /// texts' bytes): never less than the buffers the encoder then makes, for one word, a few sentences and a whole
+    /// pass; a workspace that large goes back once its batch is done.
+    @Test func thePassBuffersAreKnownBeforeTheyAreMade() throws {
+        let model = try #require(try TestCompute.embedder(named: "all-minilm-l6-v2") as? BertModel)
+        let options = ExecutionOptions(units: .cpuAndNeuralEngine, precision: .int8, threads: 2)
+        func said(_ texts: [String]) -> Int {
+            model.passBytes(tokens: texts.reduce(0) { $0 + min($1.utf8.count + 2, model.maxSequenceLength) })
+        }
+        var made: [Int] = []
+        for texts in [["a"], Self.references.map(\.text)] {
+            _ = try model.embed(texts, options: options)
+            let used = try #require(model.lock.withLock { model.workspace?.byteCount }, "a small workspace is kept")
+            #expect(used <= said(texts), "\(texts.count) texts: made \(used), said \(said(texts))")
+            print("MiniLM pass buffers, \(texts.count) texts: made \(used) bytes, said \(said(texts))")
+            made.append(used)
+        }
+        #expect(made[0] < made[1], "\(made)")
+        let long = EmbeddingBenchmark.sentences(256) // two passes
+        _ = try model.embed(long, options: options)
+        #expect(model.lock.withLock { model.workspace == nil }, "a whole pass's workspace goes back")
+        let plan = try model.boundPlan(options)
+        let whole = EncoderWorkspace(config: model.config, rows: BertModel.tokensPerPass, threads: 2, preparedBytes: plan.preparedBytes)
+        #expect(whole.byteCount > BertModel.keptWorkspaceBytes && whole.byteCount <= said(long), "made \(whole.byteCount), said \(said(long))")
+        #expect(model.passBytes(tokens: 1_000_000) == model.passBytes(tokens: BertModel.tokensPerPass), "a batch runs in passes")
+    }
+
     /// Texts of three tokens ([CLS] word [SEP]) run the encoder's private stages, every thread all rows; beside a
     /// sentence as short, two threads each run one of them alone through every stage (lanes owning their rows, the
     /// threads drifting apart between stages of different widths); beside a long sentence the same rows run the

@@ -79,6 +79,8 @@ extension Runtime {
         needs.workload = needs.workload ?? .embedding(parameters: model.matmulParameters,
                                                       tokens: texts.reduce(0) { $0 + $1.utf8.count / 4 + 2 }, model: model.path)
         let batchKey = "embed-\(ObjectIdentifier(model).hashValue)"
+        // A text is at most a token a byte and its two markers, and at most the model's longest sequence.
+        let tokens = texts.reduce(0) { $0 + min($1.utf8.count + 2, model.maxSequenceLength) }
         var request = InferenceRequest(
             requirements: needs, signature: batchKey + "|" + texts.joined(separator: "\u{1F}"), deadline: deadline,
             batch: InferenceRequest.Batch(key: batchKey, input: texts) { inputs, decision, context in
@@ -92,6 +94,7 @@ extension Runtime {
                 }
                 return outputs
             },
+            memoryBytes: model.passBytes(tokens: tokens),
             run: { decision, context in try await Self.run(model, texts, decision: decision, context: context) })
         request.weightCopies = Self.weightCopies(of: model, held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
                                                  adding: { [weak model] in model?.weightCopyBytes(for: $0) ?? 0 })

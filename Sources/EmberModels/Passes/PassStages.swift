@@ -19,10 +19,21 @@ final class StageBuffers {
     let sharedRowBytes: Int
     let privatePreparedBytes: Int
     private let arena = BufferArena()
+    /// Bytes of all the buffers.
+    var byteCount: Int { arena.byteCount }
 
     /// Stages of at most this many rows are made by every thread for itself (no barrier).
     static let privateRows = 4
     static let maxPreparations = 3
+
+    /// Bytes ``init(rows:width:threads:preparedBytes:)`` allocates when no preparation needs more than Ember's Q8
+    /// activation blocks (every built-in one: Q8_0's and Q8_K's blocks, row-scaled or not).
+    static func byteCount(rows: Int, width: Int, threads: Int) -> Int {
+        let blockWidth = (width + 31) / 32 * 32
+        let shared = Int(ek_activation_size(Int64(max(1, rows)), Int64(blockWidth)))
+        let perThread = privateRows * width * 4 + maxPreparations * Int(ek_activation_size(Int64(privateRows), Int64(blockWidth)))
+        return maxPreparations * shared + threads * perThread
+    }
 
     /// Buffers for stages of up to `rows` rows of up to `width` values, on `threads` threads; `preparedBytes(rows, width)`
     /// is the most any of the plan's preparations needs (Ember's Q8 blocks at least).

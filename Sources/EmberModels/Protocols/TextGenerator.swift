@@ -172,9 +172,15 @@ public protocol Embedder: AnyObject, Sendable {
     var heldWeightCopyBytes: Int { get }
     /// Bytes binding the weights for `options` would add to ``heldWeightCopyBytes`` (0 once bound).
     func weightCopyBytes(for options: ExecutionOptions) -> Int
+    /// Bytes embedding texts of `tokens` tokens in all takes at most while it runs (the passes' buffers): what a
+    /// scheduler admits embedding requests against. 0 for a family that does not say.
+    func passBytes(tokens: Int) -> Int
 }
 
 extension Embedder {
+    /// Not counted: 0.
+    public func passBytes(tokens: Int) -> Int { 0 }
+
     /// Not counted: 0.
     public var heldWeightCopyBytes: Int { 0 }
 
