@@ -19,10 +19,8 @@ final class PlanCache<Key: Hashable, Plan>: @unchecked Sendable {
         }
     }
 
-    /// The plan for `key` if it has been built (nil when `stale`).
-    func cached(_ key: Key, stale: (Key) -> Bool = { _ in false }) -> Plan? {
-        lock.withLock { stale(key) ? nil : plans[key] }
-    }
+    /// The plan for `key` if it has been built and kept.
+    func cached(_ key: Key) -> Plan? { lock.withLock { plans[key] } }
 
     /// Every plan built and kept.
     var all: [Plan] { lock.withLock { Array(plans.values) } }
