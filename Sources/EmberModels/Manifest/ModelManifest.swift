@@ -78,13 +78,13 @@ public struct ModelManifest: Sendable, Equatable {
         try ModelManifest(data: Data(builtInJSON.utf8), file: "the built-in manifest")
     }
 
-    /// Reads and validates the manifest at `url`.
+    /// Reads and validates the manifest at `url` (a FIFO or a device there is refused by what it is, as model files are).
     public init(contentsOf url: URL) throws {
         let data: Data
         do {
-            data = try Data(contentsOf: url)
-        } catch {
-            throw ModelCatalogError.unreadable(file: url.path, reason: error.localizedDescription)
+            data = try MappedFile.contents(ofSmallFile: url.path)
+        } catch let ModelFileError.unreadable(_, reason) {
+            throw ModelCatalogError.unreadable(file: url.path, reason: reason)
         }
         try self.init(data: data, file: url.path)
     }
