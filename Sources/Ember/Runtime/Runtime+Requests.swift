@@ -65,8 +65,7 @@ extension Runtime {
                                              newTokens: result.tokenIDs.count, model: model.path))
             return result
         }
-        request.weightCopies = Self.weightCopies(of: model, held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
-                                                 adding: { [weak model] in model?.weightCopyBytes(for: $0) ?? 0 })
+        request.weightCopies = Self.weightCopies(of: model)
         return request
     }
 
@@ -96,16 +95,15 @@ extension Runtime {
             },
             memoryBytes: model.passBytes(tokens: tokens),
             run: { decision, context in try await Self.run(model, texts, decision: decision, context: context) })
-        request.weightCopies = Self.weightCopies(of: model, held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
-                                                 adding: { [weak model] in model?.weightCopyBytes(for: $0) ?? 0 })
+        request.weightCopies = Self.weightCopies(of: model)
         return request
     }
 
     /// A model's ``WeightCopyAccount``: the copies a route binds stay with the model, and the budget counts them
     /// (weakly held: a model dropped holds none).
-    static func weightCopies(of model: AnyObject, held: @escaping @Sendable () -> Int,
-                             adding: @escaping @Sendable (ExecutionOptions) -> Int) -> WeightCopyAccount {
-        WeightCopyAccount(owner: "\(ObjectIdentifier(model))", held: held, adding: { adding($0.executionOptions()) })
+    static func weightCopies(of model: any WeightCopyHolder) -> WeightCopyAccount {
+        WeightCopyAccount(owner: "\(ObjectIdentifier(model))", held: { [weak model] in model?.heldWeightCopyBytes ?? 0 },
+                          adding: { [weak model] in model?.weightCopyBytes(for: $0.executionOptions()) ?? 0 })
     }
 
     /// The vectors in the result of an ``embeddingRequest(_:_:tier:requirements:)``.

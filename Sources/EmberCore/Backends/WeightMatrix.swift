@@ -102,6 +102,16 @@ public final class WeightMatrix: @unchecked Sendable {
         blocksGivenBack = false
     }
 
+    /// `body` making a copy from the blocks (written again first if they were given back), which go back after it
+    /// unless something reads them in place.
+    private func copyingBlocks<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        try blocksLock.withLock {
+            try restoreBlocksLocked()
+            defer { giveBackBlocksLocked() }
+            return try body(blocks)
+        }
+    }
+
     /// Gives a variant's blocks back once a copy has been made from them, unless they are read in place
     /// (``blocksLock`` held).
     private func giveBackBlocksLocked() {
@@ -183,11 +193,7 @@ public final class WeightMatrix: @unchecked Sendable {
             guard type.packedFormat != nil else {
                 throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a block format the packed kernels take (q8_0, q4_0, q4_1)")
             }
-            let made = try blocksLock.withLock {
-                try restoreBlocksLocked()
-                defer { giveBackBlocksLocked() }
-                return try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: blocks)
-            }
+            let made = try copyingBlocks { try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: $0) }
             packedVariant = made
             return made
         }
@@ -207,9 +213,7 @@ public final class WeightMatrix: @unchecked Sendable {
                 throw KernelError.invalidArgument(argument: "rows", found: "\(rows)×\(columns)", expected: "a matrix whose interleaved copy fits in memory")
             }
             let storage = try TensorStorage(uninitializedByteCount: size) // the interleaving writes every byte
-            try blocksLock.withLock {
-                try restoreBlocksLocked()
-                defer { giveBackBlocksLocked() }
+            try copyingBlocks { blocks in
                 if size > 0, let base = blocks.baseAddress {
                     try KernelError.check(ek_interleave_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),
                                           kernel: "ek_interleave_weights", argument: { _ in "weights" })
@@ -225,9 +229,7 @@ public final class WeightMatrix: @unchecked Sendable {
     public func fp32() throws -> Tensor {
         try lock.withLock {
             if let fp32Variant { return fp32Variant }
-            let made: Tensor = try blocksLock.withLock {
-                try restoreBlocksLocked()
-                defer { giveBackBlocksLocked() }
+            let made: Tensor = try copyingBlocks { blocks in
                 if type == .f32 {
                     blocksPinned = true // borrowed in place
                     return try Tensor(borrowing: blocks.baseAddress!, shape: [rows, columns], owner: owner)
@@ -376,10 +378,16 @@ public final class WeightMatrix: @unchecked Sendable {
         let made: WeightMatrix? = if let precision { madeVariant(for: precision) } else { self }
         if let made { return made.bytesToBind(with: placements.copy(for: made.type)) }
         let type = TensorType.derived(for: precision!)
+        if type == .f32 { return bytesToBind(with: .fp32) + placements.copy(for: .f32).byteCount(type: .f32, rows: rows, columns: columns) }
+        return Self.bytesToMake(type, rows: rows, columns: columns, placements: &placements)
+    }
+
+    /// Bytes a `rows` × `columns` matrix of `type` made now and bound adds: the copy its backend keeps, and its blocks
+    /// only where the kernel reads them in place (else they go back once the copy is made, or go with the matrix).
+    public static func bytesToMake(_ type: TensorType, rows: Int, columns: Int, placements: inout WeightCopyPlacements) -> Int {
         let layout = placements.copy(for: type)
-        let variant = type == .f32 ? bytesToBind(with: .fp32)
-                                   : layout == .none ? type.byteCount(rows: rows, columns: columns) ?? 0 : 0
-        return variant + layout.byteCount(type: type, rows: rows, columns: columns)
+        return (layout == .none ? type.byteCount(rows: rows, columns: columns) ?? 0 : 0)
+            + layout.byteCount(type: type, rows: rows, columns: columns)
     }
 
     /// The weights at `precision` if that variant has been made (itself when they are stored at it).

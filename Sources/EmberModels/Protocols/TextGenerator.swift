@@ -5,7 +5,7 @@ import EmberCore
 /// ``ArchitectureRegistry`` makes one from a file (`general.architecture`
 /// picks the family); sampling, streaming and stop handling are written once,
 /// over ``forward(_:session:options:allLogits:)`` (`TextGeneration.swift`).
-public protocol TextGenerator: AnyObject, Sendable {
+public protocol TextGenerator: WeightCopyHolder {
     /// The family, as the file names it (`general.architecture`, e.g. "llama").
     var architecture: String { get }
     /// The file the model was read from.
@@ -50,14 +50,6 @@ public protocol TextGenerator: AnyObject, Sendable {
     /// again what it needs.
     func releaseBoundWeights()
 
-    /// Bytes of the weight copies the model holds now beyond its file (other precisions, the layouts the kernels
-    /// read, fp32 for BLAS): memory a scheduler's budget counts. 0 for a family that does not count them.
-    var heldWeightCopyBytes: Int { get }
-
-    /// Bytes binding the weights for `options` would add to ``heldWeightCopyBytes`` (0 once bound; a plugin
-    /// backend's own copies are not known): what a scheduler checks against its budget before it binds a route.
-    func weightCopyBytes(for options: ExecutionOptions) -> Int
-
     /// Feeds `tokens[i]` to `sessions[i]` at its own position, all in one pass where the family can (continuous
     /// batching: one matrix product per weight over every sequence), and returns the logits [sessions.count,
     /// vocabulary]; each session then holds its token. The default runs ``forward(_:session:options:lastLogits:)``
@@ -66,12 +58,6 @@ public protocol TextGenerator: AnyObject, Sendable {
 }
 
 extension TextGenerator {
-    /// Not counted: 0.
-    public var heldWeightCopyBytes: Int { 0 }
-
-    /// Not counted: 0.
-    public func weightCopyBytes(for options: ExecutionOptions) -> Int { 0 }
-
     /// One pass per session, the logits stacked: for families without a batched pass.
     public func forwardBatch(_ tokens: [Int], sessions: [any GenerationSession], options: ExecutionOptions) throws -> Tensor {
         guard tokens.count == sessions.count, !tokens.isEmpty else {
@@ -144,7 +130,7 @@ extension TextTokenizer {
 /// A model that turns sentences into vectors: what the runtime, the C API,
 /// the CLI and the server hold. An ``ArchitectureRegistry`` makes one from a
 /// model folder (`config.json`'s `model_type` picks the family).
-public protocol Embedder: AnyObject, Sendable {
+public protocol Embedder: WeightCopyHolder {
     /// The family, as its configuration names it (`model_type`, e.g. "bert").
     var architecture: String { get }
     /// The folder the model was read from.
@@ -167,11 +153,6 @@ public protocol Embedder: AnyObject, Sendable {
     var matmulParameters: Int { get }
     /// Drops every bound plan and every copy of the weights made for a precision or a backend.
     func releaseBoundWeights()
-    /// Bytes of the weight copies the model holds now beyond its files (other precisions, the layouts the kernels
-    /// read): memory a scheduler's budget counts. 0 for a family that does not count them.
-    var heldWeightCopyBytes: Int { get }
-    /// Bytes binding the weights for `options` would add to ``heldWeightCopyBytes`` (0 once bound).
-    func weightCopyBytes(for options: ExecutionOptions) -> Int
     /// Bytes embedding texts of `tokens` tokens in all takes at most while it runs (the passes' buffers): what a
     /// scheduler admits embedding requests against. 0 for a family that does not say.
     func passBytes(tokens: Int) -> Int
@@ -180,7 +161,21 @@ public protocol Embedder: AnyObject, Sendable {
 extension Embedder {
     /// Not counted: 0.
     public func passBytes(tokens: Int) -> Int { 0 }
+}
 
+/// A model whose weights a route copies (other precisions, the layouts the kernels read, fp32 for BLAS) and keeps:
+/// what it holds and what binding a route would add, which a scheduler's memory budget counts. Text generators and
+/// embedders both are.
+public protocol WeightCopyHolder: AnyObject, Sendable {
+    /// Bytes of the weight copies the model holds now beyond its files. 0 for a family that does not count them.
+    var heldWeightCopyBytes: Int { get }
+
+    /// Bytes binding the weights for `options` would add to ``heldWeightCopyBytes`` (0 once bound; a plugin
+    /// backend's own copies are not known): what a scheduler checks against its budget before it binds a route.
+    func weightCopyBytes(for options: ExecutionOptions) -> Int
+}
+
+extension WeightCopyHolder {
     /// Not counted: 0.
     public var heldWeightCopyBytes: Int { 0 }
 

@@ -275,12 +275,8 @@ extension BertModel {
                                       sevenBitInt8: sevenBitInt8) {
             case .stored: return total + weights.bytesToBind(at: nil, placements: &placements)
             case let .variant(precision): return total + weights.bytesToBind(at: precision, placements: &placements)
-            case let .made(type):
-                // Made from the fp32 weights (stored as fp32: nothing copied for that); its blocks stay only where the
-                // kernel reads them in place.
-                let (rows, columns, layout) = (weights.rows, weights.columns, placements.copy(for: type))
-                return total + (layout == .none ? type.byteCount(rows: rows, columns: columns) ?? 0 : 0)
-                    + layout.byteCount(type: type, rows: rows, columns: columns)
+            case let .made(type): // from the fp32 weights, stored as fp32: nothing copied for that
+                return total + WeightMatrix.bytesToMake(type, rows: weights.rows, columns: weights.columns, placements: &placements)
             }
         }
     }
