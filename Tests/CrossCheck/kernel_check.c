@@ -336,9 +336,11 @@ int main(int argc, char **argv) {
     run_row_scaled(isa, 5, 40, 256, 63, 0, 0, 1, 3, 38);
     for (int f = 0; f < EK_FORMAT_COUNT; f++) {
         if (ek_format_packable((ek_format)f)) continue;
-        /* one to six activation rows; 9 and 17 (more than a tile: the GEMMs that decode a group's values once) */
+        /* one to six activation rows; 9 to 17 (more than a tile: the GEMMs that decode a group's values once; on AVX-512
+           the per-32 formats' tiles of two pairs of groups, 33 blocks: two decoded chunks) */
         static const int row_shapes[][5] = {{1, 37, 1, 0, 37}, {3, 19, 3, 2, 18}, {5, 17, 2, 1, 17}, {4, 33, 1, 0, 33},
-                                            {6, 7, 5, 3, 7}, {9, 37, 2, 0, 37}, {17, 20, 1, 3, 20}};
+                                            {6, 7, 5, 3, 7}, {9, 37, 2, 0, 37}, {17, 20, 1, 3, 20},
+                                            {13, 70, 33, 5, 66}, {12, 64, 3, 21, 60}};
         for (size_t s = 0; s < sizeof row_shapes / sizeof row_shapes[0]; s++) {
             const int *r = row_shapes[s];
             run_row_format(isa, (ek_format)f, r[0], r[1], r[2], r[3], r[4]);

@@ -53,7 +53,10 @@ struct InterleavedKernelTests {
             for (m, n, blocksPerRow, rows) in [(1, 37, 1, 2..<36), (3, 19, 3, 0..<19), (5, 17, 2, 9..<16), (4, 33, 1, 1..<33),
                                                (2, 7, 5, 0..<7), (6, 64, 2, 16..<40), (11, 21, 2, 3..<21),
                                                (10, 19, 2304 / type.blockSize, 2..<19), (9, 29, 2, 3..<13),
-                                               (262, 11, 2304 / type.blockSize, 2..<11)] {
+                                               (262, 11, 2304 / type.blockSize, 2..<11),
+                                               // two pairs of groups a tile (AVX-512 per-32 formats from 9 rows):
+                                               // a range starting inside the first pair, then inside the second
+                                               (13, 70, 2304 / type.blockSize, 5..<66), (12, 64, 3, 21..<60)] {
                 let k = blocksPerRow * type.blockSize
                 let blocks = GGUFTypeTests.randomBlocks(type, rows: n, k: k, &generator)
                 let x = Quant.randomValues(m * k, &generator, scale: 3)
