@@ -61,8 +61,9 @@ struct PerplexityCommand: ParsableCommand {
     }
 
     func run() throws {
-        guard let data = FileManager.default.contents(atPath: file) else {
-            throw ValidationError("-f \(file): cannot read the file (no such file, or not readable)")
+        let data: Data
+        do { data = try TextInputFile.contents(of: file, option: "-f") } catch let error as TextInputError {
+            throw ValidationError(error.message)
         }
         let text = String(decoding: data, as: UTF8.self)
         let runtime = try options.overrides.makeRuntime()
