@@ -132,7 +132,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_scaled_add)(__m512 *sums, const _
 /* Decoding once per GEMM, as the 256-bit drivers do (EK_IL_DRIVER_DECODING), into 64-byte registers that hold both
    groups: a tile then loads each weight register whole — no insert, shift or mask per tile. A block's values take
    sixteen bytes a column; EK_IL_DECODE_ELEMENTS columns at a time make 16 KB, in L1 beside the activations (two
-   pairs: half as many columns each, the second pair's EK_IL_WIDE_PAIR_VALUES on). */
+   pairs: 32 KB over the same columns, the second pair's EK_IL_WIDE_PAIR_VALUES on — the same chunks, so the same
+   fp32 additions; half the columns each measured no faster and would round otherwise). */
 #define EK_IL_WIDE_VALUES(elements) (16 * (size_t)(elements)) /* bytes of one decoded block of `elements` columns */
 #define EK_IL_WIDE_PAIR_VALUES EK_IL_WIDE_VALUES(EK_IL_DECODE_ELEMENTS)
 /* Decodes `n` group-blocks of `pairs` pairs from `chunk` and runs every activation tile over them. */
