@@ -28,22 +28,47 @@
 #define EK_PREFETCH_AHEAD 8192
 #endif
 
-/* Asks for the `bytes` that lie EK_PREFETCH_AHEAD past `block`, a line at a time: how every streaming kernel fetches
-   ahead of the block it is about to read. */
+/* The decode GEMV's distance and level on Intel cores: the 512-bit interleaved tiles of one activation row
+   (x86_interleaved_wide.h), which only Intel cores run — AMD's decode takes the 256-bit tiles (interleave.c) and keeps
+   the T1 prefetches above, T0 having measured far slower there. 2 KB ahead into L1: one Emerald Rapids (a 2-vCPU VM),
+   two threads, 16384×8192 cycled from memory (1 GiB of copies), a C harness over these kernels, medians of five
+   alternating rounds against T1 at 8 KB: Q4_K 1.12×, Q5_K 1.04×, Q6_K 1.11×, Q5_0 1.08× (T0 at 8 KB 1.05–1.08×;
+   T0 at 1 and 4 KB within a few % of 2; NTA 0.6–0.7×). The packed Q8_0 GEMV measured 0.92× with it and keeps T1:
+   it computes less per byte, and T1 already had it at the read loop's rate. */
+#ifndef EK_PREFETCH_NEAR_HINT
+#define EK_PREFETCH_NEAR_HINT _MM_HINT_T0
+#endif
+#ifndef EK_PREFETCH_NEAR_AHEAD
+#define EK_PREFETCH_NEAR_AHEAD 2048
+#endif
+
+/* Asks for the `bytes` that lie EK_PREFETCH_AHEAD past `block` (with `near`, a constant: EK_PREFETCH_NEAR_AHEAD past
+   it, at EK_PREFETCH_NEAR_HINT), a line at a time: how every streaming kernel fetches ahead of the block it is about
+   to read. */
+static inline __attribute__((always_inline)) void ek_prefetch_at(const void *block, size_t bytes, const int near) {
+    for (size_t line = 0; line < bytes; line += 64) {
+        if (near) _mm_prefetch((const char *)block + EK_PREFETCH_NEAR_AHEAD + line, EK_PREFETCH_NEAR_HINT);
+        else _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
+    }
+}
 static inline __attribute__((always_inline)) void ek_prefetch_ahead(const void *block, size_t bytes) {
-    for (size_t line = 0; line < bytes; line += 64) _mm_prefetch((const char *)block + EK_PREFETCH_AHEAD + line, EK_PREFETCH_HINT);
+    ek_prefetch_at(block, bytes, 0);
 }
 
-/* Part `part` of `parts` of ek_prefetch_ahead(block, bytes): the lines EK_PREFETCH_AHEAD past bytes
+/* Part `part` of `parts` of ek_prefetch_at(block, bytes, near): the lines ahead of bytes
    [bytes·part/parts, bytes·(part + 1)/parts) of the block. Kernels that compute for long on each block (the
    K-quants' and IQ4_XS's 1.1–1.7 KB group-blocks of the decode GEMV) ask for each part as they start on it, so that
    their requests reach memory spread through the block's work rather than 17–27 at once: a burst fills the core's
    queue of outstanding misses, and lines asked for later wait while memory idles between bursts. One Zen 3 (AVX2,
    two threads, 16384×8192 from memory, medians of 6–8 alternating pairs in one process, against one burst a block):
    Q6_K in 8 parts 1.43×, in 2 parts 1.29×; Q4_K in 4 parts 1.13×, Q5_K 1.10×; 8 parts measured no better for them. */
-static inline __attribute__((always_inline)) void ek_prefetch_ahead_part(const void *block, size_t bytes, int part, int parts) {
+static inline __attribute__((always_inline)) void ek_prefetch_part(const void *block, size_t bytes, int part, int parts,
+                                                                   const int near) {
     const size_t begin = bytes * (size_t)part / (size_t)parts, end = bytes * (size_t)(part + 1) / (size_t)parts;
-    ek_prefetch_ahead((const char *)block + begin, end - begin);
+    ek_prefetch_at((const char *)block + begin, end - begin, near);
+}
+static inline __attribute__((always_inline)) void ek_prefetch_ahead_part(const void *block, size_t bytes, int part, int parts) {
+    ek_prefetch_part(block, bytes, part, parts, 0);
 }
 
 #endif /* EK_X86_PREFETCH_H */
