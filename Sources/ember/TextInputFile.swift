@@ -1,3 +1,4 @@
+import Ember
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -20,12 +21,8 @@ enum TextInputFile {
             let reason = errno == ENOENT ? "no such file" : String(cString: strerror(errno))
             throw TextInputError(message: "\(option) \(path): cannot read: \(reason); \(expected)")
         }
-        switch info.st_mode & S_IFMT {
-        case S_IFREG, S_IFIFO: break
-        case S_IFDIR: throw TextInputError(message: "\(option) \(path): a directory; \(expected)")
-        case S_IFCHR: throw TextInputError(message: "\(option) \(path): a character device, not a text file; \(expected)")
-        case S_IFBLK: throw TextInputError(message: "\(option) \(path): a block device, not a text file; \(expected)")
-        default: throw TextInputError(message: "\(option) \(path): a socket or other special file; \(expected)")
+        if info.st_mode & S_IFMT != S_IFIFO, let kind = MappedFile.notRegular(info.st_mode) { // a pipe is read whole
+            throw TextInputError(message: "\(option) \(path): \(kind), not a text file; \(expected)")
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw TextInputError(message: "\(option) \(path): cannot open: \(String(cString: strerror(errno))); \(expected)")

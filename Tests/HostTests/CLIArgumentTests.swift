@@ -38,7 +38,7 @@ struct CLIArgumentTests {
         (["generate", "--repeat-penalty", "0", "Hi"], "repetitionPenalty: 0.0, expected a finite number > 0"),
         (["perplexity", "-f", "README.md", "--compare", "int8,fp32"], "--compare int8,fp32: found \"fp32\", expected a comma-separated list"),
         (["perplexity", "-f", "/dev/zero"], "-f /dev/zero: a character device, not a text file; expected a text file or a pipe"),
-        (["perplexity", "-f", "models"], "-f models: a directory; expected a text file or a pipe"),
+        (["perplexity", "-f", "models"], "-f models: a directory, not a text file; expected a text file or a pipe"),
         (["perplexity", "-f", "/nonexistent/text.txt"], "-f /nonexistent/text.txt: cannot read: no such file"),
         (["generate", "-m", "all-minilm-l6-v2", "Hi"], "is an embedding model (a folder with config.json), expected a GGUF text-generation model"),
         (["embed", "-m", "smollm2-135m-instruct", "Hi"], "is a GGUF text-generation model, expected an embedding model"),

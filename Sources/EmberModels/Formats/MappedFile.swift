@@ -51,8 +51,9 @@ public final class MappedFile: @unchecked Sendable {
         return Data(file.bytes)
     }
 
-    /// What a file of mode `mode` is when it is not a regular file ("a FIFO (named pipe)", …), nil for a regular one.
-    static func notRegular(_ mode: mode_t) -> String? {
+    /// What a file of mode `mode` (`stat`'s `st_mode`) is when it is not a regular file ("a directory", "a FIFO (named
+    /// pipe)", "a character device", …), nil for a regular one: the words every refusal of a path by its kind uses.
+    public static func notRegular(_ mode: mode_t) -> String? {
         switch mode & S_IFMT {
         case S_IFREG: nil
         case S_IFDIR: "a directory"
