@@ -29,12 +29,14 @@
 #endif
 
 /* The decode GEMV's distance and level on Intel cores: the 512-bit interleaved tiles of one activation row
-   (x86_interleaved_wide.h), which only Intel cores run — AMD's decode takes the 256-bit tiles (interleave.c) and keeps
-   the T1 prefetches above, T0 having measured far slower there. 2 KB ahead into L1: one Emerald Rapids (a 2-vCPU VM),
-   two threads, 16384×8192 cycled from memory (1 GiB of copies), a C harness over these kernels, medians of five
-   alternating rounds against T1 at 8 KB: Q4_K 1.12×, Q5_K 1.04×, Q6_K 1.11×, Q5_0 1.08× (T0 at 8 KB 1.05–1.08×;
-   T0 at 1 and 4 KB within a few % of 2; NTA 0.6–0.7×). The packed Q8_0 GEMV measured 0.92× with it and keeps T1:
-   it computes less per byte, and T1 already had it at the read loop's rate. */
+   (x86_interleaved_wide.h) and the packed Q4_0/Q4_1 pairs of one row (x86_avx512_body.h), which only Intel cores run —
+   AMD's decode takes the 256-bit tiles (interleave.c) and single packed groups, and keeps the T1 prefetches above, T0
+   having measured far slower there. 2 KB ahead into L1: one Emerald Rapids (a 2-vCPU VM), two threads, 16384×8192
+   cycled from memory (1 GiB of copies), a C harness over these kernels, medians of 5–6 alternating rounds against T1
+   at 8 KB: Q4_K 1.00–1.12×, Q5_K 1.04×, Q6_K 1.07–1.11×, Q5_0 1.07×, IQ4_XS 1.04×, Q4_0 1.14×, Q4_1 1.15× (T0 at
+   8 KB 1.05–1.08×; T0 at 1 and 4 KB within a few % of 2; NTA 0.6–0.7×). The packed Q8_0 GEMV measured 0.92× with it
+   and keeps T1: it computes less per byte, and T1 already had it near the read loop's rate. docs/KERNELS.md has the
+   `ember bench kernels` shares. */
 #ifndef EK_PREFETCH_NEAR_HINT
 #define EK_PREFETCH_NEAR_HINT _MM_HINT_T0
 #endif
