@@ -184,6 +184,20 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_scaled_add)(__m512 *sums, const _
             EK_IL_NAME(name)(w, blocks, act, act_row_bytes, m, y, ldy, row_begin > first ? row_begin : first, row_end); \
     }
 
+/* Part `part` of `parts` of the lines ahead of a block of both group-blocks of a pair (ek_prefetch_part): the
+   K-quant and IQ4_XS tiles of the decode GEMV ask for each part as they start on it, as the 256-bit tiles do — asked
+   for in one burst as each block began, the two streams' 35–53 lines filled the core's queue of misses and memory
+   idled between bursts. One Emerald Rapids, two threads, 16384×8192 from memory, medians of 7 alternating rounds in
+   one process against the burst: Q6_K (8 parts) 1.19–1.26×, Q5_K 1.07–1.26×, Q4_K 1.04–1.07×, IQ4_XS 1.03–1.05× (4
+   parts; 8 parts and a 16 KB distance measured the same); the per-32 tiles ask for a block whole (one part). A tile
+   of one row (`tile`, a constant) is the decode GEMV, which only Intel cores run here (AMD's takes the 256-bit tiles,
+   `gemv_amd`): it asks EK_PREFETCH_NEAR_AHEAD past, into L1 (x86_prefetch.h); the others EK_PREFETCH_AHEAD, into L2. */
+EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_prefetch_part)(const uint8_t *gb, size_t group_bytes, size_t block_bytes,
+                                                              const int part, const int parts, const int tile) {
+    ek_prefetch_part(gb, block_bytes, part, parts, tile == 1);
+    ek_prefetch_part(gb + group_bytes, block_bytes, part, parts, tile == 1);
+}
+
 /* ------------------------------------------------------ per-32 formats -- */
 
 /* The eight registers of one block of a pair of group-blocks, as unsigned bytes: u[c] the low nibbles of quant
@@ -238,8 +252,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb,
             const uint8_t *gb[2] = {group + (size_t)b * bytes, pairs == 2 ? group + 2 * group_bytes + (size_t)b * bytes : NULL};         \
             __m512i u[8];                                                                                           \
             if (!decoded) { /* one pair (the driver's rows of few activations) */                                   \
-                ek_prefetch_at(gb[0], bytes, tile == 1);                                                            \
-                ek_prefetch_at(gb[0] + group_bytes, bytes, tile == 1);                                              \
+                EK_IL_NAME(wide_prefetch_part)(gb[0], group_bytes, bytes, 0, 1, tile);                              \
                 EK_IL_NAME(values_of)(gb[0], group_bytes, quants, high, u);                                         \
             }                                                                                                       \
             __m512 d[2], mins[2];                                                                                   \
@@ -284,18 +297,6 @@ EK_IL_WIDE_PER32(gemm_iq4_nl, wide_iq4_nl_values, 128, 0, EK_IL_IQ4_NL_BYTES, EK
 
 /* -------------------------------------------------- per-256 formats --- */
 
-/* Part `part` of `parts` of the lines EK_PREFETCH_AHEAD past a block of both group-blocks of a pair: the K-quant and
-   IQ4_XS tiles of the decode GEMV ask for each part as they start on it, as the 256-bit tiles do
-   (ek_prefetch_ahead_part) — asked for in one burst as each block began, the two streams' 35–53 lines filled the
-   core's queue of misses and memory idled between bursts. One Emerald Rapids, two threads, 16384×8192 from memory,
-   medians of 7 alternating rounds in one process against the burst: Q6_K (8 parts) 1.19–1.26×, Q5_K 1.07–1.26×,
-   Q4_K 1.04–1.07×, IQ4_XS 1.03–1.05× (4 parts; 8 parts and a 16 KB distance measured the same). `near` (a tile of
-   one row: the decode GEMV, which only Intel cores run here) asks EK_PREFETCH_NEAR_AHEAD past, into L1. */
-EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_prefetch_part)(const uint8_t *gb, size_t group_bytes, size_t block_bytes,
-                                                              const int part, const int parts, const int near) {
-    ek_prefetch_part(gb, block_bytes, part, parts, near);
-    ek_prefetch_part(gb + group_bytes, block_bytes, part, parts, near);
-}
 
 /* A K-quant tile's start of block b: the activation blocks of the tile's rows and their quants. */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_start)(const uint8_t *act, size_t act_row_bytes, int64_t b,
@@ -383,7 +384,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_W
             for (int t = 0; t < tile; t++) sums[p][t] = _mm512_setzero_si512();
         _Pragma("clang loop unroll(full)") /* the parity and the offsets as constants */
         for (int s = 0; s < 8; s++) {
-            if (!decoded && s % 2 == 0) EK_IL_NAME(wide_prefetch_part)(gb[0], group_bytes, bytes, s / 2, 4, tile == 1);
+            if (!decoded && s % 2 == 0) EK_IL_NAME(wide_prefetch_part)(gb[0], group_bytes, bytes, s / 2, 4, tile);
             EK_IL_NAME(wide_k45_sub_block)(five, tile, pairs, gb, group_bytes, bv, decoded, s, aq, sums);
         }
         __m512 d[2], dmin[2];
@@ -487,7 +488,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_q6_k_tile)(EK_IL_WIDE_TILE_A
         for (int h = 0; h < 2; h++) {
             _Pragma("clang loop unroll(full)") /* the quarter's shifts as constants */
             for (int q = 0; q < 4; q++) {
-                if (!decoded) EK_IL_NAME(wide_prefetch_part)(gb, group_bytes, EK_IL_Q6_K_BYTES, 4 * h + q, 8, tile == 1);
+                if (!decoded) EK_IL_NAME(wide_prefetch_part)(gb, group_bytes, EK_IL_Q6_K_BYTES, 4 * h + q, 8, tile);
                 EK_IL_NAME(wide_q6_k_quarter)(gb, group_bytes, bv, decoded, aq, tile, h, q, sums);
             }
         }
@@ -543,7 +544,7 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_gemm_iq4_xs_tile)(EK_IL_WIDE_TILE
             for (int t = 0; t < tile; t++) sums[p][t] = _mm512_setzero_ps();
         _Pragma("clang loop unroll(full)")
         for (int s = 0; s < 8; s++) {
-            if (!decoded && s % 2 == 0) EK_IL_NAME(wide_prefetch_part)(gb[0], group_bytes, EK_IL_IQ4_XS_BYTES, s / 2, 4, tile == 1);
+            if (!decoded && s % 2 == 0) EK_IL_NAME(wide_prefetch_part)(gb[0], group_bytes, EK_IL_IQ4_XS_BYTES, s / 2, 4, tile);
             __m512 scale[2];
             __m512i part[2][EK_IL_WIDE_TILE];
             for (int p = 0; p < pairs; p++)
