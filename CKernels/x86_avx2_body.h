@@ -464,7 +464,7 @@ EK_AVX2_GEMM(q8_0_seven_row_scaled, EK_FORMAT_Q8_0, true, true)
 #endif
 
 /* The bandwidth reference of `ember bench kernels`: four accumulators and, as the AVX-512 read loop and every
-   streaming kernel, a prefetch EK_PREFETCH_AHEAD ahead at EK_PREFETCH_HINT (x86_prefetch.h). Without it this loop
+   streaming kernel, a prefetch EK_PREFETCH_AHEAD ahead at EK_PREFETCH_HINT (ek_prefetch_ahead, x86_prefetch.h). Without it this loop
    read ~20 % less than the machine gives the kernels, so the AVX2 kernels' shares of it were flattering: one Emerald
    Rapids, two threads, 512 MB, medians of 5 alternating rounds, avx2 22.6 → 27.3 GB/s, avx2-novnni 23.0 → 27.9
    (1.21× in pairs). */
@@ -473,8 +473,7 @@ EK_AVX2_TARGET static uint64_t EK_AVX2_NAME(read_stream)(const void *data, size_
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     size_t i = 0;
     for (; i + 128 <= bytes; i += 128) {
-        _mm_prefetch((const char *)p + i + EK_PREFETCH_AHEAD, EK_PREFETCH_HINT);
-        _mm_prefetch((const char *)p + i + EK_PREFETCH_AHEAD + 64, EK_PREFETCH_HINT);
+        ek_prefetch_ahead(p + i, 128);
         a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
         a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
         a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i *)(p + i + 64)));

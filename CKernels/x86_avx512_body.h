@@ -450,7 +450,7 @@ EK_AVX512 static uint64_t read_stream_avx512(const void *data, size_t bytes) {
     size_t i = 0;
     for (; i + 512 <= bytes; i += 512) {
         for (int j = 0; j < 8; j++) {
-            _mm_prefetch((const char *)p + i + EK_PREFETCH_AHEAD + 64 * j, EK_PREFETCH_HINT);
+            ek_prefetch_ahead(p + i + 64 * j, 64);
             acc[j] = _mm512_xor_si512(acc[j], _mm512_loadu_si512(p + i + 64 * j));
         }
     }
