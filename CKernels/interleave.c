@@ -66,20 +66,49 @@ static void gather_lanes(const uint8_t *src, size_t count, uint8_t *dst, int r) 
     for (size_t q = 0; q < count / 4; q++) memcpy(dst + 4 * q, src + 32 * q + 4 * r, 4);
 }
 
-/* Q5_x: the 32 fifth bits (qh, little-endian) ⇄ the high-bit register's lane r. */
-static void spread_high_bits(const uint8_t qh[4], uint8_t *dst, int r) {
-    uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+/* Q5_x's 32 five-bit values of a row's block (element e: the nibble of qs[e % 16], low for e < 16, and bit e of
+   qh) ⇄ lane r of five registers. Byte t of the lane holds, for register v (0…7) of the tiles (elements 4v + t),
+   value x_v as: x_0 … x_4 in bits 0–4 of registers 0 … 4; x_5's bits 0–2 and x_6's and x_7's likewise in bits 5–7
+   of registers 0, 2 and 4; the top two bits of x_5 in bits 5–6 of register 1, of x_6 in bits 5–6 of register 3; bit
+   3 of x_7 in bit 7 of register 1, bit 4 in bit 7 of register 3. So five of the eight value registers are one AND
+   and the others a few shifts (x86_interleaved_body.h), where nibbles and a register of fifth bits took three
+   instructions more for each. */
+static void encode_q5_values(const uint8_t qs[16], const uint8_t qh[4], uint8_t *dst, int r) {
+    const uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     for (int t = 0; t < 4; t++) {
-        uint8_t byte = 0;
-        for (int v = 0; v < 8; v++) byte |= (uint8_t)(((bits >> (4 * v + t)) & 1) << v);
-        dst[4 * r + t] = byte;
+        uint8_t x[8];
+        for (int v = 0; v < 8; v++) {
+            const int e = 4 * v + t;
+            x[v] = (uint8_t)((e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | ((bits >> e) & 1) << 4);
+        }
+        uint8_t out[5];
+        for (int c = 0; c < 5; c++) out[c] = x[c];
+        out[0] |= (uint8_t)((x[5] & 7) << 5);
+        out[1] |= (uint8_t)((x[5] >> 3) << 5 | (x[7] >> 3 & 1) << 7);
+        out[2] |= (uint8_t)((x[6] & 7) << 5);
+        out[3] |= (uint8_t)((x[6] >> 3) << 5 | (x[7] >> 4) << 7);
+        out[4] |= (uint8_t)((x[7] & 7) << 5);
+        for (int c = 0; c < 5; c++) dst[32 * c + 4 * r + t] = out[c];
     }
 }
 
-static void gather_high_bits(const uint8_t *src, uint8_t qh[4], int r) {
+static void decode_q5_values(const uint8_t *src, uint8_t qs[16], uint8_t qh[4], int r) {
     uint32_t bits = 0;
-    for (int t = 0; t < 4; t++)
-        for (int v = 0; v < 8; v++) bits |= (uint32_t)((src[4 * r + t] >> v) & 1) << (4 * v + t);
+    memset(qs, 0, 16);
+    for (int t = 0; t < 4; t++) {
+        uint8_t in[5], x[8];
+        for (int c = 0; c < 5; c++) in[c] = src[32 * c + 4 * r + t];
+        for (int c = 0; c < 5; c++) x[c] = in[c] & 31;
+        x[5] = (uint8_t)(in[0] >> 5 | (in[1] >> 5 & 3) << 3);
+        x[6] = (uint8_t)(in[2] >> 5 | (in[3] >> 5 & 3) << 3);
+        x[7] = (uint8_t)(in[4] >> 5 | (in[1] >> 7) << 3 | (in[3] >> 7) << 4);
+        for (int v = 0; v < 8; v++) {
+            const int e = 4 * v + t;
+            if (e < 16) qs[e] = (uint8_t)((qs[e] & 0xf0) | (x[v] & 15));
+            else qs[e - 16] = (uint8_t)((qs[e - 16] & 0x0f) | (x[v] & 15) << 4);
+            bits |= (uint32_t)(x[v] >> 4) << e;
+        }
+    }
     for (int i = 0; i < 4; i++) qh[i] = (uint8_t)(bits >> (8 * i));
 }
 
@@ -159,16 +188,14 @@ static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) 
     case EK_FORMAT_Q5_0: {
         const ek_block_q5_0 *b = (const ek_block_q5_0 *)src;
         memcpy(gb + 2 * r, &b->d, 2);
-        spread_lanes(b->qs, 16, gb + EK_IL_Q5_0_QUANTS, r);
-        spread_high_bits(b->qh, gb + EK_IL_Q5_0_HIGH, r);
+        encode_q5_values(b->qs, b->qh, gb + EK_IL_Q5_0_QUANTS, r);
         break;
     }
     case EK_FORMAT_Q5_1: {
         const ek_block_q5_1 *b = (const ek_block_q5_1 *)src;
         memcpy(gb + 2 * r, &b->d, 2);
         memcpy(gb + EK_IL_Q5_1_MINS + 2 * r, &b->m, 2);
-        spread_lanes(b->qs, 16, gb + EK_IL_Q5_1_QUANTS, r);
-        spread_high_bits(b->qh, gb + EK_IL_Q5_1_HIGH, r);
+        encode_q5_values(b->qs, b->qh, gb + EK_IL_Q5_1_QUANTS, r);
         break;
     }
     case EK_FORMAT_IQ4_NL: {
@@ -234,16 +261,14 @@ static void get_block(ek_format format, const uint8_t *gb, int r, uint8_t *dst) 
     case EK_FORMAT_Q5_0: {
         ek_block_q5_0 *b = (ek_block_q5_0 *)dst;
         memcpy(&b->d, gb + 2 * r, 2);
-        gather_lanes(gb + EK_IL_Q5_0_QUANTS, 16, b->qs, r);
-        gather_high_bits(gb + EK_IL_Q5_0_HIGH, b->qh, r);
+        decode_q5_values(gb + EK_IL_Q5_0_QUANTS, b->qs, b->qh, r);
         break;
     }
     case EK_FORMAT_Q5_1: {
         ek_block_q5_1 *b = (ek_block_q5_1 *)dst;
         memcpy(&b->d, gb + 2 * r, 2);
         memcpy(&b->m, gb + EK_IL_Q5_1_MINS + 2 * r, 2);
-        gather_lanes(gb + EK_IL_Q5_1_QUANTS, 16, b->qs, r);
-        gather_high_bits(gb + EK_IL_Q5_1_HIGH, b->qh, r);
+        decode_q5_values(gb + EK_IL_Q5_1_QUANTS, b->qs, b->qh, r);
         break;
     }
     case EK_FORMAT_IQ4_NL: {

@@ -7,8 +7,9 @@
 
 #include "ek_interleaved.h"
 
-/* Per-32 formats: d[8] at 0, Q4_1's and Q5_1's m[8] at 16, then quants (4 registers), then Q5_x high bits (1
-   register). */
+/* Per-32 formats: d[8] at 0, Q4_1's and Q5_1's m[8] at 16, then the quants: Q4_x and IQ4_NL as 4 registers of
+   nibbles, Q5_x as 5 registers of 5-bit values re-coded (interleave.c, encode_q5_values) — GGUF's 22 or 24 bytes
+   per row, nothing added. */
 #define EK_IL_Q4_0_BYTES 144
 #define EK_IL_Q4_1_BYTES 160
 #define EK_IL_Q4_0_QUANTS 16
@@ -18,10 +19,8 @@
 #define EK_IL_Q5_1_BYTES 192
 #define EK_IL_IQ4_NL_BYTES 144
 #define EK_IL_Q5_0_QUANTS 16
-#define EK_IL_Q5_0_HIGH 144
 #define EK_IL_Q5_1_MINS 16
 #define EK_IL_Q5_1_QUANTS 32
-#define EK_IL_Q5_1_HIGH 160
 #define EK_IL_IQ4_NL_QUANTS 16
 
 /* Q4_K / Q5_K: d[8] at 0, dmin[8] at 16, scales[s][r] at 32, minimums[p][r][i] at 96, Q5_K's qh at 160. */

@@ -200,18 +200,25 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_prefetch_part)(const uint8_t *gb,
 
 /* ------------------------------------------------------ per-32 formats -- */
 
-/* The eight registers of one block of a pair of group-blocks, as unsigned bytes: u[c] the low nibbles of quant
-   register c (elements 4c … 4c + 3), u[4 + c] its high ones (16 further on). Q5_0 / Q5_1 as EK_IL_Q5, 5-bit values
-   from the nibbles and the high-bit register: */
+/* The eight registers of one block of a pair of group-blocks, as unsigned bytes: register v holds elements
+   4v … 4v + 3 (v < 4: the low nibbles of quant register v; IQ4_NL's v ≥ 4 the high nibbles of v − 4). Q5_0 / Q5_1
+   as q5_values (x86_interleaved_body.h) takes them from the five re-coded registers, the ORs as VPTERNLOGD: 19
+   instructions where the nibbles and a register of fifth bits took 28. */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q5_values)(const uint8_t *gb, size_t group_bytes, size_t quants,
                                                           size_t high, __m512i *u) {
-    const __m512i high_bits = EK_IL_NAME(wide_load)(gb, group_bytes, high);
-    for (int c = 0; c < 4; c++) {
-        const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
-        u[c] = EK_IL_NAME(wide_nibbles)(raw, 0);
-        u[4 + c] = EK_IL_NAME(wide_nibbles)(raw, 1);
+    (void)high; /* the signature is the per-32 tile's */
+    __m512i r[5];
+    for (int c = 0; c < 5; c++) {
+        r[c] = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
+        u[c] = _mm512_and_si512(r[c], _mm512_set1_epi8(0x1f));
     }
-    for (int v = 0; v < 8; v++) u[v] = EK_IL_NAME(wide_merge_bits)(u[v], EK_IL_NAME(wide_bit_to_4)(high_bits, v), 0x10);
+    const __m512i low3[3] = {_mm512_and_si512(_mm512_srli_epi16(r[0], 5), _mm512_set1_epi8(0x07)),
+                             _mm512_and_si512(_mm512_srli_epi16(r[2], 5), _mm512_set1_epi8(0x07)),
+                             _mm512_and_si512(_mm512_srli_epi16(r[4], 5), _mm512_set1_epi8(0x07))};
+    u[5] = EK_IL_NAME(wide_merge_bits)(low3[0], _mm512_srli_epi16(r[1], 2), 0x18);
+    u[6] = EK_IL_NAME(wide_merge_bits)(low3[1], _mm512_srli_epi16(r[3], 2), 0x18);
+    u[7] = EK_IL_NAME(wide_merge_bits)(EK_IL_NAME(wide_merge_bits)(low3[2], _mm512_srli_epi16(r[1], 4), 0x08),
+                                       _mm512_srli_epi16(r[3], 3), 0x10);
 }
 
 /* IQ4_NL: the table's values as v + 128 (wide_iq4_table). */
@@ -291,8 +298,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_iq4_nl_values)(const uint8_t *gb,
             for (int t = 0; t < tile; t++) out[p * EK_IL_WIDE_TILE + t] = acc[p][t];                                \
     }                                                                                                               \
     EK_IL_WIDE_DRIVER(name, 1)
-EK_IL_WIDE_PER32(gemm_q5_0, wide_q5_values, 16, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, EK_IL_Q5_0_HIGH)
-EK_IL_WIDE_PER32(gemm_q5_1, wide_q5_values, 0, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, EK_IL_Q5_1_HIGH)
+EK_IL_WIDE_PER32(gemm_q5_0, wide_q5_values, 16, 0, EK_IL_Q5_0_BYTES, EK_IL_Q5_0_QUANTS, 0)
+EK_IL_WIDE_PER32(gemm_q5_1, wide_q5_values, 0, 1, EK_IL_Q5_1_BYTES, EK_IL_Q5_1_QUANTS, 0)
 EK_IL_WIDE_PER32(gemm_iq4_nl, wide_iq4_nl_values, 128, 0, EK_IL_IQ4_NL_BYTES, EK_IL_IQ4_NL_QUANTS, 0)
 
 /* -------------------------------------------------- per-256 formats --- */
