@@ -158,17 +158,22 @@ struct BenchKernelsCommand: ParsableCommand {
         let threads = threads ?? KernelThreads.default
         let context = try CommandEnvironment.runtime().context
         if let error = context.isaOverrideError { printError("warning: \(error); using \(context.isa)") }
-        let benchmark = KernelBenchmark(isa: context.isa, pool: context.pool, threads: threads, rounds: quick ? 3 : rounds,
+        var benchmark = KernelBenchmark(isa: context.isa, pool: context.pool, threads: threads, rounds: quick ? 3 : rounds,
                                         minimumRoundSeconds: quick ? 0.02 : 0.05)
+        // Cold means several times the last-level cache, which on some machines is hundreds of MiB.
+        let caches = CacheSizes.read(sysfsRoot: CommandEnvironment.sysfsRoot)
+        benchmark.rotationBytes = caches.coldBytes(atLeast: benchmark.rotationBytes)
+        let readBytes = caches.coldBytes(atLeast: 512 << 20)
         let library = context.blas
-        let buffer = try KernelBenchmark.ReadBuffer(bytes: 512 << 20)
+        let buffer = try KernelBenchmark.ReadBuffer(bytes: readBytes)
         let bandwidth = benchmark.readBandwidth(buffer)
         let shapes = quick ? Array(KernelBenchmark.standardShapes.prefix(3)) : KernelBenchmark.standardShapes
         if !json {
             print("kernels \(benchmark.isa), \(threads) worker thread(s); fp32 reference: OpenBLAS core \(library.coreName) on the same workers")
             if let warning = library.coreWarning(forcedCore: CommandEnvironment.openBLASCoreType) { print("warning: \(warning)") }
-            print(String(format: "read bandwidth (streaming loop over 512 MiB): %.1f GB/s; GEMV rounds alternate with reads and", bandwidth))
-            print("rotate over weight copies spanning ≥ 256 MiB (cold caches); × bandwidth is the median per-round ratio")
+            print(String(format: "read bandwidth (streaming loop over %d MiB): %.1f GB/s; GEMV rounds alternate with reads and",
+                         readBytes >> 20, bandwidth))
+            print("rotate over weight copies spanning ≥ \(benchmark.rotationBytes >> 20) MiB (cold caches\(caches.lastLevelBytes.map { ": last level \($0 >> 20) MiB" } ?? "")); × bandwidth is the median per-round ratio")
             print(row(["format", "kind", "m×n×k", "time", "weights GB/s", "× bandwidth", "GOPS", "fp32 GFLOP/s", "× fp32"]))
         }
         var results = [KernelBenchmark.Result]()

@@ -19,6 +19,10 @@ enum CommandEnvironment {
     }
 
     /// The `OPENBLAS_CORETYPE` value the process started with (OpenBLAS has read it already).
+    /// The folder that plays `/` for what is read from `/sys` (`EMBER_SYSFS_ROOT`, else `/`).
+    static var sysfsRoot: String {
+        variables[Runtime.Configuration.Variable.sysfsRoot].flatMap { $0.isEmpty ? nil : $0 } ?? "/"
+    }
     static var openBLASCoreType: String? { variables[BLASLibrary.coreTypeVariable].flatMap { $0.isEmpty ? nil : $0 } }
 
     /// The Python interpreter `ember fetch` runs pip with: `EMBER_PYTHON`, else `python3`.
