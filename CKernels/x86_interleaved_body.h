@@ -514,8 +514,9 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
    each register of nibbles — and Q5_K's high-bit register — is loaded once for both, and the two sums are two
    independent chains. One Emerald Rapids core, 512×2048 warm, best of 30 (avx2): Q4_K 30.6 → 36.0 GB/s; 16384×8192
    from memory, medians of six alternating rounds, share of the read loop: one thread 0.78 → 0.86, two 0.72 → 0.77;
-   `ember bench kernels`, five alternating runs of each binary, medians: Q4_K 0.81 → 0.83, Q5_K 0.76 → 0.79 (Q5_K
-   warm unchanged: its fifth bits, not the loads, bound it). The same integer sums, so the results are bit for bit
+   `ember bench kernels` (copies over 256 MiB, before it sized them by the L3), five alternating runs of each
+   binary, medians: Q4_K 0.81 → 0.83, Q5_K 0.76 → 0.79 (Q5_K warm unchanged: its fifth bits, not the loads, bound
+   it). The same integer sums, so the results are bit for bit
    the sub-block-at-a-time ones. */
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_pair_one_row)(const int five, const uint8_t *gb, size_t quants,
                                                               const int s, const int8_t *aq, __m256i sums) {

@@ -374,8 +374,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, co
 /* One activation row over a packed pair (the decode GEMV): sub-blocks s and s + 1 (even s) together, each register of
    nibbles (and Q5_K's high bits) loaded once for both, two independent VPDPBUSD chains — as the 256-bit
    k45_pair_one_row, with the same integer sums. One Emerald Rapids core, 512×2048 warm, best of 30: Q4_K 44 → 45
-   GB/s, Q5_K 36.5 → 39; two threads, `ember bench kernels`, three alternating runs, medians of the share of the
-   read loop: Q4_K 0.85 → 0.86, Q5_K 0.86 → 0.87. */
+   GB/s, Q5_K 36.5 → 39; two threads, 16384×8192 from memory (C harness, 1 GiB of copies, medians of four
+   alternating rounds), share of the read loop: Q4_K 0.74 → 0.79, Q5_K level (0.77 → 0.76). */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_pair_one_row)(const int five, const uint8_t *gb, size_t group_bytes,
                                                                    const int s, const int8_t *aq, __m512i sums) {
     const size_t quants = five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS;
@@ -527,8 +527,8 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q6_k_quarter)(const uint8_t *gb, 
 /* One activation row over half h of a packed pair (the decode GEMV): each register of the three planes loaded once
    for the four quarters it makes, eight chains (quarter, half of the registers); their fp32 sums then added in
    wide_q6_k_quarter's order, so the results are bit for bit the quarter-at-a-time ones. One Emerald Rapids core,
-   512×2048 warm, best of 30: 42.4 → 43.5 GB/s; `ember bench kernels` (three alternating runs) 0.82–0.92 → 0.90–0.91
-   of the read loop. */
+   512×2048 warm, best of 30: 42.4 → 43.5 GB/s; from memory level (two threads, C harness: 0.85 → 0.84 of the read
+   loop, medians of four alternating rounds). */
 EK_IL_TARGET EK_IL_INLINE __m512 EK_IL_NAME(wide_q6_k_half_one_row)(const uint8_t *gb, size_t group_bytes,
                                                                    const int8_t *aq, const int tile, const int h,
                                                                    __m512 sums) {
