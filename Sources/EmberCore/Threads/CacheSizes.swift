@@ -33,9 +33,8 @@ public struct CacheSizes: Sendable, Equatable {
         for entry in entries where entry.hasPrefix("index") {
             let index = folder.appendingPathComponent(entry)
             func field(_ name: String) -> String? {
-                guard let data = FileManager.default.contents(atPath: index.appendingPathComponent(name).path),
-                      data.count <= 4096 else { return nil }
-                return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                CoreTopology.readSmallFile(index.appendingPathComponent(name).path)?
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
             }
             guard let level = field("level").flatMap({ Int($0) }), (1...8).contains(level),
                   field("type") != "Instruction", let size = field("size").flatMap(parseSize) else { continue }
@@ -53,8 +52,7 @@ public struct CacheSizes: Sendable, Equatable {
         case "G": scale = 1 << 30; digits = digits.dropLast()
         default: break
         }
-        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-              let value = Int(digits), value <= Int.max / scale else { return nil }
+        guard CoreTopology.isDigits(String(digits)), let value = Int(digits), value <= Int.max / scale else { return nil }
         return value * scale
     }
 }

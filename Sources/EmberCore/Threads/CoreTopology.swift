@@ -202,7 +202,7 @@ public struct CoreTopology: Sendable, Equatable, Codable, CustomStringConvertibl
 
     /// The first 64 KiB of a file as text (sysfs files are a page at most; an empty file is ""), nil when it
     /// cannot be opened or read.
-    private static func readSmallFile(_ path: String) -> String? {
+    static func readSmallFile(_ path: String) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         do {
@@ -222,7 +222,7 @@ public struct CoreTopology: Sendable, Equatable, Codable, CustomStringConvertibl
     }
 
     /// Non-empty and ASCII digits only (no sign, no spaces: `Int("+3")` would accept what the kernel never writes).
-    private static func isDigits(_ text: String) -> Bool {
+    static func isDigits(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
