@@ -108,7 +108,10 @@ ek_status ek_gemm_half(ek_isa isa, bool bf16, const uint16_t *w, int64_t n, int6
                        float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
     const ek_row_kernels *kernels;
     ek_status status = check_float_call(isa, w, n, k, x, m, y, ldy, row_begin, row_end, &kernels);
-    if (kernels != NULL) (kernels->half ? kernels->half : ek_gemm_half_scalar)(bf16, w, k, x, m, y, ldy, row_begin, row_end);
+    if (kernels == NULL) return status;
+    ek_half_kernel kernel = kernels->half ? kernels->half : ek_gemm_half_scalar;
+    if (m == 1 && kernels->half_amd != NULL && ek_cpu_features_detect().amd) kernel = kernels->half_amd;
+    kernel(bf16, w, k, x, m, y, ldy, row_begin, row_end);
     return status;
 }
 

@@ -45,9 +45,13 @@ typedef struct ek_row_kernels {
     ek_row_kernel gemm[EK_FORMAT_COUNT];
     void (*quantize_q8_k)(const float *x, int64_t blocks, ek_block_q8_k *act);
     ek_half_kernel half;
+    /* fp16/bf16 on AMD cores where it differs (the AVX2 build: a single activation row one weight row at a time, as
+       f32_one_row); NULL where half serves every vendor. */
+    ek_half_kernel half_amd;
     ek_f32_kernel f32;
-    /* The same product with a single activation row of up to 8 KB read one weight row at a time, front to back:
-       what AMD cores stream fastest (ek_gemm_f32 takes it there); NULL where f32 already does so. */
+    /* The same product with a single activation row read one weight row at a time, front to back (every row on the
+       AVX2 build, rows up to 8 KB on AVX-512): what AMD cores stream fastest (ek_gemm_f32 takes it there); f32 reads
+       four rows side by side, what Intel's stream fastest. */
     ek_f32_kernel f32_one_row;
     /* A decode step's product (at most EK_ROWS_DECODE_ROWS activation rows) on AMD cores, where it differs: each
        block's lines asked for as its turn comes rather than a whole row two rows ahead (x86_rows_body.h); NULL

@@ -422,8 +422,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
 }
 
 /* fp16/bf16 decode of two activation rows (two sequences), and of one on AVX2 for rows over EK_HALF_ONE_ROW_BYTES
-   (one row otherwise runs float_stream on AVX-512, 512-bit: SmolLM2 F16 decode +5 %, BF16 +18 %, 5 alternating
-   runs; float_row on AVX2): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each
+   (one row otherwise runs float_stream — on AVX-512, 512-bit: SmolLM2 F16 decode +5 %, BF16 +18 %, 5 alternating
+   runs — or float_row on the AVX2 build on AMD): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each
    activation load shared by the rows — eight FMA chains, four streams. One row at a time with two chains waited on
    the FMA latency (the fp16 GEMV read 0.35 of the bandwidth); with four (float_row) it streams. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
@@ -671,13 +671,16 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_float_blocks)(const int kin
 #define EK_F32_OUTER_ROWS 40
 #define EK_F32_OUTER_COLS (2 * EK_OUTER_NR)
 
-/* fp32 decode (one activation row) on AVX-512 builds off AMD cores (AVX2 builds and AMD: float_row, below) — and fp16/bf16 decode on AVX-512 (`kind` as load_weights; its
-   ymm half_rows measured slower): `rows` (4, or 1 for the last few) weight rows at once, one accumulator each, a
+/* fp32 and fp16/bf16 decode (one activation row) off AMD cores (AMD: float_row, below; `kind` as load_weights; on
+   AVX-512 the ymm half_rows measured slower): `rows` (4, or 1 for the last few) weight rows at once, one accumulator each, a
    vector of every row per step. Measured on an Emerald Rapids core (one core, cold weights, alternating, every
    SmolLM2 shape): float_block's decode case — the same instructions, unrolled four steps deep with the activation
    vectors loaded ahead — streamed 10-15 % slower (0.84-0.91 of this loop), and the one-row dot with four
    accumulators the AVX2 path used (it had measured 6.8 % faster than float_block) 20-25 % slower. SmolLM2 fp32
-   decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. */
+   decode, 2 threads, 6 alternating runs: AVX-512 33.7 → 38.9 tok/s, avx2-novnni 30.5 → 37.3. When the AVX2 build
+   took float_row on every vendor (for Zen 3), the same Xeon kind measured it again (2026-12-01, avx2-novnni, SmolLM2,
+   2 threads, 4 alternating runs of 5, medians): fp32 31.0-34.4 tok/s against this loop's 35.7-38.5, fp16 48.4-53.3
+   against 67.6-77.6 (asking ahead, EK_HALF_AHEAD_ROW_BYTES) — so the AVX2 build follows the vendor too. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, const int rows, const uint8_t *w,
                                                               size_t row_bytes, int64_t k, const float *x, float *y,
                                                               const uint8_t *ahead, size_t ahead_step) {
@@ -698,15 +701,15 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
     }
 }
 
-/* fp32 decode on AVX2 builds, and on AVX-512 builds running on AMD cores for rows of up to 8 KB (gemm_f32_one_row);
-   fp16/bf16 decode on AVX2 builds for rows up to EK_HALF_ONE_ROW_BYTES (`kind` as load_weights): one weight row at a
+/* On AMD cores: fp32 decode on AVX2 builds, and on AVX-512 builds for rows of up to 8 KB (gemm_f32_one_row); fp16/bf16
+   decode on AVX2 builds for rows up to EK_HALF_ONE_ROW_BYTES (gemm_half_amd; `kind` as load_weights): one weight row at a
    time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
    Zen 3 (AVX2), 2 threads, every SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9
    alternating rounds against a read loop of the same bytes and barriers: float_stream's four rows side by side (four
    streams 2,304 bytes apart) 0.83-0.84 of the read loop, this loop 0.95 (eight accumulators 0.97, software prefetch
    ahead 0.81). AMD Zen 4 (AVX-512), SmolLM2 fp32 decode, 2 threads, 5 alternating rounds: float_stream 39.8-44.4
    tok/s, this loop on 512-bit registers 48.9-61.5 (median 56.7; the AVX2 build's 256-bit loop 54.6-58.6). The
-   Emerald Rapids measurement above went the other way, so AVX-512 builds keep float_stream on other vendors.
+   Emerald Rapids measurements above went the other way, so other vendors keep float_stream.
    fp16/bf16 on the same Zen 3, the same token's matrices (269 MB), 10 alternating rounds against half_rows' four
    rows side by side: F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const int kind, const uint8_t *w, int64_t k, const float *x,
@@ -767,18 +770,13 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_f32_rows)(const bool one_ro
     EK_ROWS_NAME(gemm_float_blocks)(0, w, k, x, m, y, ldy, row_begin, row_end);
 }
 
-/* AVX2 builds read decode's row one weight row at a time everywhere; AVX-512 builds four rows side by side, and one
-   row at a time for short rows on AMD cores (gemm_f32_one_row, chosen by ek_gemm_f32). */
-#if defined(EK_ROWS_512)
-#define EK_ROWS_F32_ONE_ROW false
-#else
-#define EK_ROWS_F32_ONE_ROW true
-#endif
+/* Decode's row reads four weight rows side by side (float_stream) off AMD cores on every build, and one row at a time
+   on AMD (gemm_f32_one_row, chosen by ek_gemm_f32): the AVX2 build for every row (Zen 3), the AVX-512 build for rows
+   up to EK_F32_ONE_ROW_BYTES (Zen 4). */
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                   int64_t ldy, int64_t row_begin, int64_t row_end) {
-    EK_ROWS_NAME(gemm_f32_rows)(EK_ROWS_F32_ONE_ROW, w, k, x, m, y, ldy, row_begin, row_end);
+    EK_ROWS_NAME(gemm_f32_rows)(false, w, k, x, m, y, ldy, row_begin, row_end);
 }
-#undef EK_ROWS_F32_ONE_ROW
 #if defined(EK_ROWS_512)
 /* Rows up to this many bytes run float_row on AMD; longer ones keep float_stream, whose four rows are then four
    streams far apart that the prefetchers fetch side by side. One Zen 4, 2 threads, matrices cycled from memory,
@@ -788,6 +786,12 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32)(const float *w, int64_t k, con
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32_one_row)(const float *w, int64_t k, const float *x, int64_t m, float *y,
                                                           int64_t ldy, int64_t row_begin, int64_t row_end) {
     EK_ROWS_NAME(gemm_f32_rows)(k * (int64_t)sizeof(float) <= EK_F32_ONE_ROW_BYTES, w, k, x, m, y, ldy, row_begin, row_end);
+}
+#else
+/* The AVX2 build on AMD (Zen 3): every row one at a time (float_row's measurements). */
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32_one_row)(const float *w, int64_t k, const float *x, int64_t m, float *y,
+                                                          int64_t ldy, int64_t row_begin, int64_t row_end) {
+    EK_ROWS_NAME(gemm_f32_rows)(true, w, k, x, m, y, ldy, row_begin, row_end);
 }
 #endif
 
@@ -821,13 +825,13 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
     }
 }
 
-/* Rows of up to this many bytes of fp16/bf16 decode one at a time on AVX2 builds; longer ones keep half_rows' four
-   rows side by side. One Zen 3, 2 threads, a matrix cycled from memory, 8 alternating rounds, one row ÷ four rows:
+/* Rows of up to this many bytes of fp16/bf16 decode one at a time on AVX2 builds on AMD (float_stream elsewhere);
+   longer ones keep half_rows' four rows side by side. One Zen 3, 2 threads, a matrix cycled from memory, 8 alternating rounds, one row ÷ four rows:
    F16 49152×576 1.42, 16384×1024 1.32, 16384×1536 1.12, 576×1536 1.05, 12288×2048 0.97, 8192×2048 0.91,
    4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). */
 #define EK_HALF_ONE_ROW_BYTES 3072
 
-/* Rows of up to this many bytes of fp16/bf16 decode on AVX-512 builds ask for the next four-row group's lines as
+/* Rows of up to this many bytes of fp16/bf16 decode off AMD ask for the next four-row group's lines as
    they go (stream_rows' `ahead`): float_stream's four short rows side by side left the prefetchers behind. One
    Emerald Rapids, 2 threads, F16 matrices cycled from memory, 7 alternating rounds, GB/s medians (a read loop
    22.5-24.2): 49152×576 13.8 → 20.6, 16384×1024 15.2 → 19.7, 8192×1536 15.1 → 19.0; two groups ahead measured the
@@ -835,7 +839,10 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
    (float_stream, 0.85-1.0 of the read loop already) gained nothing. Outputs bit for bit the same. */
 #define EK_HALF_AHEAD_ROW_BYTES 3072
 
-/* fp16/bf16: one activation row by float_row (AVX2, rows up to 3 KB) or float_stream (AVX-512), two by half_rows;
+/* fp16/bf16: one activation row by float_stream (asking ahead for rows up to EK_HALF_AHEAD_ROW_BYTES; the AVX2
+   build only for rows up to EK_HALF_ONE_ROW_BYTES, longer ones by half_rows), or on the AVX2 build on AMD cores by
+   float_row for rows up to EK_HALF_ONE_ROW_BYTES (`amd_one_row`, a constant after inlining: gemm_half_amd); two by
+   half_rows;
    from EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's packed outer products, each panel
    widened as it is packed — once per call, then fp32 arithmetic at fp32's rate:
    GEMM 128×16384×8192 on an Emerald Rapids, two alternating runs, AVX-512 0.33-0.45 → 0.87-1.00× SkylakeX sgemm
@@ -844,23 +851,27 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
    run by the fp32 blocks, so the conversions (on the FMA ports) are paid once per GEMM rather than once per tile of
    three rows — GEMM 0.55 → 0.86-0.89× sgemm, SmolLM2's shapes 0.53 → 1.0-1.15×. AVX-512's tiles of six keep
    widening as they go (widened once it measured 1.32 → 1.10×). Without the buffer (allocation failed) the blocks
-   widen as they go too. */
-EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
-                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+   widen as they go too. The AVX2 build's single row on an Emerald Rapids (`EMBER_ISA=avx2-novnni`), SmolLM2 fp16
+   decode, 2 threads, 4 alternating runs of 5: float_row 48.4-53.3 tok/s, float_stream asking ahead 67.6-77.6. */
+EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(gemm_half_body)(const bool amd_one_row, bool bf16, const uint16_t *w,
+                                                                int64_t k, const float *x, int64_t m, float *y,
+                                                                int64_t ldy, int64_t row_begin, int64_t row_end) {
+    if (m == 1 && amd_one_row && k * 2 <= EK_HALF_ONE_ROW_BYTES) {
+        if (bf16) EK_ROWS_NAME(stream_rows)(2, true, false, w, k, x, y, row_begin, row_end);
+        else EK_ROWS_NAME(stream_rows)(1, true, false, w, k, x, y, row_begin, row_end);
+        return;
+    }
 #if defined(EK_ROWS_512)
-    if (m == 1) {
+    const bool streams = m == 1;
+#else /* longer rows: half_rows' four side by side, as measured on Zen 3 (the four-row stream unmeasured there) */
+    const bool streams = m == 1 && k * 2 <= EK_HALF_ONE_ROW_BYTES;
+#endif
+    if (streams) {
         const bool ahead = k * 2 <= EK_HALF_AHEAD_ROW_BYTES;
         if (bf16) EK_ROWS_NAME(stream_rows)(2, false, ahead, w, k, x, y, row_begin, row_end);
         else EK_ROWS_NAME(stream_rows)(1, false, ahead, w, k, x, y, row_begin, row_end);
         return;
     }
-#else
-    if (m == 1 && k * 2 <= EK_HALF_ONE_ROW_BYTES) { /* a row at a time (float_row), as fp32 on AVX2 builds */
-        if (bf16) EK_ROWS_NAME(stream_rows)(2, true, false, w, k, x, y, row_begin, row_end);
-        else EK_ROWS_NAME(stream_rows)(1, true, false, w, k, x, y, row_begin, row_end);
-        return;
-    }
-#endif
     if (m <= 2) {
         if (bf16) EK_ROWS_NAME(half_decode)(true, w, k, x, m, y, ldy, row_begin, row_end);
         else EK_ROWS_NAME(half_decode)(false, w, k, x, m, y, ldy, row_begin, row_end);
@@ -890,11 +901,24 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
     }
 }
 
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w, int64_t k, const float *x, int64_t m,
+                                                   float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
+    EK_ROWS_NAME(gemm_half_body)(false, bf16, w, k, x, m, y, ldy, row_begin, row_end);
+}
+#if !defined(EK_ROWS_512)
+EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half_amd)(bool bf16, const uint16_t *w, int64_t k, const float *x,
+                                                       int64_t m, float *y, int64_t ldy, int64_t row_begin,
+                                                       int64_t row_end) {
+    EK_ROWS_NAME(gemm_half_body)(true, bf16, w, k, x, m, y, ldy, row_begin, row_end);
+}
+#endif
+
 #undef EK_F32_TILES
 #undef EK_F32_BLOCK
 #undef EK_F32_CHUNK
 #undef EK_F32_FETCH_AHEAD
 #undef EK_HALF_ONE_ROW_BYTES
+#undef EK_HALF_AHEAD_ROW_BYTES
 #undef EK_F32_PANEL_BYTES
 #undef EK_F32_CASE
 #undef EK_F32_VEC
@@ -921,8 +945,10 @@ const ek_row_kernels EK_ROWS_TABLE = {
     .quantize_q8_k = EK_ROWS_NAME(quantize_q8_k),
     .half = EK_ROWS_NAME(gemm_half),
     .f32 = EK_ROWS_NAME(gemm_f32),
-#if defined(EK_ROWS_512)
     .f32_one_row = EK_ROWS_NAME(gemm_f32_one_row),
+#if !defined(EK_ROWS_512)
+    .half_amd = EK_ROWS_NAME(gemm_half_amd),
+#else
     .decode_amd = {EK_ROWS_FORMAT_ENTRIES(EK_ROWS_AMD_NAME)},
 #endif
 };

@@ -10,6 +10,8 @@
  *     the scalar ones within the fp32 accumulation bound, over odd row ranges and 1–6 activation rows;
  *   - the fp32-weight GEMM (ek_gemm_f32: dot-product tiles, and the packed outer products from 40 rows) agrees
  *     with the in-order loop — under ASan, its packing reads and panel memory are checked too;
+ *   - the fp32 and fp16/bf16 decode forms the entry points take only on AMD cores (x86: the kernel tables'
+ *     f32_one_row and half_amd, called directly) agree with the scalar loop too, whatever CPU runs the check;
  *   - row-scaled Q8_0 (one scale per weight row and per activation row, EK_PACKED_Q8_ROW_SCALES): the activations
  *     (with and without column scales) equal the oracle's byte for byte, and the product summed over all of K equals
  *     the per-block oracle's — bit for bit on integer-exact inputs — or falls back to it when the activations are
@@ -23,6 +25,7 @@
 #include "ek_quant.h"
 #include "ek_rows.h"
 #include "ek_interleaved.h"
+#include "rows_impl.h"
 
 static uint64_t state = 0x5eed;
 static uint64_t next_random(void) {
@@ -278,6 +281,43 @@ static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
     free(w); free(x); free(got); free(want);
 }
 
+/* The row kernels' AMD-only decode forms on `isa` (x86 tables: f32_one_row, half_amd) against the scalar loops, one
+   activation row, rows [first, end): the entry points choose them by vendor, so without this a check on an Intel
+   machine would never run them (nor the Intel forms on AMD, which the entry points cover there). */
+static void run_vendor_forms(ek_isa isa, int n, int k, int first, int end) {
+#if defined(__x86_64__)
+    const ek_row_kernels *table = NULL;
+    if (isa == EK_ISA_AVX2 || isa == EK_ISA_AVX2_PLAIN) table = &ek_row_kernels_avx2;
+    if (isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI) table = &ek_row_kernels_avx512;
+    if (table == NULL) return;
+    float *w = malloc((size_t)n * k * sizeof(float)), *x = malloc((size_t)k * sizeof(float));
+    uint16_t *half = malloc((size_t)n * k * sizeof(uint16_t));
+    float *got = calloc((size_t)n, sizeof(float)), *want = calloc((size_t)n, sizeof(float));
+    for (int i = 0; i < n * k; i++) w[i] = uniform(1);
+    for (int i = 0; i < k; i++) x[i] = uniform(1);
+    if (table->f32_one_row != NULL) {
+        table->f32_one_row(w, k, x, 1, got, n, first, end);
+        ek_gemm_f32_scalar(w, k, x, 1, want, n, first, end);
+        check_float_product(1, "f32 (AMD form)", got, want, 1, n, k, first, end);
+    }
+    for (int bf16 = 0; bf16 < 2 && table->half_amd != NULL; bf16++) {
+        for (int i = 0; i < n * k; i++) {
+            uint32_t bits;
+            memcpy(&bits, &w[i], sizeof bits);
+            half[i] = bf16 ? (uint16_t)(bits >> 16) : ek_fp32_to_fp16(w[i]);
+        }
+        memset(got, 0, (size_t)n * sizeof(float));
+        memset(want, 0, (size_t)n * sizeof(float));
+        table->half_amd(bf16, half, k, x, 1, got, n, first, end);
+        ek_gemm_half_scalar(bf16, half, k, x, 1, want, n, first, end);
+        check_float_product(1, bf16 ? "bf16 (AMD form)" : "f16 (AMD form)", got, want, 1, n, k, first, end);
+    }
+    free(w); free(x); free(half); free(got); free(want);
+#else
+    (void)isa; (void)n; (void)k; (void)first; (void)end;
+#endif
+}
+
 int main(int argc, char **argv) {
     ek_isa isa;
     if (argc < 2 || ek_isa_parse(argv[1], &isa) != EK_OK) {
@@ -365,6 +405,12 @@ int main(int argc, char **argv) {
     for (size_t s = 0; s < sizeof f32_shapes / sizeof f32_shapes[0]; s++) {
         const int *f = f32_shapes[s];
         run_f32(isa, f[0], f[1], f[2], f[3], f[4]);
+    }
+    /* short rows (one at a time on AMD), rows over the AVX2 build's 3 KB fp16 limit and over AVX-512's 8 KB fp32 one */
+    static const int vendor_shapes[][4] = {{9, 77, 0, 9}, {10, 576, 1, 9}, {6, 1600, 0, 6}, {5, 2051, 1, 5}};
+    for (size_t s = 0; s < sizeof vendor_shapes / sizeof vendor_shapes[0]; s++) {
+        const int *v = vendor_shapes[s];
+        run_vendor_forms(isa, v[0], v[1], v[2], v[3]);
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
