@@ -66,28 +66,39 @@ static void gather_lanes(const uint8_t *src, size_t count, uint8_t *dst, int r) 
     for (size_t q = 0; q < count / 4; q++) memcpy(dst + 4 * q, src + 32 * q + 4 * r, 4);
 }
 
+/* Eight five-bit values x_0 … x_7 as five bytes, and back: x_0 … x_4 in bits 0–4 of bytes 0 … 4; x_5's bits 0–2 and
+   x_6's and x_7's likewise in bits 5–7 of bytes 0, 2 and 4; the top two bits of x_5 in bits 5–6 of byte 1, of x_6 in
+   bits 5–6 of byte 3; bit 3 of x_7 in bit 7 of byte 1, bit 4 in bit 7 of byte 3. Byte c of a lane is register c of
+   five, so five of the eight value registers are one AND and the others a few shifts (x86_interleaved_body.h,
+   q5_values), where nibbles and a register of fifth bits took three instructions more for each. */
+static void pack_five_bit_values(const uint8_t x[8], uint8_t out[5]) {
+    for (int c = 0; c < 5; c++) out[c] = x[c];
+    out[0] |= (uint8_t)((x[5] & 7) << 5);
+    out[1] |= (uint8_t)((x[5] >> 3) << 5 | (x[7] >> 3 & 1) << 7);
+    out[2] |= (uint8_t)((x[6] & 7) << 5);
+    out[3] |= (uint8_t)((x[6] >> 3) << 5 | (x[7] >> 4) << 7);
+    out[4] |= (uint8_t)((x[7] & 7) << 5);
+}
+
+static void unpack_five_bit_values(const uint8_t in[5], uint8_t x[8]) {
+    for (int c = 0; c < 5; c++) x[c] = in[c] & 31;
+    x[5] = (uint8_t)(in[0] >> 5 | (in[1] >> 5 & 3) << 3);
+    x[6] = (uint8_t)(in[2] >> 5 | (in[3] >> 5 & 3) << 3);
+    x[7] = (uint8_t)(in[4] >> 5 | (in[1] >> 7) << 3 | (in[3] >> 7) << 4);
+}
+
 /* Q5_x's 32 five-bit values of a row's block (element e: the nibble of qs[e % 16], low for e < 16, and bit e of
-   qh) ⇄ lane r of five registers. Byte t of the lane holds, for register v (0…7) of the tiles (elements 4v + t),
-   value x_v as: x_0 … x_4 in bits 0–4 of registers 0 … 4; x_5's bits 0–2 and x_6's and x_7's likewise in bits 5–7
-   of registers 0, 2 and 4; the top two bits of x_5 in bits 5–6 of register 1, of x_6 in bits 5–6 of register 3; bit
-   3 of x_7 in bit 7 of register 1, bit 4 in bit 7 of register 3. So five of the eight value registers are one AND
-   and the others a few shifts (x86_interleaved_body.h), where nibbles and a register of fifth bits took three
-   instructions more for each. */
+   qh) ⇄ lane r of five registers: byte t of the lane packs, for register v (0…7) of the tiles (elements 4v + t),
+   value x_v (pack_five_bit_values). */
 static void encode_q5_values(const uint8_t qs[16], const uint8_t qh[4], uint8_t *dst, int r) {
     const uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     for (int t = 0; t < 4; t++) {
-        uint8_t x[8];
+        uint8_t x[8], out[5];
         for (int v = 0; v < 8; v++) {
             const int e = 4 * v + t;
             x[v] = (uint8_t)((e < 16 ? qs[e] & 15 : qs[e - 16] >> 4) | ((bits >> e) & 1) << 4);
         }
-        uint8_t out[5];
-        for (int c = 0; c < 5; c++) out[c] = x[c];
-        out[0] |= (uint8_t)((x[5] & 7) << 5);
-        out[1] |= (uint8_t)((x[5] >> 3) << 5 | (x[7] >> 3 & 1) << 7);
-        out[2] |= (uint8_t)((x[6] & 7) << 5);
-        out[3] |= (uint8_t)((x[6] >> 3) << 5 | (x[7] >> 4) << 7);
-        out[4] |= (uint8_t)((x[7] & 7) << 5);
+        pack_five_bit_values(x, out);
         for (int c = 0; c < 5; c++) dst[32 * c + 4 * r + t] = out[c];
     }
 }
@@ -98,10 +109,7 @@ static void decode_q5_values(const uint8_t *src, uint8_t qs[16], uint8_t qh[4], 
     for (int t = 0; t < 4; t++) {
         uint8_t in[5], x[8];
         for (int c = 0; c < 5; c++) in[c] = src[32 * c + 4 * r + t];
-        for (int c = 0; c < 5; c++) x[c] = in[c] & 31;
-        x[5] = (uint8_t)(in[0] >> 5 | (in[1] >> 5 & 3) << 3);
-        x[6] = (uint8_t)(in[2] >> 5 | (in[3] >> 5 & 3) << 3);
-        x[7] = (uint8_t)(in[4] >> 5 | (in[1] >> 7) << 3 | (in[3] >> 7) << 4);
+        unpack_five_bit_values(in, x);
         for (int v = 0; v < 8; v++) {
             const int e = 4 * v + t;
             if (e < 16) qs[e] = (uint8_t)((qs[e] & 0xf0) | (x[v] & 15));
@@ -110,6 +118,37 @@ static void decode_q5_values(const uint8_t *src, uint8_t qs[16], uint8_t qh[4], 
         }
     }
     for (int i = 0; i < 4; i++) qh[i] = (uint8_t)(bits >> (8 * i));
+}
+
+/* Q5_K's 256 five-bit values of a row's block (element 32s + i: the nibble of qs[32·(s / 2) + i], low for even s, and
+   bit s of qh[i]) ⇄ lane r of 40 registers: for each g (0…7) five registers at 160·g, byte t of the lane packing
+   x_s = element 32s + 4g + t for the eight sub-blocks s (pack_five_bit_values) — the eight value registers of a g
+   from five, as Q5_0's from its block's five. */
+static void encode_q5_k_values(const uint8_t qs[128], const uint8_t qh[32], uint8_t *dst, int r) {
+    for (int g = 0; g < 8; g++) {
+        for (int t = 0; t < 4; t++) {
+            const int i = 4 * g + t;
+            uint8_t x[8], out[5];
+            for (int s = 0; s < 8; s++)
+                x[s] = (uint8_t)((qs[32 * (s / 2) + i] >> (4 * (s % 2)) & 15) | ((qh[i] >> s) & 1) << 4);
+            pack_five_bit_values(x, out);
+            for (int c = 0; c < 5; c++) dst[160 * g + 32 * c + 4 * r + t] = out[c];
+        }
+    }
+}
+
+static void decode_q5_k_values(const uint8_t *src, uint8_t qs[128], uint8_t qh[32], int r) {
+    for (int g = 0; g < 8; g++) {
+        for (int t = 0; t < 4; t++) {
+            const int i = 4 * g + t;
+            uint8_t in[5], x[8];
+            for (int c = 0; c < 5; c++) in[c] = src[160 * g + 32 * c + 4 * r + t];
+            unpack_five_bit_values(in, x);
+            qh[i] = 0;
+            for (int s = 0; s < 4; s++) qs[32 * s + i] = (uint8_t)((x[2 * s] & 15) | (x[2 * s + 1] & 15) << 4);
+            for (int s = 0; s < 8; s++) qh[i] |= (uint8_t)((x[s] >> 4) << s);
+        }
+    }
 }
 
 /* The 12-byte 6-bit scales and minimums of Q4_K/Q5_K from their values (the inverse of ek_k4_scale_min). */
@@ -216,8 +255,8 @@ static void put_block(ek_format format, const uint8_t *src, uint8_t *gb, int r) 
             gb[EK_IL_K_SCALES + 8 * s + r] = scale;
             gb[EK_IL_K_MINS + 16 * (s / 2) + 2 * r + s % 2] = min;
         }
-        if (five) spread_lanes(((const ek_block_q5_k *)src)->qh, 32, gb + EK_IL_Q5_K_HIGH, r);
-        spread_lanes(qs, 128, gb + (five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS), r);
+        if (five) encode_q5_k_values(qs, ((const ek_block_q5_k *)src)->qh, gb + EK_IL_Q5_K_VALUES, r);
+        else spread_lanes(qs, 128, gb + EK_IL_Q4_K_QUANTS, r);
         break;
     }
     case EK_FORMAT_Q6_K: {
@@ -287,9 +326,8 @@ static void get_block(ek_format format, const uint8_t *gb, int r, uint8_t *dst) 
         memcpy(dst, gb + 2 * r, 2);
         memcpy(dst + 2, gb + EK_IL_K_DMIN + 2 * r, 2);
         encode_k4_scales(scale, min, five ? ((ek_block_q5_k *)dst)->scales : ((ek_block_q4_k *)dst)->scales);
-        if (five) gather_lanes(gb + EK_IL_Q5_K_HIGH, 32, ((ek_block_q5_k *)dst)->qh, r);
-        gather_lanes(gb + (five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS), 128,
-                     five ? ((ek_block_q5_k *)dst)->qs : ((ek_block_q4_k *)dst)->qs, r);
+        if (five) decode_q5_k_values(gb + EK_IL_Q5_K_VALUES, ((ek_block_q5_k *)dst)->qs, ((ek_block_q5_k *)dst)->qh, r);
+        else gather_lanes(gb + EK_IL_Q4_K_QUANTS, 128, ((ek_block_q4_k *)dst)->qs, r);
         break;
     }
     case EK_FORMAT_Q6_K: {

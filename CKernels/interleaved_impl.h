@@ -23,14 +23,15 @@
 #define EK_IL_Q5_1_QUANTS 32
 #define EK_IL_IQ4_NL_QUANTS 16
 
-/* Q4_K / Q5_K: d[8] at 0, dmin[8] at 16, scales[s][r] at 32, minimums[p][r][i] at 96, Q5_K's qh at 160. */
+/* Q4_K / Q5_K: d[8] at 0, dmin[8] at 16, scales[s][r] at 32, minimums[p][r][i] at 96, then Q4_K's nibbles (register
+   8p + g: sub-blocks 2p and 2p + 1, elements 4g …) or Q5_K's 5-bit values re-coded (interleave.c, encode_q5_k_values:
+   five registers per g for the eight sub-blocks' elements 4g …) — GGUF's 144 or 176 bytes per row, nothing added. */
 #define EK_IL_K_DMIN 16
 #define EK_IL_K_SCALES 32
 #define EK_IL_K_MINS 96
 #define EK_IL_Q4_K_QUANTS 160
 #define EK_IL_Q4_K_BYTES 1184
-#define EK_IL_Q5_K_HIGH 160
-#define EK_IL_Q5_K_QUANTS 416
+#define EK_IL_Q5_K_VALUES 160
 #define EK_IL_Q5_K_BYTES 1440
 
 /* Q6_K: d[8] at 0, scales[pair p][r][2] (int8, sub-blocks 2p and 2p + 1) at 16, then the quants in GGUF's 192 bytes

@@ -76,21 +76,6 @@ EK_IL_TARGET EK_IL_INLINE __m256 EK_IL_NAME(halves)(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* Bit v of every byte of `bits` moved to bit 4 (0x10), the rest cleared. */
-EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16)(__m256i bits, const int v) {
-    const __m256i bit = _mm256_set1_epi8(0x10);
-    switch (v) {
-    case 0: return _mm256_and_si256(_mm256_slli_epi16(bits, 4), bit);
-    case 1: return _mm256_and_si256(_mm256_slli_epi16(bits, 3), bit);
-    case 2: return _mm256_and_si256(_mm256_slli_epi16(bits, 2), bit);
-    case 3: return _mm256_and_si256(_mm256_slli_epi16(bits, 1), bit);
-    case 4: return _mm256_and_si256(bits, bit);
-    case 5: return _mm256_and_si256(_mm256_srli_epi16(bits, 1), bit);
-    case 6: return _mm256_and_si256(_mm256_srli_epi16(bits, 2), bit);
-    default: return _mm256_and_si256(_mm256_srli_epi16(bits, 3), bit);
-    }
-}
-
 /* Rows × activation tiles: every kernel is a tile function over one group (eight rows) and `tile` (1…4, a constant
    after inlining) activation rows, writing eight fp32 lanes per activation row; the driver masks the stores to
    [row_begin, row_end). With `decoded` (a constant) the tile reads a decoded copy of the group-blocks (below)
@@ -254,13 +239,6 @@ EK_IL_TARGET static uint8_t *EK_IL_NAME(offset_activations)(const void *act, int
         }                                                                                                           \
         free(unsigned_act);                                                                                         \
     }
-
-/* The same for a bit number known only at run time (`shift` = v, as a shift count): two shifts and a mask, where
-   bit_to_16 with a variable v would be a jump table (the AVX-512 Q5_K GEMM's sub-block loop is not unrolled; where
-   it is, k45_values sees a constant and takes bit_to_16). */
-EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(bit_to_16_at)(__m256i bits, __m128i shift) {
-    return _mm256_and_si256(_mm256_slli_epi16(_mm256_srl_epi16(bits, shift), 4), _mm256_set1_epi8(0x10));
-}
 
 /* ------------------------------------------------------ per-32 formats -- */
 
@@ -465,27 +443,35 @@ EK_IL_DRIVER(gemm_iq4_nl)
 
 /* -------------------------------------------------- per-256 formats --- */
 
-/* Q4_K and Q5_K: per sub-block s (32 elements, registers 8·(s/2) … + 7, low nibbles for even s, high for odd),
-   Σ u·a in int16 (eight registers for 4 bits: ≤ 8·2·15·127; four for 5 bits), × the rows' 6-bit scales by
-   VPMADDWD; the minimums' Σ min·Σa per pair of sub-blocks from the activations' sums of 16. One sub-block, `five`
-   a constant after inlining and `odd` too where the caller unrolls the pairs: with the parity a run-time value
-   Q4_K's decode GEMV branched on it for every register (12 % of its samples on one test-and-branch; unrolled
-   +4-5 %), and AVX2's Q5_K GEMM ran 1.5× sgemm against 1.7-1.8×. Q5_K over packed blocks (the decode GEMV, a GEMM of
-   a few rows) unrolls all eight sub-blocks, so that each register's fifth bit costs one shift and a mask, not the
-   variable count's three instructions: one Emerald Rapids core, 16384×8192 from L2 1.44× faster (medians of 10
-   alternating rounds, AVX-512 and AVX2), out of memory 1.11×; two threads 0.72 → 0.79 (AVX-512) and 0.84 → 0.89
-   (avx2-novnni) of the measured read bandwidth. */
+/* Q4_K and Q5_K: per sub-block s (32 elements: Q4_K's registers 8·(s/2) … + 7, low nibbles for even s, high for
+   odd; Q5_K's value register s of each g's five), Σ u·a in int16 (eight registers for 4 bits: ≤ 8·2·15·127; four
+   for 5 bits), × the rows' 6-bit scales by VPMADDWD; the minimums' Σ min·Σa per pair of sub-blocks from the
+   activations' sums of 16. One sub-block, `five` a constant after inlining and `odd` and `s` too where the caller
+   unrolls the pairs: with the parity a run-time value Q4_K's decode GEMV branched on it for every register (12 % of
+   its samples on one test-and-branch; unrolled +4-5 %), and AVX2's Q5_K GEMM ran 1.5× sgemm against 1.7-1.8×. */
+/* Value register s of Q5_K's five re-coded registers for g at `q` (interleave.c, encode_q5_k_values): as q5_values'
+   register s alone, `s` a constant where the callers unroll (the AVX-512 build's rolled GEMM passes it at run time). */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_value)(const uint8_t *q, const int s) {
+#define EK_IL_RAW(c) _mm256_loadu_si256((const __m256i *)(q + 32 * (c)))
+#define EK_IL_FIELD(x, shift, mask) _mm256_and_si256(_mm256_srli_epi16(x, shift), _mm256_set1_epi8(mask))
+    switch (s) {
+    case 5: return _mm256_or_si256(EK_IL_FIELD(EK_IL_RAW(0), 5, 0x07), EK_IL_FIELD(EK_IL_RAW(1), 2, 0x18));
+    case 6: return _mm256_or_si256(EK_IL_FIELD(EK_IL_RAW(2), 5, 0x07), EK_IL_FIELD(EK_IL_RAW(3), 2, 0x18));
+    case 7:
+        return _mm256_or_si256(_mm256_or_si256(EK_IL_FIELD(EK_IL_RAW(4), 5, 0x07), EK_IL_FIELD(EK_IL_RAW(1), 4, 0x08)),
+                               EK_IL_FIELD(EK_IL_RAW(3), 3, 0x10));
+    default: return _mm256_and_si256(EK_IL_RAW(s), _mm256_set1_epi8(0x1f));
+    }
+#undef EK_IL_RAW
+#undef EK_IL_FIELD
+}
+
 /* The unsigned values of register g of sub-block s (odd = s % 2) of a packed Q4_K/Q5_K group-block. */
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_values)(const int five, const int odd, const uint8_t *gb, size_t quants,
                                                         const int s, const int g) {
+    if (five) return EK_IL_NAME(q5_value)(gb + EK_IL_Q5_K_VALUES + 160 * g, s);
     __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + quants + 32 * (8 * (s / 2) + g)));
-    __m256i u = _mm256_and_si256(odd ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
-    if (five) {
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));
-        u = _mm256_or_si256(u, __builtin_constant_p(s) ? EK_IL_NAME(bit_to_16)(qh, s)
-                                                       : EK_IL_NAME(bit_to_16_at)(qh, _mm_cvtsi32_si128(s)));
-    }
-    return u;
+    return _mm256_and_si256(odd ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0f));
 }
 
 /* A decoded K-quant group-block: the header (d, dmin, scales, minimums: 160 bytes; Q6_K's own, below), then the
@@ -510,36 +496,43 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(k45_sub_block)(const int five, const i
     }
 }
 
-/* One activation row over a packed Q4_K/Q5_K block (the decode GEMV): sub-blocks s and s + 1 (even s) together, so
-   each register of nibbles — and Q5_K's high-bit register — is loaded once for both, and the two sums are two
-   independent chains. One Emerald Rapids core, 512×2048 warm, best of 30 (avx2): Q4_K 30.6 → 36.0 GB/s; 16384×8192
-   from memory, medians of six alternating rounds, share of the read loop: one thread 0.78 → 0.86, two 0.72 → 0.77;
-   `ember bench kernels` (copies over 256 MiB, before it sized them by the L3), five alternating runs of each
-   binary, medians: Q4_K 0.81 → 0.83, Q5_K 0.76 → 0.79 (Q5_K warm unchanged: its fifth bits, not the loads, bound
-   it). The same integer sums, so the results are bit for bit
-   the sub-block-at-a-time ones. */
-EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_pair_one_row)(const int five, const uint8_t *gb, size_t quants,
-                                                              const int s, const int8_t *aq, __m256i sums) {
+/* One activation row over a packed Q4_K block (the decode GEMV): sub-blocks s and s + 1 (even s) together, so each
+   register of nibbles is loaded once for both, and the two sums are two independent chains. One Emerald Rapids
+   core, 512×2048 warm, best of 30 (avx2): Q4_K 30.6 → 36.0 GB/s; 16384×8192 from memory, medians of six alternating
+   rounds, share of the read loop: one thread 0.78 → 0.86, two 0.72 → 0.77. The same integer sums, so the results
+   are bit for bit the sub-block-at-a-time ones. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k4_pair_one_row)(const uint8_t *gb, const int s, const int8_t *aq,
+                                                             __m256i sums) {
     const __m256i low_mask = _mm256_set1_epi8(0x0f);
-    const __m256i scale_even = EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * s);
-    const __m256i scale_odd = EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * (s + 1));
-    /* four-bit values: eight registers per int16 sum; five-bit: four */
-    for (int g0 = 0; g0 < 8; g0 += five ? 4 : 8) {
-        __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
-        for (int g = g0; g < g0 + (five ? 4 : 8); g++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + quants + 32 * (8 * (s / 2) + g)));
-            __m256i low = _mm256_and_si256(raw, low_mask), high = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);
-            if (five) {
-                const __m256i bits = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q5_K_HIGH + 32 * g));
-                low = _mm256_or_si256(low, EK_IL_NAME(bit_to_16)(bits, s));
-                high = _mm256_or_si256(high, EK_IL_NAME(bit_to_16)(bits, s + 1));
-            }
-            even = _mm256_add_epi16(even, _mm256_maddubs_epi16(low, EK_IL_NAME(broadcast4)(aq + 32 * s + 4 * g)));
-            odd = _mm256_add_epi16(odd, _mm256_maddubs_epi16(high, EK_IL_NAME(broadcast4)(aq + 32 * (s + 1) + 4 * g)));
-        }
-        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(even, scale_even));
-        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(odd, scale_odd));
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+    for (int g = 0; g < 8; g++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(gb + EK_IL_Q4_K_QUANTS + 32 * (8 * (s / 2) + g)));
+        const __m256i low = _mm256_and_si256(raw, low_mask), high = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_mask);
+        even = _mm256_add_epi16(even, _mm256_maddubs_epi16(low, EK_IL_NAME(broadcast4)(aq + 32 * s + 4 * g)));
+        odd = _mm256_add_epi16(odd, _mm256_maddubs_epi16(high, EK_IL_NAME(broadcast4)(aq + 32 * (s + 1) + 4 * g)));
     }
+    sums = _mm256_add_epi32(sums, _mm256_madd_epi16(even, EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * s)));
+    return _mm256_add_epi32(sums, _mm256_madd_epi16(odd, EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * (s + 1))));
+}
+
+/* One activation row over half a packed Q5_K block (the decode GEMV): g0 … g0 + 3 (four registers a sum keep the
+   int16 pair sums of 5-bit values below 2¹⁵), each g's eight value registers — one per sub-block — from its five
+   re-coded ones (q5_values), eight sums side by side. Where a pair of sub-blocks took a register of nibbles and one
+   of fifth bits, merged by shifts and ORs into two value registers, this takes 23 instructions for eight. The same
+   integer sums, so the results are bit for bit the former layout's. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_k_half_one_row)(const uint8_t *gb, size_t bytes, const int g0,
+                                                               const int8_t *aq, __m256i sums) {
+    __m256i part[8];
+    for (int s = 0; s < 8; s++) part[s] = _mm256_setzero_si256();
+    for (int g = g0; g < g0 + 4; g++) {
+        if (g % 2 == 0) ek_prefetch_ahead_part(gb, bytes, g / 2, 4);
+        __m256i u[8];
+        EK_IL_NAME(q5_values)(gb + EK_IL_Q5_K_VALUES + 160 * g, u);
+        for (int s = 0; s < 8; s++)
+            part[s] = _mm256_add_epi16(part[s], _mm256_maddubs_epi16(u[s], EK_IL_NAME(broadcast4)(aq + 32 * s + 4 * g)));
+    }
+    for (int s = 0; s < 8; s++)
+        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(part[s], EK_IL_NAME(scale_pairs_u8)(gb + EK_IL_K_SCALES + 8 * s)));
     return sums;
 }
 
@@ -552,7 +545,13 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_pair_one_row)(const int five, c
     static const bool EK_IL_NAME(name##_decodes) = five || EK_IL_TILE <= 4;                                         \
     EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(name##_decode)(const uint8_t *gb, uint8_t *out) {                     \
         memcpy(out, gb, EK_IL_Q4_K_QUANTS);                                                                         \
-        for (int s = 0; s < 8; s += 2) {                                                                            \
+        for (int g = 0; g < 8 && five; g++) {                                                                       \
+            __m256i u[8];                                                                                           \
+            EK_IL_NAME(q5_values)(gb + EK_IL_Q5_K_VALUES + 160 * g, u);                                             \
+            for (int s = 0; s < 8; s++)                                                                             \
+                _mm256_store_si256((__m256i *)(out + EK_IL_K_DECODED_HEADER + 32 * (8 * s + g)), u[s]);             \
+        }                                                                                                           \
+        for (int s = 0; s < 8 && !five; s += 2) {                                                                   \
             for (int g = 0; g < 8; g++) {                                                                           \
                 _mm256_store_si256((__m256i *)(out + EK_IL_K_DECODED_HEADER + 32 * (8 * s + g)),                    \
                                    EK_IL_NAME(k45_values)(five, 0, gb, quants, s, g));                              \
@@ -573,16 +572,19 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_pair_one_row)(const int five, c
                 aq[t] = ((const ek_block_q8_k *)(act + (size_t)t * act_row_bytes) + b)->qs;                         \
                 sums[t] = _mm256_setzero_si256();                                                                   \
             }                                                                                                       \
-            if (tile == 1 && !decoded) { /* the decode GEMV: a pair of sub-blocks at a time */                    \
+            if (tile == 1 && !decoded && five) { /* the decode GEMV: half a block at a time */                     \
+                sums[0] = EK_IL_NAME(q5_k_half_one_row)(gb, bytes, 0, aq[0], sums[0]);                              \
+                sums[0] = EK_IL_NAME(q5_k_half_one_row)(gb, bytes, 4, aq[0], sums[0]);                              \
+            } else if (tile == 1 && !decoded) { /* the decode GEMV: a pair of sub-blocks at a time */              \
                 _Pragma("clang loop unroll(full)")                                                                  \
                 for (int s = 0; s < 8; s += 2) {                                                                    \
                     ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                                    \
-                    sums[0] = EK_IL_NAME(k45_pair_one_row)(five, gb, quants, s, aq[0], sums[0]);                    \
+                    sums[0] = EK_IL_NAME(k4_pair_one_row)(gb, s, aq[0], sums[0]);                                   \
                 }                                                                                                   \
             } else if (five && EK_IL_TILE > 4 && tile > 1) { /* AVX-512 Q5_K GEMM: faster rolled (2.1 vs 1.95× sgemm) */ \
                 if (!decoded) ek_prefetch_ahead(gb, bytes); /* unmeasured in parts on AVX-512: one burst */         \
                 for (int s = 0; s < 8; s++) EK_IL_NAME(k45_sub_block)(five, s % 2, tile, decoded, gb, quants, s, aq, sums);\
-            } else if (five && !decoded) { /* sub-blocks as constants: bit_to_16 (k45_values) */    \
+            } else if (five && !decoded) { /* sub-blocks as constants (q5_value) */                 \
                 _Pragma("clang loop unroll(full)")                                                                  \
                 for (int s = 0; s < 8; s += 2) {                                                                    \
                     ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                                    \
@@ -618,7 +620,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_pair_one_row)(const int five, c
     }                                                                                                               \
     EK_IL_DRIVER_DECODING(name)
 EK_IL_K45(gemm_q4_k, 0, EK_IL_Q4_K_BYTES, EK_IL_Q4_K_QUANTS)
-EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_QUANTS)
+EK_IL_K45(gemm_q5_k, 1, EK_IL_Q5_K_BYTES, EK_IL_Q5_K_VALUES)
 
 /* Q6_K: unsigned u = q + 32 (0…63), re-coded at load (interleaved_impl.h); per sub-block of 16 (four registers), Σ u·a
    of two registers at a time in int16 (≤ 2·2·63·127 < 2¹⁵), × the rows' signed scales by VPMADDWD (VPDPWSSD with

@@ -71,11 +71,6 @@ EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_merge_bits)(__m512i low, __m51
     return _mm512_ternarylogic_epi32(low, bits, _mm512_set1_epi8(mask), 0xF8);
 }
 
-/* Bit v (a constant after inlining) of every byte of `bits` moved to bit 4; the other bits are the mask's to clear. */
-EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_bit_to_4)(__m512i bits, const int v) {
-    return v < 4 ? _mm512_slli_epi16(bits, 4 - v) : _mm512_srli_epi16(bits, v - 4);
-}
-
 /* The IQ4 table's signed values moved to unsigned, v + 128 (a byte's top bit flipped), in every 128-bit lane:
    VPDPBUSD takes them as they are, and the 128·Σa they add comes off the sum. */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_iq4_table)(void) {
@@ -329,23 +324,39 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_end)(const uint8_t *gb, siz
    one accumulator for both parts and fp32 sub-block sums measured 0.35 % off its perplexity on a file whose
    ffn_down is Q4_K (16.0946 vs 16.1504; now 16.1599). The greedy tokens of a quantized model follow such roundings:
    see docs/KERNELS.md. The unsigned values of register g of sub-block
-   s (its parity picks the nibble; Q5_K's fifth bit is bit s of high-bit register g) of a pair of group-blocks: */
+   s (Q4_K: its parity picks the nibble; Q5_K: value register s of g's five re-coded ones, `s` a constant) of a pair
+   of group-blocks: */
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_values)(const int five, const uint8_t *gb, size_t group_bytes,
                                                               const int s, const int g) {
-    const size_t quants = five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS;
-    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * (8 * (s / 2) + g));
-    const __m512i low = EK_IL_NAME(wide_nibbles)(raw, s % 2);
-    if (!five) return low;
-    const __m512i high = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q5_K_HIGH + 32 * g);
-    return EK_IL_NAME(wide_merge_bits)(low, EK_IL_NAME(wide_bit_to_4)(high, s), 0x10);
+    if (five) {
+        const size_t q = EK_IL_Q5_K_VALUES + 160 * g;
+#define EK_IL_RAW(c) EK_IL_NAME(wide_load)(gb, group_bytes, q + 32 * (c))
+#define EK_IL_LOW3(c) _mm512_and_si512(_mm512_srli_epi16(EK_IL_RAW(c), 5), _mm512_set1_epi8(0x07))
+        switch (s) {
+        case 5: return EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(0), _mm512_srli_epi16(EK_IL_RAW(1), 2), 0x18);
+        case 6: return EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(2), _mm512_srli_epi16(EK_IL_RAW(3), 2), 0x18);
+        case 7:
+            return EK_IL_NAME(wide_merge_bits)(EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(4), _mm512_srli_epi16(EK_IL_RAW(1), 4), 0x08),
+                                               _mm512_srli_epi16(EK_IL_RAW(3), 3), 0x10);
+        default: return _mm512_and_si512(EK_IL_RAW(s), _mm512_set1_epi8(0x1f));
+        }
+#undef EK_IL_RAW
+#undef EK_IL_LOW3
+    }
+    const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q4_K_QUANTS + 32 * (8 * (s / 2) + g));
+    return EK_IL_NAME(wide_nibbles)(raw, s % 2);
 }
 
-/* Decoded: register 8s + g of a block at values + 64·(8s + g). */
+/* Decoded: register 8s + g of a block at values + 64·(8s + g) (Q5_K: each g's eight from its five, wide_q5_values). */
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_decode)(const int five, const uint8_t *gb, size_t group_bytes,
                                                            uint8_t *values) {
-    for (int s = 0; s < 8; s++)
-        for (int g = 0; g < 8; g++)
-            _mm512_store_si512((__m512i *)(values + 64 * (8 * s + g)), EK_IL_NAME(wide_k45_values)(five, gb, group_bytes, s, g));
+    for (int g = 0; g < 8; g++) {
+        __m512i u[8];
+        if (five) EK_IL_NAME(wide_q5_values)(gb, group_bytes, EK_IL_Q5_K_VALUES + 160 * g, 0, u);
+        else
+            for (int s = 0; s < 8; s++) u[s] = EK_IL_NAME(wide_k45_values)(0, gb, group_bytes, s, g);
+        for (int s = 0; s < 8; s++) _mm512_store_si512((__m512i *)(values + 64 * (8 * s + g)), u[s]);
+    }
 }
 
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, const int tile, const int pairs,
@@ -371,30 +382,44 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_sub_block)(const int five, co
         for (int t = 0; t < tile; t++) sums[p][t] = _mm512_add_epi32(sums[p][t], _mm512_mullo_epi32(part[p][t], scale[p]));
 }
 
-/* One activation row over a packed pair (the decode GEMV): sub-blocks s and s + 1 (even s) together, each register of
-   nibbles (and Q5_K's high bits) loaded once for both, two independent VPDPBUSD chains — as the 256-bit
-   k45_pair_one_row, with the same integer sums. One Emerald Rapids core, 512×2048 warm, best of 30: Q4_K 44 → 45
-   GB/s, Q5_K 36.5 → 39; two threads, 16384×8192 from memory (C harness, 1 GiB of copies, medians of four
-   alternating rounds), share of the read loop: Q4_K 0.74 → 0.79, Q5_K level (0.77 → 0.76). */
-EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_pair_one_row)(const int five, const uint8_t *gb, size_t group_bytes,
-                                                                   const int s, const int8_t *aq, __m512i sums) {
-    const size_t quants = five ? EK_IL_Q5_K_QUANTS : EK_IL_Q4_K_QUANTS;
+/* One activation row over a packed Q4_K pair (the decode GEMV): sub-blocks s and s + 1 (even s) together, each
+   register of nibbles loaded once for both, two independent VPDPBUSD chains — as the 256-bit k4_pair_one_row, with
+   the same integer sums. One Emerald Rapids core, 512×2048 warm, best of 30: Q4_K 44 → 45 GB/s; two threads,
+   16384×8192 from memory (C harness, 1 GiB of copies, medians of four alternating rounds), share of the read loop:
+   Q4_K 0.74 → 0.79. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k4_pair_one_row)(const uint8_t *gb, size_t group_bytes, const int s,
+                                                                  const int8_t *aq, __m512i sums) {
     __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
     for (int g = 0; g < 8; g++) {
-        const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * (8 * (s / 2) + g));
-        __m512i low = EK_IL_NAME(wide_nibbles)(raw, 0), high = EK_IL_NAME(wide_nibbles)(raw, 1);
-        if (five) {
-            const __m512i bits = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q5_K_HIGH + 32 * g);
-            low = EK_IL_NAME(wide_merge_bits)(low, EK_IL_NAME(wide_bit_to_4)(bits, s), 0x10);
-            high = EK_IL_NAME(wide_merge_bits)(high, EK_IL_NAME(wide_bit_to_4)(bits, s + 1), 0x10);
-        }
-        even = EK_IL_NAME(wide_dot)(even, low, EK_IL_NAME(wide_broadcast4)(aq + 32 * s + 4 * g), 1);
-        odd = EK_IL_NAME(wide_dot)(odd, high, EK_IL_NAME(wide_broadcast4)(aq + 32 * (s + 1) + 4 * g), 1);
+        const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q4_K_QUANTS + 32 * (8 * (s / 2) + g));
+        even = EK_IL_NAME(wide_dot)(even, EK_IL_NAME(wide_nibbles)(raw, 0), EK_IL_NAME(wide_broadcast4)(aq + 32 * s + 4 * g), 1);
+        odd = EK_IL_NAME(wide_dot)(odd, EK_IL_NAME(wide_nibbles)(raw, 1), EK_IL_NAME(wide_broadcast4)(aq + 32 * (s + 1) + 4 * g), 1);
     }
     const __m512i scale_even = _mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * s));
     const __m512i scale_odd = _mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * (s + 1)));
     sums = _mm512_add_epi32(sums, _mm512_mullo_epi32(even, scale_even));
     return _mm512_add_epi32(sums, _mm512_mullo_epi32(odd, scale_odd));
+}
+
+/* One activation row over a packed Q5_K pair (the decode GEMV): each g's eight value registers (one per sub-block)
+   from its five re-coded ones (wide_q5_values), eight VPDPBUSD chains side by side, each sub-block's sum × its scale
+   at the end — 19 instructions for eight registers where a register of nibbles and one of fifth bits took 14 for
+   two. The same integer sums, so the results are bit for bit the former layout's. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q5_k_one_row)(const uint8_t *gb, size_t group_bytes, size_t bytes,
+                                                               const int8_t *aq, __m512i sums) {
+    __m512i part[8];
+    for (int s = 0; s < 8; s++) part[s] = _mm512_setzero_si512();
+    _Pragma("clang loop unroll(full)")
+    for (int g = 0; g < 8; g++) {
+        if (g % 2 == 0) EK_IL_NAME(wide_prefetch_part)(gb, group_bytes, bytes, g / 2, 4, 1);
+        __m512i u[8];
+        EK_IL_NAME(wide_q5_values)(gb, group_bytes, EK_IL_Q5_K_VALUES + 160 * g, 0, u);
+        for (int s = 0; s < 8; s++)
+            part[s] = EK_IL_NAME(wide_dot)(part[s], u[s], EK_IL_NAME(wide_broadcast4)(aq + 32 * s + 4 * g), 1);
+    }
+    for (int s = 0; s < 8; s++)
+        sums = _mm512_add_epi32(sums, _mm512_mullo_epi32(part[s], _mm512_cvtepu8_epi32(EK_IL_NAME(wide_load8)(gb, group_bytes, EK_IL_K_SCALES + 8 * s))));
+    return sums;
 }
 
 /* Two pairs (`pairs` 2, decoded only) as the per-32 tiles take them: each activation broadcast feeds both, six
@@ -415,11 +440,13 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_k45_tile)(const int five, EK_IL_W
         EK_IL_NAME(wide_block_start)(act, act_row_bytes, b, tile, ab, aq);
         for (int p = 0; p < pairs; p++)
             for (int t = 0; t < tile; t++) sums[p][t] = _mm512_setzero_si512();
-        if (tile == 1 && pairs == 1 && !decoded) { /* the decode GEMV: a pair of sub-blocks at a time */
+        if (tile == 1 && pairs == 1 && !decoded && five) { /* the decode GEMV */
+            sums[0][0] = EK_IL_NAME(wide_q5_k_one_row)(gb[0], group_bytes, bytes, aq[0], sums[0][0]);
+        } else if (tile == 1 && pairs == 1 && !decoded) { /* the decode GEMV: a pair of sub-blocks at a time */
             _Pragma("clang loop unroll(full)")
             for (int s = 0; s < 8; s += 2) {
                 EK_IL_NAME(wide_prefetch_part)(gb[0], group_bytes, bytes, s / 2, 4, tile);
-                sums[0][0] = EK_IL_NAME(wide_k45_pair_one_row)(five, gb[0], group_bytes, s, aq[0], sums[0][0]);
+                sums[0][0] = EK_IL_NAME(wide_k4_pair_one_row)(gb[0], group_bytes, s, aq[0], sums[0][0]);
             }
         } else {
             _Pragma("clang loop unroll(full)") /* the parity and the offsets as constants */
