@@ -26,6 +26,7 @@
 #include "ek_rows.h"
 #include "ek_interleaved.h"
 #include "rows_impl.h"
+#include "interleaved_impl.h"
 
 static uint64_t state = 0x5eed;
 static uint64_t next_random(void) {
@@ -233,8 +234,36 @@ static void run_row_format(ek_isa isa, ek_format format, int m, int n, int block
              ek_gemm_interleaved(isa, format, il, n, k, act_ref, m, got, n, first, end) == EK_OK;
         ok = ok && rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched);
         check(ok, "interleaved kernel within bound", format, m, n, k);
+#if defined(__x86_64__)
+        /* the AMD cores' decode GEMV over the same copy, called directly (the entry point takes it only there) */
+        const ek_il_kernels *il_table = isa == EK_ISA_AVX2 || isa == EK_ISA_AVX2_PLAIN ? &ek_il_kernels_avx2
+                                        : isa == EK_ISA_AVX512_NOVNNI                  ? &ek_il_kernels_avx512_novnni
+                                        : isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN ? &ek_il_kernels_avx512
+                                                                                            : NULL;
+        if (m == 1 && first < end && il_table != NULL && il_table->gemv_amd[format] != NULL) {
+            for (int i = 0; i < m * n; i++) got[i] = untouched;
+            il_table->gemv_amd[format](il, blocks_per_row, act_ref, ek_row_activation_size(format, 1, k), 1, got, n,
+                                       first, end);
+            check(rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched),
+                  "interleaved AMD decode GEMV within bound", format, m, n, k);
+        }
+#endif
         free(il);
     }
+#if defined(__x86_64__)
+    /* the AMD cores' decode-step row kernel, called directly (the entry point takes it only there) */
+    const ek_row_kernels *row_table = isa == EK_ISA_AVX2 || isa == EK_ISA_AVX2_PLAIN ? &ek_row_kernels_avx2
+                                      : isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI
+                                          ? &ek_row_kernels_avx512
+                                          : NULL;
+    if (m <= EK_ROWS_DECODE_ROWS && first < end && row_table != NULL && row_table->decode_amd[format] != NULL) {
+        for (int i = 0; i < m * n; i++) got[i] = untouched;
+        row_table->decode_amd[format](w, row_bytes, blocks_per_row, act_ref, ek_row_activation_size(format, 1, k), m,
+                                      got, n, first, end);
+        check(rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched),
+              "AMD decode-step row kernel within bound", format, m, n, k);
+    }
+#endif
     free(w); free(x); free(wf); free(act); free(act_ref); free(expected); free(got);
 }
 
