@@ -443,14 +443,8 @@ EK_IL_DRIVER(gemm_iq4_nl)
 
 /* -------------------------------------------------- per-256 formats --- */
 
-/* Q4_K and Q5_K: per sub-block s (32 elements: Q4_K's registers 8·(s/2) … + 7, low nibbles for even s, high for
-   odd; Q5_K's value register s of each g's five), Σ u·a in int16 (eight registers for 4 bits: ≤ 8·2·15·127; four
-   for 5 bits), × the rows' 6-bit scales by VPMADDWD; the minimums' Σ min·Σa per pair of sub-blocks from the
-   activations' sums of 16. One sub-block, `five` a constant after inlining and `odd` and `s` too where the caller
-   unrolls the pairs: with the parity a run-time value Q4_K's decode GEMV branched on it for every register (12 % of
-   its samples on one test-and-branch; unrolled +4-5 %), and AVX2's Q5_K GEMM ran 1.5× sgemm against 1.7-1.8×. */
-/* Value register s of Q5_K's five re-coded registers for g at `q` (interleave.c, encode_q5_k_values): as q5_values'
-   register s alone, `s` a constant where the callers unroll (the AVX-512 build's rolled GEMM passes it at run time). */
+/* Value register s (a constant after inlining: every caller unrolls the sub-blocks) of Q5_K's five re-coded registers
+   for g at `q` (interleave.c, encode_q5_k_values): q5_values' register s alone. */
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_value)(const uint8_t *q, const int s) {
 #define EK_IL_RAW(c) _mm256_loadu_si256((const __m256i *)(q + 32 * (c)))
 #define EK_IL_FIELD(x, shift, mask) _mm256_and_si256(_mm256_srli_epi16(x, shift), _mm256_set1_epi8(mask))
@@ -466,6 +460,12 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_value)(const uint8_t *q, const i
 #undef EK_IL_FIELD
 }
 
+/* Q4_K and Q5_K: per sub-block s (32 elements: Q4_K's registers 8·(s/2) … + 7, low nibbles for even s, high for
+   odd; Q5_K's value register s of each g's five), Σ u·a in int16 (eight registers for 4 bits: ≤ 8·2·15·127; four
+   for 5 bits), × the rows' 6-bit scales by VPMADDWD; the minimums' Σ min·Σa per pair of sub-blocks from the
+   activations' sums of 16. One sub-block, `five` a constant after inlining and `odd` and `s` too where the caller
+   unrolls the pairs: with the parity a run-time value Q4_K's decode GEMV branched on it for every register (12 % of
+   its samples on one test-and-branch; unrolled +4-5 %), and AVX2's Q5_K GEMM ran 1.5× sgemm against 1.7-1.8×. */
 /* The unsigned values of register g of sub-block s (odd = s % 2) of a packed Q4_K/Q5_K group-block. */
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(k45_values)(const int five, const int odd, const uint8_t *gb, size_t quants,
                                                         const int s, const int g) {
@@ -581,8 +581,7 @@ EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_k_half_one_row)(const uint8_t *g
                     ek_prefetch_ahead_part(gb, bytes, s / 2, 4);                                                    \
                     sums[0] = EK_IL_NAME(k4_pair_one_row)(gb, s, aq[0], sums[0]);                                   \
                 }                                                                                                   \
-            } else if (five && EK_IL_TILE > 4 && tile > 1) { /* AVX-512 Q5_K GEMM: faster rolled (2.1 vs 1.95× sgemm) */ \
-                if (!decoded) ek_prefetch_ahead(gb, bytes); /* unmeasured in parts on AVX-512: one burst */         \
+            } else if (five && EK_IL_TILE > 4 && tile > 1 && decoded) { /* AVX-512: faster rolled (2.1 vs 1.95× sgemm) */ \
                 for (int s = 0; s < 8; s++) EK_IL_NAME(k45_sub_block)(five, s % 2, tile, decoded, gb, quants, s, aq, sums);\
             } else if (five && !decoded) { /* sub-blocks as constants (q5_value) */                 \
                 _Pragma("clang loop unroll(full)")                                                                  \

@@ -795,7 +795,7 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_f32_one_row)(const float *w, int64_
 }
 #endif
 
-/* fp16/bf16 decode (m ≤ 2 — one row from here only on AVX-512 builds or for AVX2's long rows, `bf16` a constant
+/* fp16/bf16 decode (m ≤ 2 — one row from here only for the AVX2 build's rows over 3 KB, `bf16` a constant
    after inlining): half_rows over four-row groups and the remainder. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_decode)(const bool bf16, const uint16_t *w, int64_t k, const float *x,
                                                              int64_t m, float *y, int64_t ldy, int64_t row_begin,
