@@ -9,7 +9,7 @@
 
 static const ek_il_kernels no_il_kernels = {0};
 
-static const ek_il_kernels *il_kernels_for(ek_isa isa) {
+const ek_il_kernels *ek_il_kernels_for(ek_isa isa) {
     ek_cpu_features features = ek_cpu_features_detect();
     if (!ek_isa_supported(isa, &features)) return NULL;
     switch (isa) {
@@ -42,7 +42,7 @@ bool ek_format_interleavable(ek_format format) {
 }
 
 bool ek_interleaved_available(ek_isa isa, ek_format format) {
-    const ek_il_kernels *kernels = il_kernels_for(isa);
+    const ek_il_kernels *kernels = ek_il_kernels_for(isa);
     return kernels != NULL && ek_format_interleavable(format) && kernels->gemm[format] != NULL;
 }
 
@@ -429,7 +429,7 @@ ek_status ek_gemm_interleaved(ek_isa isa, ek_format format, const void *w, int64
     if (status != EK_OK) return status;
     if (m < 0 || ldy < n) return EK_ERR_SHAPE;
     if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
-    const ek_il_kernels *kernels = il_kernels_for(isa);
+    const ek_il_kernels *kernels = ek_il_kernels_for(isa);
     if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
     if (m == 0 || row_begin == row_end) return EK_OK;
     const int64_t blocks = k / ek_format_block_elements(format);

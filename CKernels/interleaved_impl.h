@@ -63,6 +63,10 @@ typedef struct ek_il_kernels {
     ek_il_kernel gemv_amd[EK_FORMAT_COUNT];
 } ek_il_kernels;
 
+/* The ISA's interleaved kernels (NULL entries for the scalar ISA); NULL when this CPU or build cannot run the ISA.
+   Private to CKernels and its kernel check. */
+const ek_il_kernels *ek_il_kernels_for(ek_isa isa);
+
 #if defined(__x86_64__)
 extern const ek_il_kernels ek_il_kernels_avx2;
 extern const ek_il_kernels ek_il_kernels_avx512;

@@ -7,8 +7,7 @@
 
 static const ek_row_kernels no_row_kernels = {0};
 
-/* The ISA's row kernels; NULL when this CPU or build cannot run the ISA. */
-static const ek_row_kernels *row_kernels_for(ek_isa isa) {
+const ek_row_kernels *ek_row_kernels_for(ek_isa isa) {
     ek_cpu_features features = ek_cpu_features_detect();
     if (!ek_isa_supported(isa, &features)) return NULL;
     switch (isa) {
@@ -42,7 +41,7 @@ ek_status ek_quantize_row_activations(ek_isa isa, ek_format format, const float 
     if (elements == 0) return EK_ERR_FORMAT;
     if (m < 0 || k < 0 || k % elements != 0) return EK_ERR_SHAPE;
     if (act_bytes < ek_row_activation_size(format, m, k)) return EK_ERR_BUFFER_TOO_SMALL;
-    const ek_row_kernels *kernels = row_kernels_for(isa);
+    const ek_row_kernels *kernels = ek_row_kernels_for(isa);
     if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
     int64_t blocks = k / elements;
     if (ek_format_super_activations(format)) {
@@ -63,7 +62,7 @@ ek_status ek_gemm_rows(ek_isa isa, ek_format format, const void *w, int64_t n, i
     if (elements == 0) return EK_ERR_FORMAT;
     if (m < 0 || n < 0 || k < 0 || k % elements != 0 || ldy < n) return EK_ERR_SHAPE;
     if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
-    const ek_row_kernels *kernels = row_kernels_for(isa);
+    const ek_row_kernels *kernels = ek_row_kernels_for(isa);
     if (kernels == NULL) return EK_ERR_ISA_UNSUPPORTED;
     if (m == 0 || row_begin == row_end) return EK_OK;
     int64_t blocks = k / elements;
@@ -87,7 +86,7 @@ ek_status ek_gemm_rows(ek_isa isa, ek_format format, const void *w, int64_t n, i
 }
 
 bool ek_row_kernel_is_simd(ek_isa isa, ek_format format) {
-    const ek_row_kernels *kernels = row_kernels_for(isa);
+    const ek_row_kernels *kernels = ek_row_kernels_for(isa);
     return kernels != NULL && (unsigned)format < EK_FORMAT_COUNT && kernels->gemm[format] != NULL;
 }
 
@@ -98,7 +97,7 @@ static ek_status check_float_call(ek_isa isa, const void *w, int64_t n, int64_t 
     if (w == NULL || x == NULL || y == NULL) return EK_ERR_NULL_POINTER;
     if (m < 0 || n < 0 || k < 0 || ldy < n) return EK_ERR_SHAPE;
     if (row_begin < 0 || row_end < row_begin || row_end > n) return EK_ERR_RANGE;
-    const ek_row_kernels *found = row_kernels_for(isa);
+    const ek_row_kernels *found = ek_row_kernels_for(isa);
     if (found == NULL) return EK_ERR_ISA_UNSUPPORTED;
     if (m > 0 && row_begin < row_end) *kernels = found;
     return EK_OK;
@@ -127,6 +126,6 @@ ek_status ek_gemm_f32(ek_isa isa, const float *w, int64_t n, int64_t k, const fl
 }
 
 bool ek_gemm_f32_is_simd(ek_isa isa) {
-    const ek_row_kernels *kernels = row_kernels_for(isa);
+    const ek_row_kernels *kernels = ek_row_kernels_for(isa);
     return kernels != NULL && kernels->f32 != NULL;
 }

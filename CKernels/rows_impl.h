@@ -59,6 +59,10 @@ typedef struct ek_row_kernels {
     ek_row_kernel decode_amd[EK_FORMAT_COUNT];
 } ek_row_kernels;
 
+/* The ISA's row kernels (NULL entries everywhere for the scalar ISA); NULL when this CPU or build cannot run the ISA.
+   Private to CKernels and its kernel check, which also calls the vendor-specific entries the entry points choose. */
+const ek_row_kernels *ek_row_kernels_for(ek_isa isa);
+
 #if defined(__x86_64__)
 extern const ek_row_kernels ek_row_kernels_avx2;
 extern const ek_row_kernels ek_row_kernels_avx512;

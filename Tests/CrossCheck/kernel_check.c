@@ -234,12 +234,8 @@ static void run_row_format(ek_isa isa, ek_format format, int m, int n, int block
              ek_gemm_interleaved(isa, format, il, n, k, act_ref, m, got, n, first, end) == EK_OK;
         ok = ok && rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched);
         check(ok, "interleaved kernel within bound", format, m, n, k);
-#if defined(__x86_64__)
         /* the AMD cores' decode GEMV over the same copy, called directly (the entry point takes it only there) */
-        const ek_il_kernels *il_table = isa == EK_ISA_AVX2 || isa == EK_ISA_AVX2_PLAIN ? &ek_il_kernels_avx2
-                                        : isa == EK_ISA_AVX512_NOVNNI                  ? &ek_il_kernels_avx512_novnni
-                                        : isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN ? &ek_il_kernels_avx512
-                                                                                            : NULL;
+        const ek_il_kernels *il_table = ek_il_kernels_for(isa);
         if (m == 1 && first < end && il_table != NULL && il_table->gemv_amd[format] != NULL) {
             for (int i = 0; i < m * n; i++) got[i] = untouched;
             il_table->gemv_amd[format](il, blocks_per_row, act_ref, ek_row_activation_size(format, 1, k), 1, got, n,
@@ -247,15 +243,10 @@ static void run_row_format(ek_isa isa, ek_format format, int m, int n, int block
             check(rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched),
                   "interleaved AMD decode GEMV within bound", format, m, n, k);
         }
-#endif
         free(il);
     }
-#if defined(__x86_64__)
     /* the AMD cores' decode-step row kernel, called directly (the entry point takes it only there) */
-    const ek_row_kernels *row_table = isa == EK_ISA_AVX2 || isa == EK_ISA_AVX2_PLAIN ? &ek_row_kernels_avx2
-                                      : isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI
-                                          ? &ek_row_kernels_avx512
-                                          : NULL;
+    const ek_row_kernels *row_table = ek_row_kernels_for(isa);
     if (m <= EK_ROWS_DECODE_ROWS && first < end && row_table != NULL && row_table->decode_amd[format] != NULL) {
         for (int i = 0; i < m * n; i++) got[i] = untouched;
         row_table->decode_amd[format](w, row_bytes, blocks_per_row, act_ref, ek_row_activation_size(format, 1, k), m,
@@ -263,7 +254,6 @@ static void run_row_format(ek_isa isa, ek_format format, int m, int n, int block
         check(rows_within_bound(got, expected, wf, x, m, n, k, first, end, untouched),
               "AMD decode-step row kernel within bound", format, m, n, k);
     }
-#endif
     free(w); free(x); free(wf); free(act); free(act_ref); free(expected); free(got);
 }
 
@@ -310,15 +300,12 @@ static void run_f32(ek_isa isa, int m, int n, int k, int first, int end) {
     free(w); free(x); free(got); free(want);
 }
 
-/* The row kernels' AMD-only decode forms on `isa` (x86 tables: f32_one_row, half_amd) against the scalar loops, one
+/* The row kernels' AMD-only decode forms on `isa` (the ISA's table: f32_one_row, half_amd) against the scalar loops, one
    activation row, rows [first, end): the entry points choose them by vendor, so without this a check on an Intel
    machine would never run them (nor the Intel forms on AMD, which the entry points cover there). */
 static void run_vendor_forms(ek_isa isa, int n, int k, int first, int end) {
-#if defined(__x86_64__)
-    const ek_row_kernels *table = NULL;
-    if (isa == EK_ISA_AVX2 || isa == EK_ISA_AVX2_PLAIN) table = &ek_row_kernels_avx2;
-    if (isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI) table = &ek_row_kernels_avx512;
-    if (table == NULL) return;
+    const ek_row_kernels *table = ek_row_kernels_for(isa);
+    if (table == NULL || (table->f32_one_row == NULL && table->half_amd == NULL)) return;
     float *w = malloc((size_t)n * k * sizeof(float)), *x = malloc((size_t)k * sizeof(float));
     uint16_t *half = malloc((size_t)n * k * sizeof(uint16_t));
     float *got = calloc((size_t)n, sizeof(float)), *want = calloc((size_t)n, sizeof(float));
@@ -342,9 +329,6 @@ static void run_vendor_forms(ek_isa isa, int n, int k, int first, int end) {
         check_float_product(1, bf16 ? "bf16 (AMD form)" : "f16 (AMD form)", got, want, 1, n, k, first, end);
     }
     free(w); free(x); free(half); free(got); free(want);
-#else
-    (void)isa; (void)n; (void)k; (void)first; (void)end;
-#endif
 }
 
 int main(int argc, char **argv) {
