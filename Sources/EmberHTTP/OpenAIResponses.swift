@@ -11,6 +11,15 @@ enum OpenAIResponses {
         stopReason == "eos" || stopReason == "stop" ? "stop" : "length"
     }
 
+    /// OpenAI's `system_fingerprint` of a generation: the configuration it ran with — Ember's version, the precision
+    /// and the compute unit the policy chose ("ember-0.2.0-int4-neural-engine"). Two requests at temperature 0 (or
+    /// with one seed) give the same text when their fingerprints match; the policy may choose another precision as
+    /// the power state or the costs it measures change, and int8 and int4 round differently (SmolLM2 writes "New
+    /// Haven" at int8 where int4 writes "Nova Haven"). `ember serve --precision` pins it.
+    static func fingerprint(_ decision: Decision) -> String {
+        "ember-\(SystemReport.emberVersion)-\(decision.precisionName)-\(decision.unit.rawValue)"
+    }
+
     /// The `ember` object of a finished request.
     static func ember<Output>(_ completion: Completion<Output>, tier: Tier) -> JSONValue {
         var pairs: [(String, JSONValue)] = [
@@ -36,8 +45,8 @@ enum OpenAIResponses {
     /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`), a choice
     /// per generation (`n` for each prompt); `logprobs` says whether the request asked for log-probabilities; `echoes`
     /// is each choice's prompt when a text completion echoes it. The usage counts `promptTokens` (each prompt once) and
-    /// every choice's tokens; the `ember` object is the first choice's run (with several choices each one's is under
-    /// its own `ember` key too).
+    /// every choice's tokens; the `system_fingerprint` and the `ember` object are the first choice's run (with several
+    /// choices each one's is under its own `ember` key too).
     static func completion(chat: Bool, id: String, created: Int, model: String, generations: [Completion<Generation>],
                            promptTokens: Int, tier: Tier, logprobs asked: Bool = false, echoes: [String] = []) -> JSONValue {
         let choices = generations.enumerated().map { index, generation -> JSONValue in
@@ -56,6 +65,7 @@ enum OpenAIResponses {
             ("id", .string(id)), ("object", .string(chat ? "chat.completion" : "text_completion")),
             ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array(choices)),
             ("usage", usage(prompt: promptTokens, completion: generated)),
+            ("system_fingerprint", generations.first.map { .string(fingerprint($0.decision)) } ?? .null),
             ("ember", generations.first.map { ember($0, tier: tier) } ?? .null),
         ])
     }

@@ -284,7 +284,8 @@ struct SSEStream: Sendable {
                                                      piece: chat ? nil : "", finish: OpenAIResponses.finishReason(generation.stopReason),
                                                      logprobs: logprobs && !rest.isEmpty
                                                         ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters[index]) : .null,
-                                                     extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
+                                                     extra: [("system_fingerprint", .string(OpenAIResponses.fingerprint(completion.decision))),
+                                                             ("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
                 (generatedTokens, finished) = (generatedTokens + generation.tokenIDs.count, finished + 1)
                 if includeUsage, finished == choices, !failed {
                     let usage = OpenAIResponses.usage(prompt: promptTokens, completion: generatedTokens)
