@@ -114,13 +114,18 @@ soak: build models
 # AddressSanitizer and the scheduler, thread and QoS tests under ThreadSanitizer (separate builds, ~15 min).
 # The kernels are compiled once under ASan + UBSan (with libFuzzer's coverage hooks, which cost the cross-check
 # little), a file per job on every core, and linked into both the cross-check and the kernels fuzzer: one
-# instrumented compile instead of two serial ones. At -O0 (the default) that compile takes ~25 s on 2 cores; at -O1
-# the two big SIMD files take ~65 s each, which `make test` cannot afford — long fuzzing runs may want the faster
-# code: `make fuzz SANITIZE_OPT=-O1` (objects and programs are kept apart per level).
+# instrumented compile instead of two serial ones. At -O0 (the default) the AVX-512 interleaved kernels take ~50 s a
+# file (one per ISA, so they compile side by side; in one file they took 143 s and held `make test` up) and the row
+# kernels ~30 s: these go first, the rest packs in around them. -O1 would be slower to compile still, which `make
+# test` cannot afford — long fuzzing runs may want the faster code: `make fuzz SANITIZE_OPT=-O1` (objects and
+# programs are kept apart per level).
 SANITIZE_OPT      ?= -O0
 SANITIZE_CHECK    := .build/kernel_check_sanitized$(SANITIZE_OPT)
 SANITIZED_DIR     := .build/sanitized-kernels$(SANITIZE_OPT)
-SANITIZED_OBJECTS := $(patsubst CKernels/%.c,$(SANITIZED_DIR)/%.o,$(wildcard CKernels/*.c))
+SANITIZED_SLOWEST := CKernels/x86_interleaved_avx512.c CKernels/x86_interleaved_avx512_novnni.c CKernels/x86_rows.c \
+                     CKernels/x86_interleaved.c
+SANITIZED_OBJECTS := $(patsubst CKernels/%.c,$(SANITIZED_DIR)/%.o,$(SANITIZED_SLOWEST) \
+                       $(filter-out $(SANITIZED_SLOWEST),$(wildcard CKernels/*.c)))
 SANITIZE_CFLAGS   := $(SANITIZE_OPT) -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                      -ICKernels/include -ICKernels
 CORES             := $(shell nproc 2>/dev/null || echo 2)

@@ -1,26 +1,10 @@
-/* x86_interleaved.c — the interleaved-layout kernels for AVX2 machines and, compiled with their features, AVX-512
-   ones with and without VNNI (see x86_interleaved_body.h; on AVX-512 the 512-bit kernels of x86_interleaved_wide.h
-   take pairs of groups). */
+/* x86_interleaved.c — the interleaved-layout kernels for AVX2 machines (see x86_interleaved_body.h). The AVX-512
+   builds of the same body, with and without VNNI, are x86_interleaved_avx512.c and x86_interleaved_avx512_novnni.c:
+   one translation unit each, so the three compile side by side (the AVX-512 ones take ~50 s each under ASan at -O0,
+   which `make test` runs). */
 #if defined(__x86_64__)
 #define EK_IL_TARGET __attribute__((target("avx2,fma,f16c")))
 #define EK_IL_NAME(x) il_avx2_##x
 #define EK_IL_TABLE ek_il_kernels_avx2
-#include "x86_interleaved_body.h"
-#include "x86_interleaved_undef.h"
-#define EK_IL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define EK_IL_VNNI 1 /* the avx512 path runs only where AVX-512 VNNI is (isa_select.c) */
-#define EK_IL_NAME(x) il_avx512_##x
-#define EK_IL_TILE 8 /* 32 registers: eight activation rows share each decoded weight register */
-#define EK_IL_TABLE ek_il_kernels_avx512
-#define EK_IL_WIDE 1 /* 512-bit registers, two groups at a time (x86_interleaved_wide.h) */
-#include "x86_interleaved_body.h"
-#include "x86_interleaved_undef.h"
-/* avx512-novnni: the same 512-bit kernels with VPMADDUBSW + VPMADDWD for VPDPBUSD (wide_dot), and the AVX2 forms
-   of the 256-bit tiles. */
-#define EK_IL_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
-#define EK_IL_NAME(x) il_avx512nv_##x
-#define EK_IL_TILE 8
-#define EK_IL_TABLE ek_il_kernels_avx512_novnni
-#define EK_IL_WIDE 1
 #include "x86_interleaved_body.h"
 #endif

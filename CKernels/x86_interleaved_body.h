@@ -2,7 +2,8 @@
  * x86_interleaved_body.h — the kernels over the interleaved layout
  * (ek_interleaved.h) on 256-bit registers, included by x86_interleaved.c
  * for AVX2 + FMA + F16C and, compiled with their features, for AVX-512
- * machines. Before including, define
+ * machines by x86_interleaved_avx512.c and x86_interleaved_avx512_novnni.c
+ * (one translation unit each). Before including, define
  *   EK_IL_TARGET   the function attribute (target features),
  *   EK_IL_NAME(x)  how to name this variant's functions,
  *   EK_IL_TABLE    the ek_il_kernels table to define.

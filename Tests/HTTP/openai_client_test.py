@@ -66,9 +66,10 @@ def check(name, condition, detail=""):
 def main():
     # The checks below compare texts of separate requests at temperature 0, which match only when the requests run at
     # one precision. The policy learns from the times it measures and on a noisy machine may move the next request
-    # to int8, which writes "New Haven" where int4 writes "Nova Haven": the precision is pinned (the policy still
-    # decides the rest), and the answers' system_fingerprint must say so.
-    server, base = start_server(args=("--precision", "int4"))
+    # to int8, which writes "New Haven" where int4 writes "Nova Haven", or to int4 on the GPU route, which computes
+    # from fp32 weights: the precision is pinned and the GPU route left out (the policy still decides the rest), and
+    # the answers' system_fingerprint must say so.
+    server, base = start_server(args=("--precision", "int4", "--units", "cpuAndNeuralEngine"))
     try:
         run_checks(base)
     finally:
