@@ -71,7 +71,7 @@ public struct KernelBenchmark: Sendable {
     /// Each round repeats the call until it has run at least this many seconds.
     public var minimumRoundSeconds: Double
     /// Bytes of weight copies a GEMV rotates over: at least 8× a 32 MiB L3; `ember bench kernels` sets four times
-    /// the last-level cache where that is more (``CacheSizes/coldBytes(atLeast:)``).
+    /// the last-level cache where that is more (`CacheSizes.coldBytes(atLeast:)` (EmberCore)).
     public var rotationBytes = 256 << 20
     /// The workers every call splits its rows over.
     public let pool: WorkerPool

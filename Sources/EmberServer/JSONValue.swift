@@ -45,8 +45,9 @@ public enum JSONValue: Sendable, Equatable, Decodable {
         }
     }
 
-    /// Parses one JSON text (``OrderedJSON``'s parser: objects keep their key order; numbers become `.number`).
-    /// Throws ``JSONParseError`` naming the byte offset, what was found and what was expected.
+    /// Parses one JSON text with EmberModels' `OrderedJSON` parser: objects keep their key order; numbers become
+    /// `.number`.
+    /// Throws `JSONParseError` (EmberModels) naming the byte offset, what was found and what was expected.
     public static func parse(_ data: Data) throws -> JSONValue {
         JSONValue(try OrderedJSON.parse(utf8: Array(data)))
     }

@@ -90,7 +90,7 @@ public struct WorkerRequest: Sendable, Equatable {
     /// Whether to wrap the prompt as a user turn in the model's chat template.
     public var chat: Bool
     /// How tokens are chosen: greedy unless `temperature` is given; `topK`, `topP`, `minP`, `repetitionPenalty`,
-    /// `frequencyPenalty`, `presencePenalty`, `logitBias` and `seed` as ``SamplerSettings`` names them.
+    /// `frequencyPenalty`, `presencePenalty`, `logitBias` and `seed` as `SamplerSettings` (EmberModels) names them.
     public var sampler = SamplerSettings()
     /// Strings that end the generation (at most 4), neither streamed nor in the output.
     public var stop: [String] = []

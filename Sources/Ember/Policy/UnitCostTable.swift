@@ -3,7 +3,7 @@ import EmberModels
 import Foundation
 
 /// What running a matrix product at one precision on one compute unit costs: the numbers the policy predicts time
-/// and energy from. Made from this machine's calibration (``UnitCostTable/init(profiles:)``) or read from a
+/// and energy from. Made from this machine's calibration (``UnitCostTable/init(profiles:readGBs:)``) or read from a
 /// calibration file (``UnitCostTable/read(from:)``).
 public struct UnitCost: Sendable, Equatable, Encodable {
     /// Billions of operations per second on a batch of rows (prompt processing, embeddings), all threads.
@@ -14,8 +14,8 @@ public struct UnitCost: Sendable, Equatable, Encodable {
     public var dispatchMicroseconds: Double
     /// Billions of operations per second one row at a time (decoding a token, where every weight streams from
     /// memory once): the lesser of ``gops`` and what the memory's read bandwidth allows at the precision's bytes per
-    /// weight (``memoryBoundDecodeGops(readGBs:precision:)``). Calibration's small shapes stay in the caches and cannot
-    /// see this; requests correct it further.
+    /// weight (``memoryBoundDecodeGops(readGBs:precision:weightBytes:)``). Calibration's small shapes stay in the
+    /// caches and cannot see this; requests correct it further.
     public var decodeGops: Double
     /// Where the numbers come from: "measured", "default", or the calibration file's name.
     public var source: String

@@ -83,7 +83,7 @@ public final class ComputeContext: @unchecked Sendable {
     }
 
     /// Why this context cannot compute at all (an address-space limit too tight for OpenBLAS's buffers, the
-    /// workers' threads impossible to start), nil when it can. A ``Runtime`` refuses to start with it.
+    /// workers' threads impossible to start), nil when it can. A `Runtime` (Ember) refuses to start with it.
     public var startupError: KernelError? {
         pool.blasShortfall.map { KernelError.outOfMemory(reason: $0) }
     }

@@ -13,7 +13,7 @@ import Foundation
 /// after them — with the log-softmax's sum of exponentials kept in double.
 /// The result is `exp(mean NLL)` with the standard error of the mean.
 ///
-/// With a reference run (``evaluate(_:text:contextLength:options:reference:chunks:)``'s
+/// With a reference run (``evaluate(_:text:contextLength:options:reference:chunks:progress:)``'s
 /// `reference`, for example the same file at fp32) it also measures how far
 /// the run's distributions are from the reference's: the mean
 /// KL divergence KL(reference ‖ run), how often both pick the same top

@@ -22,7 +22,7 @@ public enum ModelLocator {
     }
 
     /// The manifest that lists the models of `modelsDirectory`: its own `manifest.json`, else the one Ember ships
-    /// with (``ModelManifest/builtIn``).
+    /// with (``ModelManifest/builtIn()``).
     public static func manifest(in modelsDirectory: URL) throws -> ModelManifest {
         let own = modelsDirectory.appendingPathComponent("manifest.json")
         return FileManager.default.fileExists(atPath: own.path) ? try ModelManifest(contentsOf: own) : try ModelManifest.builtIn()

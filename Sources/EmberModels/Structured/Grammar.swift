@@ -1,6 +1,6 @@
 /// A context-free grammar over bytes, the form every output constraint is compiled to: rules of alternatives, each
 /// alternative a sequence of elements — a byte from a set, another rule, or a JSON number with bounds (checked
-/// digit by digit, which a grammar of digits cannot do for bounds like 0…150). ``GrammarMatcher`` runs it.
+/// digit by digit, which a grammar of digits cannot do for bounds like 0…150). `GrammarMatcher` runs it.
 ///
 /// Elements live in one flat array; each alternative is a run of elements ended by `.end`, and a position in that
 /// array is what the matcher's stacks hold.

@@ -6,7 +6,7 @@ public enum OutputFormat: Sendable, Hashable {
     case text
     /// Any JSON object (OpenAI's `response_format: {"type": "json_object"}`).
     case jsonObject
-    /// JSON valid against this JSON Schema, given as JSON text (see ``JSONSchemaGrammar`` for the keywords).
+    /// JSON valid against this JSON Schema, given as JSON text (see `JSONSchemaGrammar` for the keywords).
     case jsonSchema(String)
 
     /// The grammar of the format; nil for ``text``. Throws ``StructuredOutputError`` for a schema Ember cannot enforce.

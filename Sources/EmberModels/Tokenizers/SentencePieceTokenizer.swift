@@ -3,7 +3,7 @@ import Foundation
 
 /// SentencePiece as llama.cpp runs it from a GGUF vocabulary
 /// (`tokenizer.ggml.model = llama`: Gemma, Llama 2, Mistral): special tokens
-/// are split out of the text first (``SpecialTokenSplitter``); each run of
+/// are split out of the text first (`SpecialTokenSplitter`); each run of
 /// plain text — with a space put in front when the file says
 /// `add_space_prefix` and the run follows a special token or starts the text
 /// — has its spaces written as `▁`, is cut into UTF-8 characters, and pairs of
