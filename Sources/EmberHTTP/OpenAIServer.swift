@@ -12,9 +12,10 @@ import NIOPosix
 ///
 /// Ember's own semantics ride along the OpenAI way: the tier comes from an `X-Ember-Tier` header (critical,
 /// standard or background; standard by default); every answer carries an `ember` object with the policy's
-/// decision, wait and run times and energy, and a `system_fingerprint` naming the precision and unit it ran on; a request the policy defers waits up to `X-Ember-Max-Wait` seconds,
-/// then gets 503 with `Retry-After`. Errors come in OpenAI's shape (`{"error": {"message", "type", "param",
-/// "code"}}`) with the right status. Models load on first use and stay loaded.
+/// decision, wait and run times and energy, and a `system_fingerprint` naming the precision and unit it ran on; a
+/// request the policy defers waits up to `X-Ember-Max-Wait` seconds, then gets 503 with `Retry-After`. Errors come
+/// in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) with the right status. Models load on first
+/// use and stay loaded.
 public final class OpenAIServer: Sendable {
     /// How the server behaves.
     public struct Configuration: Sendable {
