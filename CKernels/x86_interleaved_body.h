@@ -261,19 +261,24 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(pair_sums)(const __m256i *u, const int
    nibbles and a register of fifth bits took 35. The 16-bit shifts bring the next byte's low bits into each byte's
    top; the masks keep only the byte's own. One Emerald Rapids core (avx2), 512×2048 warm, best of 30: the decode
    GEMV 24.7 → 29.2 GB/s; two threads, 16384×8192 from memory, share of the read loop 0.76 → 0.81 (medians of five
-   alternating rounds of a C harness). */
+   alternating rounds of a C harness). q5_field is value register v (a constant after inlining) of the five `r`. */
+EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_field)(const __m256i *r, const int v) {
+#define EK_IL_FIELD(x, shift, mask) _mm256_and_si256(_mm256_srli_epi16(x, shift), _mm256_set1_epi8(mask))
+    switch (v) {
+    case 5: return _mm256_or_si256(EK_IL_FIELD(r[0], 5, 0x07), EK_IL_FIELD(r[1], 2, 0x18));
+    case 6: return _mm256_or_si256(EK_IL_FIELD(r[2], 5, 0x07), EK_IL_FIELD(r[3], 2, 0x18));
+    case 7: return _mm256_or_si256(_mm256_or_si256(EK_IL_FIELD(r[4], 5, 0x07), EK_IL_FIELD(r[1], 4, 0x08)),
+                                   EK_IL_FIELD(r[3], 3, 0x10));
+    default: return _mm256_and_si256(r[v], _mm256_set1_epi8(0x1f));
+    }
+#undef EK_IL_FIELD
+}
+
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(q5_values)(const uint8_t *q, __m256i *u) {
     __m256i r[5];
-    for (int c = 0; c < 5; c++) {
-        r[c] = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
-        u[c] = _mm256_and_si256(r[c], _mm256_set1_epi8(0x1f));
-    }
-#define EK_IL_FIELD(x, shift, mask) _mm256_and_si256(_mm256_srli_epi16(x, shift), _mm256_set1_epi8(mask))
-    u[5] = _mm256_or_si256(EK_IL_FIELD(r[0], 5, 0x07), EK_IL_FIELD(r[1], 2, 0x18));
-    u[6] = _mm256_or_si256(EK_IL_FIELD(r[2], 5, 0x07), EK_IL_FIELD(r[3], 2, 0x18));
-    u[7] = _mm256_or_si256(_mm256_or_si256(EK_IL_FIELD(r[4], 5, 0x07), EK_IL_FIELD(r[1], 4, 0x08)),
-                           EK_IL_FIELD(r[3], 3, 0x10));
-#undef EK_IL_FIELD
+    for (int c = 0; c < 5; c++) r[c] = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+    _Pragma("clang loop unroll(full)") /* v a constant in each: no switch left */
+    for (int v = 0; v < 8; v++) u[v] = EK_IL_NAME(q5_field)(r, v);
 }
 
 /* Q5_0 ((u − 16)·d), Q5_1 (u·d + m): unsigned 5-bit u from the five re-coded registers (`high` > 0: q5_values);
@@ -447,18 +452,9 @@ EK_IL_DRIVER(gemm_iq4_nl)
 /* Value register s (a constant after inlining: every caller unrolls the sub-blocks) of Q5_K's five re-coded registers
    for g at `q` (interleave.c, encode_q5_k_values): q5_values' register s alone. */
 EK_IL_TARGET EK_IL_INLINE __m256i EK_IL_NAME(q5_value)(const uint8_t *q, const int s) {
-#define EK_IL_RAW(c) _mm256_loadu_si256((const __m256i *)(q + 32 * (c)))
-#define EK_IL_FIELD(x, shift, mask) _mm256_and_si256(_mm256_srli_epi16(x, shift), _mm256_set1_epi8(mask))
-    switch (s) {
-    case 5: return _mm256_or_si256(EK_IL_FIELD(EK_IL_RAW(0), 5, 0x07), EK_IL_FIELD(EK_IL_RAW(1), 2, 0x18));
-    case 6: return _mm256_or_si256(EK_IL_FIELD(EK_IL_RAW(2), 5, 0x07), EK_IL_FIELD(EK_IL_RAW(3), 2, 0x18));
-    case 7:
-        return _mm256_or_si256(_mm256_or_si256(EK_IL_FIELD(EK_IL_RAW(4), 5, 0x07), EK_IL_FIELD(EK_IL_RAW(1), 4, 0x08)),
-                               EK_IL_FIELD(EK_IL_RAW(3), 3, 0x10));
-    default: return _mm256_and_si256(EK_IL_RAW(s), _mm256_set1_epi8(0x1f));
-    }
-#undef EK_IL_RAW
-#undef EK_IL_FIELD
+    __m256i r[5]; /* the loads register s does not use are dropped */
+    for (int c = 0; c < 5; c++) r[c] = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+    return EK_IL_NAME(q5_field)(r, s);
 }
 
 /* Q4_K and Q5_K: per sub-block s (32 elements: Q4_K's registers 8·(s/2) … + 7, low nibbles for even s, high for

@@ -198,22 +198,29 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_prefetch_part)(const uint8_t *gb,
 /* The eight registers of one block of a pair of group-blocks, as unsigned bytes: register v holds elements
    4v … 4v + 3 (v < 4: the low nibbles of quant register v; IQ4_NL's v ≥ 4 the high nibbles of v − 4). Q5_0 / Q5_1
    as q5_values (x86_interleaved_body.h) takes them from the five re-coded registers, the ORs as VPTERNLOGD: 19
-   instructions where the nibbles and a register of fifth bits took 28. */
+   instructions where the nibbles and a register of fifth bits took 28. wide_q5_field is value register v (a constant
+   after inlining) of the five `r`. */
+EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_q5_field)(const __m512i *r, const int v) {
+#define EK_IL_LOW3(x) _mm512_and_si512(_mm512_srli_epi16(x, 5), _mm512_set1_epi8(0x07))
+    switch (v) {
+    case 5: return EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(r[0]), _mm512_srli_epi16(r[1], 2), 0x18);
+    case 6: return EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(r[2]), _mm512_srli_epi16(r[3], 2), 0x18);
+    case 7: {
+        const __m512i low = EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(r[4]), _mm512_srli_epi16(r[1], 4), 0x08);
+        return EK_IL_NAME(wide_merge_bits)(low, _mm512_srli_epi16(r[3], 3), 0x10);
+    }
+    default: return _mm512_and_si512(r[v], _mm512_set1_epi8(0x1f));
+    }
+#undef EK_IL_LOW3
+}
+
 EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_q5_values)(const uint8_t *gb, size_t group_bytes, size_t quants,
                                                           size_t high, __m512i *u) {
     (void)high; /* the signature is the per-32 tile's */
     __m512i r[5];
-    for (int c = 0; c < 5; c++) {
-        r[c] = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
-        u[c] = _mm512_and_si512(r[c], _mm512_set1_epi8(0x1f));
-    }
-    const __m512i low3[3] = {_mm512_and_si512(_mm512_srli_epi16(r[0], 5), _mm512_set1_epi8(0x07)),
-                             _mm512_and_si512(_mm512_srli_epi16(r[2], 5), _mm512_set1_epi8(0x07)),
-                             _mm512_and_si512(_mm512_srli_epi16(r[4], 5), _mm512_set1_epi8(0x07))};
-    u[5] = EK_IL_NAME(wide_merge_bits)(low3[0], _mm512_srli_epi16(r[1], 2), 0x18);
-    u[6] = EK_IL_NAME(wide_merge_bits)(low3[1], _mm512_srli_epi16(r[3], 2), 0x18);
-    u[7] = EK_IL_NAME(wide_merge_bits)(EK_IL_NAME(wide_merge_bits)(low3[2], _mm512_srli_epi16(r[1], 4), 0x08),
-                                       _mm512_srli_epi16(r[3], 3), 0x10);
+    for (int c = 0; c < 5; c++) r[c] = EK_IL_NAME(wide_load)(gb, group_bytes, quants + 32 * c);
+    _Pragma("clang loop unroll(full)") /* v a constant in each: no switch left */
+    for (int v = 0; v < 8; v++) u[v] = EK_IL_NAME(wide_q5_field)(r, v);
 }
 
 /* IQ4_NL: the table's values as v + 128 (wide_iq4_table). */
@@ -329,19 +336,9 @@ EK_IL_TARGET EK_IL_INLINE void EK_IL_NAME(wide_block_end)(const uint8_t *gb, siz
 EK_IL_TARGET EK_IL_INLINE __m512i EK_IL_NAME(wide_k45_values)(const int five, const uint8_t *gb, size_t group_bytes,
                                                               const int s, const int g) {
     if (five) {
-        const size_t q = EK_IL_Q5_K_VALUES + 160 * g;
-#define EK_IL_RAW(c) EK_IL_NAME(wide_load)(gb, group_bytes, q + 32 * (c))
-#define EK_IL_LOW3(c) _mm512_and_si512(_mm512_srli_epi16(EK_IL_RAW(c), 5), _mm512_set1_epi8(0x07))
-        switch (s) {
-        case 5: return EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(0), _mm512_srli_epi16(EK_IL_RAW(1), 2), 0x18);
-        case 6: return EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(2), _mm512_srli_epi16(EK_IL_RAW(3), 2), 0x18);
-        case 7:
-            return EK_IL_NAME(wide_merge_bits)(EK_IL_NAME(wide_merge_bits)(EK_IL_LOW3(4), _mm512_srli_epi16(EK_IL_RAW(1), 4), 0x08),
-                                               _mm512_srli_epi16(EK_IL_RAW(3), 3), 0x10);
-        default: return _mm512_and_si512(EK_IL_RAW(s), _mm512_set1_epi8(0x1f));
-        }
-#undef EK_IL_RAW
-#undef EK_IL_LOW3
+        __m512i r[5]; /* the loads value register s does not use are dropped */
+        for (int c = 0; c < 5; c++) r[c] = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q5_K_VALUES + 160 * g + 32 * c);
+        return EK_IL_NAME(wide_q5_field)(r, s);
     }
     const __m512i raw = EK_IL_NAME(wide_load)(gb, group_bytes, EK_IL_Q4_K_QUANTS + 32 * (8 * (s / 2) + g));
     return EK_IL_NAME(wide_nibbles)(raw, s % 2);
