@@ -115,8 +115,8 @@ enum OpenAIResponses {
 
     /// One streamed chunk: a piece of text (or the role, first) with, when asked, its tokens' `logprobs`; or the last
     /// one with its finish reason.
-    static func chunk(chat: Bool, id: String, created: Int, model: String, index: Int = 0, piece: String?, role: Bool = false,
-                      finish: String? = nil, logprobs: JSONValue = .null, extra: [(String, JSONValue)] = []) -> JSONValue {
+    static func chunk(chat: Bool, id: String, created: Int, model: String, fingerprint: String? = nil, index: Int = 0, piece: String?,
+                      role: Bool = false, finish: String? = nil, logprobs: JSONValue = .null, extra: [(String, JSONValue)] = []) -> JSONValue {
         let choice: JSONValue
         if chat {
             var delta: [(String, JSONValue)] = []
@@ -128,14 +128,18 @@ enum OpenAIResponses {
             choice = .object([("index", .number(Double(index))), ("text", .string(piece ?? "")), ("logprobs", logprobs),
                               ("finish_reason", finish.map(JSONValue.string) ?? .null)])
         }
-        return .object([("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),
-                        ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([choice]))] + extra)
+        return .object(head(chat: chat, id: id, created: created, model: model, fingerprint: fingerprint) + [("choices", .array([choice]))] + extra)
     }
 
     /// The usage chunk of `stream_options.include_usage`: no choices, the usage.
-    static func usageChunk(chat: Bool, id: String, created: Int, model: String, usage: JSONValue) -> JSONValue {
-        .object([("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),
-                 ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array([])), ("usage", usage)])
+    static func usageChunk(chat: Bool, id: String, created: Int, model: String, fingerprint: String? = nil, usage: JSONValue) -> JSONValue {
+        .object(head(chat: chat, id: id, created: created, model: model, fingerprint: fingerprint) + [("choices", .array([])), ("usage", usage)])
+    }
+
+    /// A chunk's fields before its choices, `system_fingerprint` among them when known.
+    private static func head(chat: Bool, id: String, created: Int, model: String, fingerprint: String?) -> [(String, JSONValue)] {
+        [("id", .string(id)), ("object", .string(chat ? "chat.completion.chunk" : "text_completion")),
+         ("created", .number(Double(created))), ("model", .string(model))] + (fingerprint.map { [("system_fingerprint", .string($0))] } ?? [])
     }
 
     /// `/v1/embeddings`: each vector as floats or as base64 of little-endian fp32 (`encoding_format`).

@@ -95,6 +95,7 @@ extension OpenAIServer {
         // chunks interleave, each with its index; a choice that fails stops the others.
         let (events, sink) = AsyncStream<GenerationEvent>.makeStream(bufferingPolicy: .unbounded)
         let firstChunk = FirstChunkGate()
+        let fingerprints = StreamFingerprints(choices: choiceCount)
         let task = Task {
             await withTaskGroup(of: Bool.self) { group in
                 for run in runs {
@@ -108,7 +109,8 @@ extension OpenAIServer {
                                     let logprobs = pendingLogprobs.take()
                                     for index in run.choices { sink.yield(.piece(index, piece, logprobs)) }
                                     firstChunk.waitAfterFirstPiece()
-                                }, onLogprobs: { pendingLogprobs.add($0) }, onDeferred: { deferral.reason = $0 })
+                                }, onLogprobs: { pendingLogprobs.add($0) }, onDeferred: { deferral.reason = $0 },
+                                onStart: { fingerprints.set(run.choices, to: OpenAIResponses.fingerprint($0)) })
                             for index in run.choices { sink.yield(.finished(index, completion, ran: index == run.choices[0])) }
                             return true
                         } catch {
@@ -130,7 +132,7 @@ extension OpenAIServer {
                                promptTokens: prompts.reduce(0) { $0 + $1.tokens },
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
                                echoes: parameters.echo ? prompts.flatMap { Array(repeating: $0.echoed, count: parameters.choices) } : nil,
-                               metrics: metrics, log: configuration.log,
+                               fingerprints: fingerprints, metrics: metrics, log: configuration.log,
                                firstWritten: { firstChunk.open() })
         let pending = UnsafeTransfer(iterator)
         var responseHeaders = HTTPFields()
@@ -226,6 +228,24 @@ final class FirstChunkGate: @unchecked Sendable {
     }
 }
 
+/// Each choice's `system_fingerprint` for a stream's chunks, set as its run starts (``Runtime``'s `onStart`), which is
+/// before the run's first piece: every chunk of a choice but a role or echo chunk written before its run began names
+/// the precision and unit the text comes from.
+final class StreamFingerprints: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [String?]
+
+    init(choices: Int) { values = Array(repeating: nil, count: choices) }
+
+    /// The fingerprint of the run answering `choices`.
+    func set(_ choices: [Int], to fingerprint: String) {
+        lock.withLock { for index in choices where values.indices.contains(index) { values[index] = fingerprint } }
+    }
+
+    /// Choice `index`'s fingerprint, nil until its run starts.
+    subscript(index: Int) -> String? { lock.withLock { values.indices.contains(index) ? values[index] : nil } }
+}
+
 /// Moves a value that is used by one task at a time across a `@Sendable` boundary.
 struct UnsafeTransfer<Value>: @unchecked Sendable {
     var value: Value
@@ -233,7 +253,8 @@ struct UnsafeTransfer<Value>: @unchecked Sendable {
 }
 
 /// Writes a generation's events as OpenAI's Server-Sent Events: the role first (chat), a chunk per piece, the last
-/// chunk with the finish reason and the `ember` object, the usage chunk when asked, then `data: [DONE]`.
+/// chunk with the finish reason and the `ember` object, the usage chunk when asked, then `data: [DONE]`. Each chunk
+/// carries its choice's `system_fingerprint` once the choice's run has started (the usage chunk the first choice's).
 /// Log-probabilities, when asked, come with the chunk whose text their tokens complete (a token held back while it
 /// could start a stop string comes with the chunk that releases it), and a client joins the chunks' `logprobs` as it
 /// joins their text.
@@ -252,6 +273,8 @@ struct SSEStream: Sendable {
     let logprobs: Bool
     /// Each choice's prompt, sent first, when a text completion asked for `echo`.
     let echoes: [String]?
+    /// Each choice's fingerprint, as its run starts.
+    let fingerprints: StreamFingerprints
     let metrics: ServerMetrics
     let log: @Sendable (String) -> Void
     /// Called once the first event is written.
@@ -259,8 +282,14 @@ struct SSEStream: Sendable {
 
     func write(first: GenerationEvent?, rest: inout AsyncStream<GenerationEvent>.Iterator, to writer: inout any ResponseBodyWriter) async throws {
         for index in 0..<choices {
-            if chat { try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, index: index, piece: nil, role: true), to: &writer) }
-            if let echoes, !chat { try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, index: index, piece: echoes[index]), to: &writer) }
+            if chat {
+                try await send(OpenAIResponses.chunk(chat: true, id: id, created: created, model: model, fingerprint: fingerprints[index],
+                                                     index: index, piece: nil, role: true), to: &writer)
+            }
+            if let echoes, !chat {
+                try await send(OpenAIResponses.chunk(chat: false, id: id, created: created, model: model, fingerprint: fingerprints[index],
+                                                     index: index, piece: echoes[index]), to: &writer)
+            }
         }
         var event = first
         var announced = false
@@ -271,8 +300,8 @@ struct SSEStream: Sendable {
             switch current {
             case let .piece(index, piece, tokens):
                 let chunkLogprobs = logprobs ? OpenAIResponses.logprobs(chat: chat, tokens, offset: streamedCharacters[index]) : .null
-                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, index: index, piece: piece,
-                                                     logprobs: chunkLogprobs), to: &writer)
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, fingerprint: fingerprints[index],
+                                                     index: index, piece: piece, logprobs: chunkLogprobs), to: &writer)
                 streamedTokens[index] += tokens.count
                 streamedCharacters[index] += piece.unicodeScalars.count
             case let .finished(index, completion, ran):
@@ -280,16 +309,17 @@ struct SSEStream: Sendable {
                 if ran { metrics.ran(completion, promptTokens: generation.promptTokenIDs.count, generatedTokens: generation.tokenIDs.count) }
                 // Every token of the text came with a piece; any other (one whose bytes decoded to nothing) comes here.
                 let rest = Array(generation.logprobs.dropFirst(streamedTokens[index]))
-                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model, index: index,
+                try await send(OpenAIResponses.chunk(chat: chat, id: id, created: created, model: model,
+                                                     fingerprint: OpenAIResponses.fingerprint(completion.decision), index: index,
                                                      piece: chat ? nil : "", finish: OpenAIResponses.finishReason(generation.stopReason),
                                                      logprobs: logprobs && !rest.isEmpty
                                                         ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters[index]) : .null,
-                                                     extra: [("system_fingerprint", .string(OpenAIResponses.fingerprint(completion.decision))),
-                                                             ("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
+                                                     extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
                 (generatedTokens, finished) = (generatedTokens + generation.tokenIDs.count, finished + 1)
                 if includeUsage, finished == choices, !failed {
                     let usage = OpenAIResponses.usage(prompt: promptTokens, completion: generatedTokens)
-                    try await send(OpenAIResponses.usageChunk(chat: chat, id: id, created: created, model: model, usage: usage), to: &writer)
+                    try await send(OpenAIResponses.usageChunk(chat: chat, id: id, created: created, model: model,
+                                                              fingerprint: fingerprints[0], usage: usage), to: &writer)
                 }
             case let .failed(error):
                 // The headers are out: the error goes in the stream, in OpenAI's shape (once, if several choices fail).

@@ -5,7 +5,7 @@ Usage: openai_client_test.py EMBER_BINARY MODELS_DIR   (run with a Python that h
        .build/venv-openai for it)
 
 Checks: models.list; chat.completions.create plain and streamed (the streamed pieces join to the plain text at
-temperature 0, their system_fingerprint naming the pinned precision); completions.create plain and streamed; embeddings.create as floats and base64 (the client's
+temperature 0, every chunk's system_fingerprint naming the pinned precision); completions.create plain and streamed; embeddings.create as floats and base64 (the client's
 default) agreeing; prompts as token ids; several prompts and n choices; log-probabilities (chat, streamed, completions with a stop string) joining to the text;
 logit_bias, the additive penalties and llama-server's filters taken; tools and bad logit_bias refused naming the
 field; 16 concurrent chats all complete; an unknown model is a 404 and the server lives on; max_tokens
@@ -106,13 +106,12 @@ def run_checks(base):
                                                 stream=True, stream_options={"include_usage": True}):
         if chunk.usage:
             usage = chunk.usage
-        if chunk.system_fingerprint:
-            fingerprints.add(chunk.system_fingerprint)
+        fingerprints.add(chunk.system_fingerprint)  # every chunk's, the role chunk's and the usage chunk's too
         for choice in chunk.choices:
             if choice.delta.content:
                 pieces.append(choice.delta.content)
             finish = choice.finish_reason or finish
-    check("chat stream=True joins to the plain text, on the same fingerprint",
+    check("chat stream=True joins to the plain text, every chunk on the answer's fingerprint",
           "".join(pieces) == text and fingerprints == {plain.system_fingerprint}, "%r %s" % ("".join(pieces), fingerprints))
     check("chat stream ends with a finish reason and usage", finish == plain.choices[0].finish_reason
           and usage is not None and usage.completion_tokens == plain.usage.completion_tokens, "%s %s" % (finish, usage))
@@ -176,16 +175,18 @@ def run_checks(base):
           repr((single.choices[0].message.content, texts[0])))
     check("n=3's usage: the prompt once, every choice's tokens", several.usage.prompt_tokens == single.usage.prompt_tokens
           and several.usage.completion_tokens >= 3 and several.usage.completion_tokens <= 36, repr(several.usage.model_dump()))
-    pieces, finishes = {0: "", 1: ""}, {}
+    pieces, finishes, unnamed = {0: "", 1: ""}, {}, 0
     for chunk in client.chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=12, temperature=1.0, seed=5, n=2,
                                                 stream=True):
         for choice in chunk.choices:
             pieces[choice.index] += choice.delta.content or ""
             if choice.finish_reason:
                 finishes[choice.index] = choice.finish_reason
-    check("n=2 streamed: each index's chunks join to that choice's text", pieces[0][:10] == texts[0][:10]
-          and pieces[1][:10] == texts[1][:10] and len(finishes) == 2,
-          repr((pieces, texts[:2], finishes)))
+            if (choice.delta.content or choice.finish_reason) and not chunk.system_fingerprint:
+                unnamed += 1  # a run's chunks come after it started: each names its run
+    check("n=2 streamed: each index's chunks join to that choice's text, each text chunk with a fingerprint",
+          pieces[0][:10] == texts[0][:10] and pieces[1][:10] == texts[1][:10] and len(finishes) == 2 and unnamed == 0,
+          repr((pieces, texts[:2], finishes, unnamed)))
     for n in (0, 17):
         status, _, answer = raw(base, "/v1/chat/completions", {"model": CHAT_MODEL, "messages": messages, "n": n, "max_tokens": 2})
         check("n=%d is a 400 naming n" % n, status == 400 and json.loads(answer)["error"]["param"] == "n", answer[:200])

@@ -12,10 +12,11 @@ extension Decision {
 extension Runtime {
     /// The scheduler request that generates from `prompt` with `model` at `tier`. Pieces go through the scheduler
     /// (its sink); `onLogprobs`, the log-probabilities of the tokens each piece completes, goes to the caller directly,
-    /// just before the piece.
+    /// just before the piece; `onStart`, the decision, as the run starts.
     func generationRequest(_ model: any TextGenerator, prompt: PromptInput, maxTokens: Int, requirements: RequestRequirements,
                            sampler: SamplerSettings, stop: [String] = [], deadline: Date? = nil,
-                           onLogprobs: (@Sendable ([TokenLogprobs]) -> Void)? = nil) -> InferenceRequest {
+                           onLogprobs: (@Sendable ([TokenLogprobs]) -> Void)? = nil,
+                           onStart: (@Sendable (Decision) -> Void)? = nil) -> InferenceRequest {
         let tier = requirements.tier
         var requirements = requirements
         // About four bytes per token until the prompt is tokenized, and the reply this model's replies have been (at most
@@ -30,6 +31,7 @@ extension Runtime {
         let contextLength = min(model.contextLength, prompt.maximumTokens + min(max(maxTokens, 0), model.contextLength))
         var request = InferenceRequest(requirements: requirements, deadline: deadline,
                                        memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
+            onStart?(decision)
             await context.checkpoint()
             let cancelled = CancellationFlag()
             let result = try await withTaskCancellationHandler {

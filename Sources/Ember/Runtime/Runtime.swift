@@ -218,19 +218,21 @@ public final class Runtime: Sendable {
     /// ``generateText(_:prompt:maxTokens:tier:sampler:requirements:stop:deadline:onPiece:onDeferred:)`` from text or from
     /// token ids (each checked to be in the model's vocabulary). When `sampler` asks for log-probabilities, `onLogprobs`
     /// gets those of the tokens each piece completes, on the same thread just before `onPiece` gets the piece — what a
-    /// stream sends with each chunk (the whole list is ``Generation/logprobs`` either way).
+    /// stream sends with each chunk (the whole list is ``Generation/logprobs`` either way). `onStart` gets the decision
+    /// the run starts under, before its first piece — what a stream names in each chunk before the run has ended.
     public func generateText(_ model: any TextGenerator, from prompt: PromptInput, maxTokens: Int = 256, tier: Tier = .critical,
                              sampler: SamplerSettings = SamplerSettings(), requirements: RequestRequirements? = nil,
                              stop: [String] = [], deadline: Date? = nil,
                              onPiece: @escaping @Sendable (String) -> Void = { _ in },
                              onLogprobs: (@Sendable ([TokenLogprobs]) -> Void)? = nil,
-                             onDeferred: (@Sendable (String) -> Void)? = nil) async throws -> Completion<Generation> {
+                             onDeferred: (@Sendable (String) -> Void)? = nil,
+                             onStart: (@Sendable (Decision) -> Void)? = nil) async throws -> Completion<Generation> {
         guard maxTokens >= 1 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "at least 1") }
         try sampler.validate()
         var needs = requirements ?? RequestRequirements(tier: tier)
         needs.tier = tier
         let request = generationRequest(model, prompt: prompt, maxTokens: maxTokens, requirements: needs, sampler: sampler,
-                                        stop: stop, deadline: deadline, onLogprobs: onLogprobs)
+                                        stop: stop, deadline: deadline, onLogprobs: onLogprobs, onStart: onStart)
         await synchronizePowerState()
         let result = try await scheduler.submit(request, tier: tier, onPiece: onPiece, onDeferred: onDeferred)
         guard let generation = result.output as? Generation else {
