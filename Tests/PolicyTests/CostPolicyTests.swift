@@ -138,6 +138,35 @@ struct CostPolicyTests {
         #expect(learned.precision == .int8, "\(learned.explanation)")
     }
 
+    @Test func oneSlowRunDoesNotMoveABoundRoute() throws {
+        // int4 is predicted 10 % faster than int8 and its weights are bound; then its runs take twice their time (a
+        // neighbour's burst on a shared host, or a real slowdown if it goes on).
+        var costs = CostModel(units: UnitCostTable(units: [
+            .neuralEngine: [.int4: UnitCost(gops: 110, joulesPerGop: 0.05), .int8: UnitCost(gops: 100, joulesPerGop: 0.05)],
+            .cpu: [.fp32: UnitCost(gops: 10, joulesPerGop: 1)],
+        ]))
+        let workload = Workload.generation(parameters: 135_000_000, promptTokens: 32, newTokens: 64, model: "bound.gguf")
+        let request = RequestRequirements(tier: .critical, workload: workload)
+        func decision(_ costs: CostModel) -> Decision {
+            BackendPolicy.decide(request: request, state: Self.battery, configuration: Self.configuration, costs: costs)
+        }
+        #expect(decision(costs).precision == .int4)
+        costs.markBound(model: "bound.gguf", unit: .neuralEngine, precision: .int4)
+        func slowRun() throws {
+            let predicted = try #require(costs.predict(workload, unit: .neuralEngine, precision: .int4, threads: 2, maxThreads: 2)).seconds
+            costs.observe(workload, unit: .neuralEngine, precision: .int4, threads: 2, predicted: predicted,
+                          measured: 2 * predicted / costs.correction(.neuralEngine, .int4, kind: "generate", threads: 2))
+        }
+        try slowRun()
+        let once = decision(costs)
+        #expect(once.precision == .int4, "one slow run is not evidence enough to bind int8: \(once.explanation)")
+        #expect(abs(costs.correction(.neuralEngine, .int4, kind: "generate", threads: 2) - 1.25) < 1e-9)
+        try slowRun()
+        try slowRun()
+        let thrice = decision(costs)
+        #expect(thrice.precision == .int8, "three are: \(thrice.explanation)")
+    }
+
     @Test func aModelStaysOnItsBoundRouteUnlessAnotherIsClearlyBetter() {
         func costs(int4: Double) -> CostModel {
             var costs = CostModel(units: UnitCostTable(units: [

@@ -79,6 +79,13 @@ public struct CostModel: Sendable {
     /// first observations weigh 1/2, 1/3, 1/4 … down to this (a running mean with the calibration as the first value).
     /// Runs predicted under 20 ms do not count.
     public var learningRate = 0.3
+    /// The most one observation may say against a correction: its ratio is taken within ×/÷ this of the correction it
+    /// updates. On a shared host one run can take 1.5–2× its time for no route's reason (a neighbour's burst);
+    /// unclipped, the first such run moved its route's correction halfway there, and a route never run, predicted a
+    /// few per cent behind, then won by the ``switchingMargin`` — the next request of the same text ran at another
+    /// precision. A real slowdown shows in run after run and is learned a few runs later (3× slower: 2.9 after
+    /// twelve runs, as unclipped; one run at 2× moves a correction to 1.25, three to 1.62).
+    public var largestStep = 1.5
 
     /// A model of `units` costs and `qualities`.
     public init(units: UnitCostTable, qualities: [String: QualityProfile] = [:]) {
@@ -135,7 +142,8 @@ public struct CostModel: Sendable {
     public static let shortestTaught = 0.02
 
     /// Learns from a finished request: it ran `workload` at `precision` on `unit` with `threads` in `measured` seconds,
-    /// where `predicted` was expected (with the correction then in force). Ignores runs too short to time (under a millisecond).
+    /// where `predicted` was expected (with the correction then in force), at most ``largestStep`` off the correction.
+    /// Ignores runs too short to time (under a millisecond).
     public mutating func observe(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, predicted: Double,
                                  measured: Double) {
         // Runs predicted under 20 ms are mostly fixed costs the model does not count (tokenizing, a session, the first
@@ -150,7 +158,9 @@ public struct CostModel: Sendable {
             let current = corrections[key] ?? (key == route ? 1 : old)
             let count = (observations[key] ?? 0) + 1
             observations[key] = count
-            corrections[key] = current + max(learningRate, 1 / Double(count + 1)) * (ratio - current)
+            let step = max(1, largestStep)
+            let taken = min(current * step, max(current / step, ratio))
+            corrections[key] = current + max(learningRate, 1 / Double(count + 1)) * (taken - current)
         }
     }
 }
