@@ -114,7 +114,7 @@ enum OpenAIResponses {
     }
 
     /// One streamed chunk: a piece of text (or the role, first) with, when asked, its tokens' `logprobs`; or the last
-    /// one with its finish reason.
+    /// one with its finish reason. `fingerprint`, the choice's run's (``fingerprint(_:)``), is its `system_fingerprint`.
     static func chunk(chat: Bool, id: String, created: Int, model: String, fingerprint: String? = nil, index: Int = 0, piece: String?,
                       role: Bool = false, finish: String? = nil, logprobs: JSONValue = .null, extra: [(String, JSONValue)] = []) -> JSONValue {
         let choice: JSONValue
@@ -131,7 +131,8 @@ enum OpenAIResponses {
         return .object(head(chat: chat, id: id, created: created, model: model, fingerprint: fingerprint) + [("choices", .array([choice]))] + extra)
     }
 
-    /// The usage chunk of `stream_options.include_usage`: no choices, the usage.
+    /// The usage chunk of `stream_options.include_usage`: no choices, the usage (and `fingerprint` as its
+    /// `system_fingerprint`).
     static func usageChunk(chat: Bool, id: String, created: Int, model: String, fingerprint: String? = nil, usage: JSONValue) -> JSONValue {
         .object(head(chat: chat, id: id, created: created, model: model, fingerprint: fingerprint) + [("choices", .array([])), ("usage", usage)])
     }

@@ -182,9 +182,9 @@ def run_checks(base):
             pieces[choice.index] += choice.delta.content or ""
             if choice.finish_reason:
                 finishes[choice.index] = choice.finish_reason
-            if (choice.delta.content or choice.finish_reason) and not chunk.system_fingerprint:
-                unnamed += 1  # a run's chunks come after it started: each names its run
-    check("n=2 streamed: each index's chunks join to that choice's text, each text chunk with a fingerprint",
+            if not chunk.system_fingerprint:
+                unnamed += 1  # a choice's chunks, its role chunk too, go out once its run has started: each names it
+    check("n=2 streamed: each index's chunks join to that choice's text, every chunk with a fingerprint",
           pieces[0][:10] == texts[0][:10] and pieces[1][:10] == texts[1][:10] and len(finishes) == 2 and unnamed == 0,
           repr((pieces, texts[:2], finishes, unnamed)))
     for n in (0, 17):

@@ -83,9 +83,9 @@ public struct CostModel: Sendable {
     /// updates. On a shared host one run can take 1.5–2× its time for no route's reason (a neighbour's burst);
     /// unclipped, the first such run moved its route's correction halfway there, and a route never run, predicted a
     /// few per cent behind, then won by the ``switchingMargin`` — the next request of the same text ran at another
-    /// precision. A real slowdown shows in run after run and is learned a few runs later (3× slower: 2.9 after
-    /// twelve runs, as unclipped; one run at 2× moves a correction to 1.25, three to 1.62).
-    public var largestStep = 1.5
+    /// precision. A real slowdown shows in run after run and is learned a few runs later (3× slower: 2.94 after
+    /// twelve runs, 2.98 unclipped; one run at 2× moves a correction to 1.25, three to 1.62).
+    public var largestObservationFactor = 1.5
 
     /// A model of `units` costs and `qualities`.
     public init(units: UnitCostTable, qualities: [String: QualityProfile] = [:]) {
@@ -142,7 +142,7 @@ public struct CostModel: Sendable {
     public static let shortestTaught = 0.02
 
     /// Learns from a finished request: it ran `workload` at `precision` on `unit` with `threads` in `measured` seconds,
-    /// where `predicted` was expected (with the correction then in force), at most ``largestStep`` off the correction.
+    /// where `predicted` was expected (with the correction then in force), at most ``largestObservationFactor`` off the correction.
     /// Ignores runs too short to time (under a millisecond).
     public mutating func observe(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, predicted: Double,
                                  measured: Double) {
@@ -153,13 +153,14 @@ public struct CostModel: Sendable {
         let old = correction(unit, precision, kind: workload.kind, threads: threads)
         let ratio = min(100, max(0.01, measured / predicted * old)) // what the correction should have been
         // The thread count's own correction and the route's over every thread count, each a running mean that counts
-        // the calibration as its first value (the first measurement moves it halfway), then a moving average.
+        // the calibration as its first value (the first measurement moves it halfway to what it measured, taken within
+        // ×/÷ largestObservationFactor), then a moving average.
         for key in ["\(route)/\(threads)", route] {
             let current = corrections[key] ?? (key == route ? 1 : old)
             let count = (observations[key] ?? 0) + 1
             observations[key] = count
-            let step = max(1, largestStep)
-            let taken = min(current * step, max(current / step, ratio))
+            let factor = max(1, largestObservationFactor)
+            let taken = min(current * factor, max(current / factor, ratio))
             corrections[key] = current + max(learningRate, 1 / Double(count + 1)) * (taken - current)
         }
     }

@@ -219,7 +219,8 @@ public final class Runtime: Sendable {
     /// token ids (each checked to be in the model's vocabulary). When `sampler` asks for log-probabilities, `onLogprobs`
     /// gets those of the tokens each piece completes, on the same thread just before `onPiece` gets the piece — what a
     /// stream sends with each chunk (the whole list is ``Generation/logprobs`` either way). `onStart` gets the decision
-    /// the run starts under, before its first piece — what a stream names in each chunk before the run has ended.
+    /// the run starts under, once, on the run's task before its first piece (never for a request dropped or cancelled
+    /// before it runs) — what a stream names in each chunk before the run has ended.
     public func generateText(_ model: any TextGenerator, from prompt: PromptInput, maxTokens: Int = 256, tier: Tier = .critical,
                              sampler: SamplerSettings = SamplerSettings(), requirements: RequestRequirements? = nil,
                              stop: [String] = [], deadline: Date? = nil,
