@@ -21,10 +21,10 @@ struct BenchBLASCommand: ParsableCommand {
     @Flag(help: "Print one JSON object: blas_core, threads, results[{m, n, k, ember_gflops, raw_gflops, ratio}].")
     var json = false
 
-    @Option(help: "Threads on both sides: Ember's workers, and OpenBLAS's for the raw call (default: every core).")
+    @Option(parsing: .unconditional, help: "Threads on both sides: Ember's workers, and OpenBLAS's for the raw call (default: every core).")
     var threads: Int?
 
-    @Option(help: "Timed rounds per shape; medians are reported.")
+    @Option(parsing: .unconditional, help: "Timed rounds per shape; medians are reported.")
     var rounds = 7
 
     @Flag(help: "Fewer, shorter rounds (for the demo).")
@@ -107,10 +107,10 @@ struct BenchKernelsCommand: ParsableCommand {
     @Flag(help: "Print one JSON object: isa, threads, read_bandwidth_gbs, results[…].")
     var json = false
 
-    @Option(help: "Threads for the quantized kernels and OpenBLAS (default: every core).")
+    @Option(parsing: .unconditional, help: "Threads for the quantized kernels and OpenBLAS (default: every core).")
     var threads: Int?
 
-    @Option(help: "Timed rounds per case; medians are reported.")
+    @Option(parsing: .unconditional, help: "Timed rounds per case; medians are reported.")
     var rounds = 5
 
     @Flag(help: "Only the SmolLM2-sized shapes, fewer rounds, and Q4_0, Q4_1, Q8_0, Q5_0 (for the demo).")
@@ -219,7 +219,7 @@ struct BenchQoSCommand: ParsableCommand {
     @Flag(help: "Print one JSON object: contention, inversion, mapping.")
     var json = false
 
-    @Option(help: "Repetitions of the interactive job per case (at least 10).")
+    @Option(parsing: .unconditional, help: "Repetitions of the interactive job per case (at least 10).")
     var repetitions = 200
 
     struct Report: Encodable {

@@ -11,16 +11,16 @@ struct BenchGenerateCommand: ParsableCommand {
 
     @OptionGroup var options: ModelRunOptions
 
-    @Option(help: "Timed runs of each (at least 5); medians are reported.")
+    @Option(parsing: .unconditional, help: "Timed runs of each (at least 5); medians are reported.")
     var runs = 5
 
-    @Option(name: .customLong("prompt-tokens"), help: "Tokens of the prompt-processing test.")
+    @Option(name: .customLong("prompt-tokens"), parsing: .unconditional, help: "Tokens of the prompt-processing test.")
     var promptTokens = 128
 
-    @Option(name: .customLong("generated-tokens"), help: "Tokens of the generation test.")
+    @Option(name: .customLong("generated-tokens"), parsing: .unconditional, help: "Tokens of the generation test.")
     var generatedTokens = 64
 
-    @Option(help: "Also decode this many sequences together (continuous batching: one pass per step) and report their summed tokens/s.")
+    @Option(parsing: .unconditional, help: "Also decode this many sequences together (continuous batching: one pass per step) and report their summed tokens/s.")
     var sequences = 1
 
     @Flag(help: "Also time the first token of a 20-token prompt from opening the file (TTFT).")

@@ -17,12 +17,12 @@ struct BenchStructuredCommand: ParsableCommand {
     @Option(help: "What the user asks for (put in the model's chat format).")
     var request = "Describe a person called Ada Lovelace as JSON: name, age, email, tags."
 
-    @Option(help: "Timed rounds (at least 3), after one warm-up.")
+    @Option(parsing: .unconditional, help: "Timed rounds (at least 3), after one warm-up.")
     var runs = 10
 
-    @Option(help: "Sampling temperature of both.") var temperature: Float = 0.8
+    @Option(parsing: .unconditional, help: "Sampling temperature of both.") var temperature: Float = 0.8
 
-    @Option(name: .short, help: "Tokens a generation may take at most.") var n = 256
+    @Option(name: .short, parsing: .unconditional, help: "Tokens a generation may take at most.") var n = 256
 
     @Flag(help: "Print one JSON object.") var json = false
 

@@ -30,13 +30,13 @@ struct ChatCommand: ParsableCommand {
             help: "The chat format when the file has none or one Ember does not recognise: chatml, gemma or llama3.")
     var chatTemplate: String?
 
-    @Option(name: .customLong("context"), help: "Context length in tokens.")
+    @Option(name: .customLong("context"), parsing: .unconditional, help: "Context length in tokens.")
     var contextLength = 4096
 
-    @Option(help: "0 is greedy.") var temperature: Float = 0.7
-    @Option(name: .customLong("top-k")) var topK = 40
-    @Option(name: .customLong("top-p")) var topP: Float = 0.95
-    @Option(help: "Sampling seed.") var seed: UInt64 = 0
+    @Option(parsing: .unconditional, help: "0 is greedy.") var temperature: Float = 0.7
+    @Option(name: .customLong("top-k"), parsing: .unconditional) var topK = 40
+    @Option(name: .customLong("top-p"), parsing: .unconditional) var topP: Float = 0.95
+    @Option(parsing: .unconditional, help: "Sampling seed.") var seed: UInt64 = 0
 
     /// The sampling options as the library takes them.
     var sampler: SamplerSettings { SamplerSettings(temperature: temperature, topK: topK, topP: topP, seed: seed) }
@@ -44,9 +44,7 @@ struct ChatCommand: ParsableCommand {
     func validate() throws {
         guard n > 0 else { throw ValidationError("-n \(n): expected at least 1") }
         guard (16...65_536).contains(contextLength) else { throw ValidationError("--context \(contextLength): expected 16 to 65536") }
-        do { try sampler.validate() } catch {
-            throw ValidationError("\(error)")
-        }
+        try SamplerOptionError.validate(sampler)
     }
 
     func run() throws {

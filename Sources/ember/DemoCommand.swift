@@ -10,7 +10,7 @@ struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Replay a power timeline (charger → 60% → 15% → low-power → hot → charger) and show what Ember decides for each request.")
 
-    @Option(help: "Tokens per chat reply.") var tokens = 24
+    @Option(parsing: .unconditional, help: "Tokens per chat reply.") var tokens = 24
 
     struct Step {
         let name: String

@@ -103,8 +103,8 @@ struct BenchEmbedCommand: ParsableCommand {
 
     @OptionGroup var options: EncoderRunOptions
 
-    @Option(help: "Sentences per call.") var batch = 32
-    @Option(help: "Timed passes (at least 3); the median is reported.") var runs = 3
+    @Option(parsing: .unconditional, help: "Sentences per call.") var batch = 32
+    @Option(parsing: .unconditional, help: "Timed passes (at least 3); the median is reported.") var runs = 3
     @Flag(help: "Print one JSON object: precision, batch, threads, sentences_per_s, runs (and more).") var json = false
     @Flag(name: .customLong("print-sentences"),
           help: "Print the benchmark's sentences, one per line, and exit (what `make bench-peers` gives the peers).")

@@ -25,7 +25,7 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(help: "now (default), or charging: a discretionary download that waits for external power (at most --within seconds, then runs anyway).")
     var when = "now"
 
-    @Option(help: "With --when charging: the longest wait for external power, in seconds.")
+    @Option(parsing: .unconditional, help: "With --when charging: the longest wait for external power, in seconds.")
     var within: Double = 3600
 
     func validate() throws {

@@ -13,13 +13,13 @@ struct GenerateCommand: AsyncParsableCommand {
     @Option(name: .short, parsing: .unconditional, help: "Tokens to generate at most.")
     var n = 64
 
-    @Option(help: "0 is greedy.") var temperature: Float = 0
-    @Option(name: .customLong("top-k")) var topK = 40
-    @Option(name: .customLong("top-p")) var topP: Float = 0.95
-    @Option(help: "Sampling seed.") var seed: UInt64 = 0
-    @Option(name: .customLong("min-p"), help: "Drop tokens below this fraction of the best one's probability (0 off).")
+    @Option(parsing: .unconditional, help: "0 is greedy.") var temperature: Float = 0
+    @Option(name: .customLong("top-k"), parsing: .unconditional) var topK = 40
+    @Option(name: .customLong("top-p"), parsing: .unconditional) var topP: Float = 0.95
+    @Option(parsing: .unconditional, help: "Sampling seed.") var seed: UInt64 = 0
+    @Option(name: .customLong("min-p"), parsing: .unconditional, help: "Drop tokens below this fraction of the best one's probability (0 off).")
     var minP: Float = 0.05
-    @Option(name: .customLong("repeat-penalty"), help: "Above 1, makes the last 64 tokens less likely (1 off).")
+    @Option(name: .customLong("repeat-penalty"), parsing: .unconditional, help: "Above 1, makes the last 64 tokens less likely (1 off).")
     var repeatPenalty: Float = 1
 
     @Option(help: ArgumentHelp("End the text before this string (repeat the option for several; up to 16).", valueName: "text"))
@@ -38,7 +38,7 @@ struct GenerateCommand: AsyncParsableCommand {
     @Flag(name: .customLong("json-object"), help: "Generate one JSON object (any keys).")
     var jsonObject = false
 
-    @Option(help: ArgumentHelp("With --json: each token's log-probability and the step's N most likely tokens (0–20).",
+    @Option(parsing: .unconditional, help: ArgumentHelp("With --json: each token's log-probability and the step's N most likely tokens (0–20).",
                                valueName: "N"))
     var logprobs: Int?
 
@@ -87,11 +87,7 @@ struct GenerateCommand: AsyncParsableCommand {
             guard (0...20).contains(logprobs) else { throw ValidationError("--logprobs: found \(logprobs), expected 0 to 20 tokens a step") }
             guard json else { throw ValidationError("--logprobs \(logprobs): add --json (the log-probabilities are reported in its object)") }
         }
-        do { try sampler().validate() } catch let error as ValidationError {
-            throw error
-        } catch {
-            throw ValidationError("\(jsonSchema.map { "--json-schema \($0): " } ?? "")\(error)")
-        }
+        try SamplerOptionError.validate(try sampler(), format: jsonSchema.map { "--json-schema \($0)" })
     }
 
     @Argument(help: "The prompt (special tokens such as <|im_start|> are parsed).")

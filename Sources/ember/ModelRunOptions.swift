@@ -16,7 +16,7 @@ struct DecisionOptions: ParsableArguments {
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine.")
     var units = "all"
 
-    @Option(help: "Compute threads (default: the policy's choice, at most the cores).")
+    @Option(parsing: .unconditional, help: "Compute threads (default: the policy's choice, at most the cores).")
     var threads: Int?
 
     static let unitSets: [String: ComputeUnits] = [

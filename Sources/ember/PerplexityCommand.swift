@@ -21,10 +21,10 @@ struct PerplexityCommand: ParsableCommand {
     @Option(name: .short, help: "The text file.")
     var file: String
 
-    @Option(name: .short, help: "Tokens per chunk (the context).")
+    @Option(name: .short, parsing: .unconditional, help: "Tokens per chunk (the context).")
     var contextLength = 512
 
-    @Option(help: "Evaluate at most this many chunks (default: all).")
+    @Option(parsing: .unconditional, help: "Evaluate at most this many chunks (default: all).")
     var chunks: Int?
 
     @Flag(name: .customLong("kl-divergence"), help: "Also run fp32 and report the divergence from it.")

@@ -9,7 +9,7 @@ struct PolicyCommand: ParsableCommand {
         commandName: "policy",
         abstract: "Print the backend policy: budgets, tier rules, and each tier's decision with its predicted time, energy and quality loss.")
 
-    @Option(help: "Threads in the configuration shown (default: this machine's cores).")
+    @Option(parsing: .unconditional, help: "Threads in the configuration shown (default: this machine's cores).")
     var threads: Int?
 
     @Option(help: "A power state to decide for instead, as EMBER_POWER spells it (e.g. battery=0.15,thermal=serious).")

@@ -15,7 +15,7 @@ struct ServeCommand: AsyncParsableCommand {
                                valueName: "host:port"))
     var http: String?
 
-    @Option(help: "Bodies longer than this many bytes get 413 (--http).")
+    @Option(parsing: .unconditional, help: "Bodies longer than this many bytes get 413 (--http).")
     var maxBodyBytes = 4 << 20
 
     @Option(help: "Listen on a Unix domain socket at this path (many clients).")
@@ -36,22 +36,28 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Refuse work while the device is not on external power (clients may change it per connection).")
     var runOnlyWhileCharging = false
 
-    @Option(help: "Longest request line accepted, in bytes (at least 256).")
+    @Option(parsing: .unconditional, help: "Longest request line accepted, in bytes (at least 256).")
     var maxLineBytes = 1 << 20
 
-    @Option(help: "Responses longer than this are sent as chunks of at most this many bytes (at least 512); error lines are cut to fit.")
+    /// The flag of each ``WorkerServer/Configuration`` setting the worker may refuse (it names its own fields).
+    static let settingFlags = [
+        "maxLineBytes": "--max-line-bytes", "chunkBytes": "--chunk-bytes", "maxConnections": "--max-connections",
+        "maxRequestsPerConnection": "--max-requests-per-connection", "maxQueuedBytesPerConnection": "--max-queued-bytes",
+    ]
+
+    @Option(parsing: .unconditional, help: "Responses longer than this are sent as chunks of at most this many bytes (at least 512); error lines are cut to fit.")
     var chunkBytes = 512
 
-    @Option(help: "Clients connected at once at most (a socket server); one more is told so and disconnected.")
+    @Option(parsing: .unconditional, help: "Clients connected at once at most (a socket server); one more is told so and disconnected.")
     var maxConnections = 256
 
-    @Option(help: "Requests running at once per connection at most; one more is refused.")
+    @Option(parsing: .unconditional, help: "Requests running at once per connection at most; one more is refused.")
     var maxRequestsPerConnection = 64
 
-    @Option(help: "Bytes of answers queued for one client at most (at least 65536); a client reading slower is disconnected.")
+    @Option(parsing: .unconditional, help: "Bytes of answers queued for one client at most (at least 65536); a client reading slower is disconnected.")
     var maxQueuedBytes = 16 << 20
 
-    @Option(help: "Megabytes of KV caches and buffers the running requests may need together, with the models' weight copies (other precisions, kernel layouts) (default: a quarter of the machine's memory, or half of a lower cgroup limit); requests beyond it wait, one bigger than all of it is refused.")
+    @Option(parsing: .unconditional, help: "Megabytes of KV caches and buffers the running requests may need together, with the models' weight copies (other precisions, kernel layouts) (default: a quarter of the machine's memory, or half of a lower cgroup limit); requests beyond it wait, one bigger than all of it is refused.")
     var memoryBudget: Int?
 
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
@@ -60,7 +66,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "native (the weights as stored), auto (the policy's choice, the default), \(Precision.names): every request's precision.")
     var precision = "auto"
 
-    @Option(help: "Compute threads per request (default: the policy's choice, at most the cores).")
+    @Option(parsing: .unconditional, help: "Compute threads per request (default: the policy's choice, at most the cores).")
     var threads: Int?
 
     @Option(help: "A scripted power timeline (JSON steps) instead of the OS's power state — for demos and tests.")
@@ -135,7 +141,12 @@ struct ServeCommand: AsyncParsableCommand {
         settings.maxConnections = maxConnections
         settings.maxRequestsPerConnection = maxRequestsPerConnection
         settings.maxQueuedBytesPerConnection = maxQueuedBytes
-        let server = try WorkerServer(runtime: runtime, configuration: settings)
+        let server: WorkerServer
+        do {
+            server = try WorkerServer(runtime: runtime, configuration: settings)
+        } catch WorkerServer.ServeError.invalidSetting(let field, let found, let expected) {
+            throw ValidationError("\(Self.settingFlags[field] ?? field): found \(found), expected \(expected)")
+        }
         if stdio {
             await server.serveStandardIO()
             return
