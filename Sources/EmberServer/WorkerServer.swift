@@ -18,6 +18,19 @@ import Darwin
 public final class WorkerServer: @unchecked Sendable {
     /// How a worker behaves.
     public struct Configuration: Sendable {
+        /// Throws ``ServeError/invalidSetting(field:found:expected:)`` naming the first limit out of range:
+        /// `chunkBytes` below 512, `maxLineBytes` below 256, a connection or request limit below 1, or the queue limit
+        /// below 64 KiB.
+        public func validate() throws {
+            // 512: the last chunk carries the metadata (~330 bytes) besides an id of up to 128 bytes.
+            for (field, value, least) in [("chunkBytes", chunkBytes, 512), ("maxLineBytes", maxLineBytes, 256),
+                                          ("maxConnections", maxConnections, 1),
+                                          ("maxRequestsPerConnection", maxRequestsPerConnection, 1),
+                                          ("maxQueuedBytesPerConnection", maxQueuedBytesPerConnection, 64 << 10)] where value < least {
+                throw ServeError.invalidSetting(field: field, found: "\(value)", expected: "at least \(least)")
+            }
+        }
+
         /// The model for `"kind": "generate"` requests without `model`.
         public var languageModel = "smollm2-135m-instruct"
         /// The model for `"kind": "embed"` requests without `model`.
@@ -84,18 +97,7 @@ public final class WorkerServer: @unchecked Sendable {
 
     /// A worker for `runtime`; throws ``ServeError/invalidSetting(field:found:expected:)`` when `chunkBytes` is below 512, `maxLineBytes` below 256, a connection or request limit below 1 or the queue limit below 64 KiB. It preloads the default models when `preload` is set, and serves once ``listen(socketPath:)`` or ``serveStandardIO()`` is called.
     public init(runtime: Runtime, configuration: Configuration = Configuration()) throws {
-        // 512: the last chunk carries the metadata (~330 bytes) besides an id of up to 128 bytes.
-        guard configuration.chunkBytes >= 512 else {
-            throw ServeError.invalidSetting(field: "chunkBytes", found: "\(configuration.chunkBytes)", expected: "at least 512")
-        }
-        guard configuration.maxLineBytes >= 256 else {
-            throw ServeError.invalidSetting(field: "maxLineBytes", found: "\(configuration.maxLineBytes)", expected: "at least 256")
-        }
-        for (field, value, least) in [("maxConnections", configuration.maxConnections, 1),
-                                      ("maxRequestsPerConnection", configuration.maxRequestsPerConnection, 1),
-                                      ("maxQueuedBytesPerConnection", configuration.maxQueuedBytesPerConnection, 64 << 10)] where value < least {
-            throw ServeError.invalidSetting(field: field, found: "\(value)", expected: "at least \(least)")
-        }
+        try configuration.validate()
         self.runtime = runtime
         self.configuration = configuration
         let changed = Box()

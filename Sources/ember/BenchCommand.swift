@@ -222,6 +222,10 @@ struct BenchQoSCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Repetitions of the interactive job per case (at least 10).")
     var repetitions = 200
 
+    func validate() throws {
+        guard repetitions >= 10 else { throw ValidationError("--repetitions: found \(repetitions), expected at least 10") }
+    }
+
     struct Report: Encodable {
         var contention: QoSBenchmark.Contention
         var inversion: QoSBenchmark.Inversion

@@ -12,6 +12,10 @@ struct DemoCommand: AsyncParsableCommand {
 
     @Option(parsing: .unconditional, help: "Tokens per chat reply.") var tokens = 24
 
+    func validate() throws {
+        guard tokens >= 1 else { throw ValidationError("--tokens: found \(tokens), expected at least 1") }
+    }
+
     struct Step {
         let name: String
         let state: PowerState

@@ -22,7 +22,8 @@ struct GenerateCommand: AsyncParsableCommand {
     @Option(name: .customLong("repeat-penalty"), parsing: .unconditional, help: "Above 1, makes the last 64 tokens less likely (1 off).")
     var repeatPenalty: Float = 1
 
-    @Option(help: ArgumentHelp("End the text before this string (repeat the option for several; up to 16).", valueName: "text"))
+    @Option(parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("End the text before this string (repeat the option for several; up to 16).", valueName: "text"))
     var stop: [String] = []
 
     @Flag(help: "Send the prompt as a user's message through the model's chat template (the reply alone is printed).")
@@ -83,6 +84,9 @@ struct GenerateCommand: AsyncParsableCommand {
         guard !(chat && tokenIDs) else { throw ValidationError("--chat and --token-ids: give one of them (token ids are fed as they are)") }
         guard stop.count <= 16 else { throw ValidationError("--stop: found \(stop.count) strings, expected at most 16") }
         if let empty = stop.firstIndex(of: "") { throw ValidationError("--stop: string \(empty + 1) is empty, expected some text") }
+        if !stop.isEmpty, jsonSchema != nil || jsonObject {
+            throw ValidationError("--stop with \(jsonObject ? "--json-object" : "--json-schema"): give one of them (a stop string would cut the JSON short)")
+        }
         if let logprobs {
             guard (0...20).contains(logprobs) else { throw ValidationError("--logprobs: found \(logprobs), expected 0 to 20 tokens a step") }
             guard json else { throw ValidationError("--logprobs \(logprobs): add --json (the log-probabilities are reported in its object)") }

@@ -96,6 +96,21 @@ struct ServeCommand: AsyncParsableCommand {
         guard DecisionOptions.unitSets[units] != nil else {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
+        do { try workerLimits.validate() } catch WorkerServer.ServeError.invalidSetting(let field, let found, let expected) {
+            throw ValidationError("\(Self.settingFlags[field] ?? field): found \(found), expected \(expected)")
+        }
+    }
+
+    /// The worker's limits as given (the HTTP server takes the connection and request limits too), checked by `validate()`
+    /// before anything is fetched or loaded.
+    private var workerLimits: WorkerServer.Configuration {
+        var settings = WorkerServer.Configuration()
+        settings.maxLineBytes = maxLineBytes
+        settings.chunkBytes = chunkBytes
+        settings.maxConnections = maxConnections
+        settings.maxRequestsPerConnection = maxRequestsPerConnection
+        settings.maxQueuedBytesPerConnection = maxQueuedBytes
+        return settings
     }
 
     func run() async throws {
@@ -130,23 +145,13 @@ struct ServeCommand: AsyncParsableCommand {
             try await serveHTTP(runtime: runtime, address: try Self.address(http))
             return
         }
-        var settings = WorkerServer.Configuration()
+        var settings = workerLimits
         settings.requirements = requirements
         settings.languageModel = languageModels[0]
         settings.embeddingModel = embeddingModels[0]
         settings.preload = !noPreload
         settings.runOnlyWhileCharging = runOnlyWhileCharging
-        settings.maxLineBytes = maxLineBytes
-        settings.chunkBytes = chunkBytes
-        settings.maxConnections = maxConnections
-        settings.maxRequestsPerConnection = maxRequestsPerConnection
-        settings.maxQueuedBytesPerConnection = maxQueuedBytes
-        let server: WorkerServer
-        do {
-            server = try WorkerServer(runtime: runtime, configuration: settings)
-        } catch WorkerServer.ServeError.invalidSetting(let field, let found, let expected) {
-            throw ValidationError("\(Self.settingFlags[field] ?? field): found \(found), expected \(expected)")
-        }
+        let server = try WorkerServer(runtime: runtime, configuration: settings)
         if stdio {
             await server.serveStandardIO()
             return
