@@ -44,7 +44,7 @@ struct BenchStructuredCommand: ParsableCommand {
     func validate() throws {
         guard runs >= 3 else { throw ValidationError("--runs \(runs): expected at least 3") }
         guard n >= 8 else { throw ValidationError("-n \(n): expected at least 8 tokens") }
-        try SamplerOptionError.validate(SamplerSettings(temperature: temperature))
+        try FlagError.validate(SamplerSettings(temperature: temperature))
     }
 
     func run() throws {

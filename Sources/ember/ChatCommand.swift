@@ -44,10 +44,10 @@ struct ChatCommand: ParsableCommand {
     func validate() throws {
         guard n > 0 else { throw ValidationError("-n \(n): expected at least 1") }
         guard (16...65_536).contains(contextLength) else { throw ValidationError("--context \(contextLength): expected 16 to 65536") }
-        try SamplerOptionError.validate(sampler)
+        try FlagError.validate(sampler)
         if let chatTemplate {
             do { _ = try ChatTemplate(named: chatTemplate) } catch KernelError.invalidArgument(_, let found, let expected) {
-                throw ValidationError("--chat-template: found \(found), expected \(expected)")
+                throw FlagError.refused("--chat-template", found: found, expected: expected)
             }
         }
     }

@@ -91,7 +91,7 @@ struct GenerateCommand: AsyncParsableCommand {
             guard (0...20).contains(logprobs) else { throw ValidationError("--logprobs: found \(logprobs), expected 0 to 20 tokens a step") }
             guard json else { throw ValidationError("--logprobs \(logprobs): add --json (the log-probabilities are reported in its object)") }
         }
-        try SamplerOptionError.validate(try sampler(), format: jsonSchema.map { "--json-schema \($0)" })
+        try FlagError.validate(try sampler(), format: jsonSchema.map { "--json-schema \($0)" })
     }
 
     @Argument(help: "The prompt (special tokens such as <|im_start|> are parsed).")

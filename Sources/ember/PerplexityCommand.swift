@@ -99,7 +99,7 @@ struct PerplexityCommand: ParsableCommand {
         } catch let error as Perplexity.TooShort {
             throw ValidationError("\(file): \(error)")
         } catch KernelError.invalidArgument("contextLength", let found, let expected) {
-            throw ValidationError("-c: found \(found), expected \(expected)")
+            throw FlagError.refused("-c", found: found, expected: expected)
         }
         let names = [decision.precisionName] + compared.map(\.name)
         if json {

@@ -97,7 +97,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--units \(units): expected all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine")
         }
         do { try workerLimits.validate() } catch WorkerServer.ServeError.invalidSetting(let field, let found, let expected) {
-            throw ValidationError("\(Self.settingFlags[field] ?? field): found \(found), expected \(expected)")
+            throw FlagError.refused(Self.settingFlags[field] ?? field, found: found, expected: expected)
         }
     }
 

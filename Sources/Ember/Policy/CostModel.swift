@@ -155,11 +155,11 @@ public struct CostModel: Sendable {
         // The thread count's own correction and the route's over every thread count, each a running mean that counts
         // the calibration as its first value (the first measurement moves it halfway to what it measured, taken within
         // ×/÷ largestObservationFactor), then a moving average.
+        let factor = max(1, largestObservationFactor)
         for key in ["\(route)/\(threads)", route] {
             let current = corrections[key] ?? (key == route ? 1 : old)
             let count = (observations[key] ?? 0) + 1
             observations[key] = count
-            let factor = max(1, largestObservationFactor)
             let taken = min(current * factor, max(current / factor, ratio))
             corrections[key] = current + max(learningRate, 1 / Double(count + 1)) * (taken - current)
         }
