@@ -37,18 +37,22 @@ enum OpenAIResponses {
         return .object(pairs)
     }
 
-    static func usage(prompt: Int, completion: Int) -> JSONValue {
+    /// OpenAI's `usage`: `cached` of the `prompt` tokens were restored from the prompt cache rather than computed
+    /// (`prompt_tokens_details.cached_tokens`).
+    static func usage(prompt: Int, completion: Int, cached: Int) -> JSONValue {
         .object([("prompt_tokens", .number(Double(prompt))), ("completion_tokens", .number(Double(completion))),
-                 ("total_tokens", .number(Double(prompt + completion)))])
+                 ("total_tokens", .number(Double(prompt + completion))),
+                 ("prompt_tokens_details", .object([("cached_tokens", .number(Double(min(cached, prompt))))]))])
     }
 
     /// A whole chat completion (`object: chat.completion`) or text completion (`object: text_completion`), a choice
     /// per generation (`n` for each prompt); `logprobs` says whether the request asked for log-probabilities; `echoes`
-    /// is each choice's prompt when a text completion echoes it. The usage counts `promptTokens` (each prompt once) and
-    /// every choice's tokens; the `system_fingerprint` and the `ember` object are the first choice's run (with several
+    /// is each choice's prompt when a text completion echoes it. The usage counts `promptTokens` (each prompt once, and
+    /// of them the tokens the prompt cache held for each prompt's first choice) and every choice's tokens; the `system_fingerprint` and the `ember` object are the first choice's run (with several
     /// choices each one's is under its own `ember` key too).
     static func completion(chat: Bool, id: String, created: Int, model: String, generations: [Completion<Generation>],
-                           promptTokens: Int, tier: Tier, logprobs asked: Bool = false, echoes: [String] = []) -> JSONValue {
+                           promptTokens: Int, cachedTokens: Int = 0, tier: Tier, logprobs asked: Bool = false,
+                           echoes: [String] = []) -> JSONValue {
         let choices = generations.enumerated().map { index, generation -> JSONValue in
             let text = (echoes.indices.contains(index) ? echoes[index] : "") + generation.output.text
             let finish = JSONValue.string(finishReason(generation.output.stopReason))
@@ -64,7 +68,7 @@ enum OpenAIResponses {
         return .object([
             ("id", .string(id)), ("object", .string(chat ? "chat.completion" : "text_completion")),
             ("created", .number(Double(created))), ("model", .string(model)), ("choices", .array(choices)),
-            ("usage", usage(prompt: promptTokens, completion: generated)),
+            ("usage", usage(prompt: promptTokens, completion: generated, cached: cachedTokens)),
             ("system_fingerprint", generations.first.map { .string(fingerprint($0.decision)) } ?? .null),
             ("ember", generations.first.map { ember($0, tier: tier) } ?? .null),
         ])

@@ -84,9 +84,12 @@ extension OpenAIServer {
                 metrics.ran(completion, promptTokens: completion.output.promptTokenIDs.count, generatedTokens: completion.output.tokenIDs.count)
                 for index in run.choices { (choices[index], echoes[index]) = (completion, run.prompt.echoed) }
             }
+            // Each prompt's tokens the cache held, as its first choice's run found them.
+            let cached = zip(runs, completions).filter { $0.0.choices[0] % parameters.choices == 0 }
+                .reduce(0) { $0 + $1.1.output.cachedPromptTokens }
             return Self.json(OpenAIResponses.completion(chat: chat, id: String(id), created: created, model: name,
                                                         generations: choices.compactMap { $0 }, promptTokens: prompts.reduce(0) { $0 + $1.tokens },
-                                                        tier: headers.tier, logprobs: parameters.sampler.logprobs != nil,
+                                                        cachedTokens: cached, tier: headers.tier, logprobs: parameters.sampler.logprobs != nil,
                                                         echoes: echoes), status: .ok)
         }
 
@@ -129,7 +132,7 @@ extension OpenAIServer {
             _ = try await Self.translatingDrop(deferral, headers) { throw error }
         }
         let stream = SSEStream(chat: chat, id: String(id), created: created, model: name, tier: headers.tier, choices: choiceCount,
-                               promptTokens: prompts.reduce(0) { $0 + $1.tokens },
+                               choicesPerPrompt: parameters.choices, promptTokens: prompts.reduce(0) { $0 + $1.tokens },
                                includeUsage: parameters.includeUsage, logprobs: parameters.sampler.logprobs != nil,
                                echoes: parameters.echo ? prompts.flatMap { Array(repeating: $0.echoed, count: parameters.choices) } : nil,
                                fingerprints: fingerprints, metrics: metrics, log: configuration.log,

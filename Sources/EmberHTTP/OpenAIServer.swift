@@ -122,10 +122,11 @@ public final class OpenAIServer: Sendable {
         let depth = await scheduler.deferredCount + scheduler.waitingForMemoryCount
         let counts = await scheduler.metrics
         let memory = ServerMetrics.Memory(inUse: await scheduler.memoryInUse, weightCopies: await scheduler.weightCopyBytes,
-                                          budget: await scheduler.memoryBudget)
+                                          budget: await scheduler.memoryBudget, promptCache: runtime.promptCache?.bytes ?? 0)
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-        let text = metrics.text(queueDepth: depth, memory: memory, scheduler: counts, batcher: runtime.batcher)
+        let text = metrics.text(queueDepth: depth, memory: memory, scheduler: counts, batcher: runtime.batcher,
+                                promptCache: runtime.promptCache?.statistics)
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 

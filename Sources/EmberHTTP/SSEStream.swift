@@ -37,6 +37,8 @@ struct SSEStream: Sendable {
     let tier: Tier
     /// How many choices stream (`n` for each prompt; their chunks interleave, each with its index).
     let choices: Int
+    /// `n`: choice p·n is prompt p's first, whose run's cached prompt tokens the usage counts.
+    let choicesPerPrompt: Int
     /// The prompts' tokens, counted once each (the usage chunk's).
     let promptTokens: Int
     let includeUsage: Bool
@@ -69,7 +71,7 @@ struct SSEStream: Sendable {
         var announced = false
         // Per choice: log-probabilities sent so far, and the text's length (characters) before its next chunk.
         var streamedTokens = [Int](repeating: 0, count: choices), streamedCharacters = [Int](repeating: 0, count: choices)
-        var (generatedTokens, finished, failed) = (0, 0, false)
+        var (generatedTokens, cachedTokens, finished, failed) = (0, 0, 0, false)
         while let current = event {
             switch current {
             case let .piece(index, piece, tokens):
@@ -92,8 +94,9 @@ struct SSEStream: Sendable {
                                                         ? OpenAIResponses.logprobs(chat: chat, rest, offset: streamedCharacters[index]) : .null,
                                                      extra: [("ember", OpenAIResponses.ember(completion, tier: tier))]), to: &writer)
                 (generatedTokens, finished) = (generatedTokens + generation.tokenIDs.count, finished + 1)
+                if ran, index % choicesPerPrompt == 0 { cachedTokens += generation.cachedPromptTokens }
                 if includeUsage, finished == choices, !failed {
-                    let usage = OpenAIResponses.usage(prompt: promptTokens, completion: generatedTokens)
+                    let usage = OpenAIResponses.usage(prompt: promptTokens, completion: generatedTokens, cached: cachedTokens)
                     try await send(OpenAIResponses.usageChunk(chat: chat, id: id, created: created, model: model,
                                                               fingerprint: fingerprints[0], usage: usage), to: &writer)
                 }

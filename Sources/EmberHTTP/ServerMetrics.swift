@@ -4,7 +4,8 @@ import Prometheus
 
 /// What `GET /metrics` reports, in Prometheus's text format (swift-prometheus): requests by endpoint and status,
 /// tokens generated, the last generation's tokens per second, requests waiting and running, decisions by precision
-/// and unit, joules by source (measured or modelled), and the memory the scheduler's budget counts.
+/// and unit, joules by source (measured or modelled), the memory the scheduler's budget counts, and what the prompt
+/// cache held and saved.
 final class ServerMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     private let tokens: Counter
@@ -17,6 +18,7 @@ final class ServerMetrics: Sendable {
     private let memoryInUse: Gauge
     private let weightCopies: Gauge
     private let memoryBudget: Gauge
+    private let promptCacheBytes: Gauge
     private let schedulerCounters: [String: Counter]
     private let seen = SeenCounts()
 
@@ -36,6 +38,8 @@ final class ServerMetrics: Sendable {
                                                                 "Bytes of weight copies the models hold (other precisions, kernel layouts) or are binding."))
         memoryBudget = registry.makeGauge(descriptor: Self.name("ember_memory_budget_bytes",
                                                                 "The working-memory budget both of the above count against (0: none)."))
+        promptCacheBytes = registry.makeGauge(descriptor: Self.name("ember_prompt_cache_bytes",
+                                                                    "Bytes of finished generations' KV caches kept for later prompts (the budget counts them)."))
         var counters: [String: Counter] = [:]
         for (name, help) in [("cancellations", "Requests whose caller went away before they ended."),
                              ("deferrals", "Times the power policy deferred a request."),
@@ -46,6 +50,10 @@ final class ServerMetrics: Sendable {
         counters["decode_steps"] = Self.counter(registry, "ember_decode_steps_total", "Batched decode steps run.")
         counters["decode_sequence_steps"] = Self.counter(registry, "ember_decode_sequence_steps_total",
                                                          "Tokens decoded by batched steps (divided by the steps: the mean batch).")
+        counters["prompt_cache_hits"] = Self.counter(registry, "ember_prompt_cache_hits_total",
+                                                     "Prompts that started from a prefix the prompt cache held.")
+        counters["prompt_cache_tokens"] = Self.counter(registry, "ember_prompt_cache_tokens_total",
+                                                       "Prompt tokens restored from the prompt cache instead of computed.")
         schedulerCounters = counters
     }
 
@@ -82,23 +90,28 @@ final class ServerMetrics: Sendable {
     }
 
     /// The scheduler's memory as `GET /metrics` reports it: bytes the running requests need, bytes of weight copies,
-    /// and the budget (nil: none).
+    /// the budget (nil: none), and the prompt cache's bytes.
     struct Memory {
         var inUse: Int
         var weightCopies: Int
         var budget: Int?
+        var promptCache = 0
     }
 
-    /// The text of `GET /metrics`, with the scheduler's queue depth, memory and counters and the batcher's steps read now.
-    func text(queueDepth depth: Int, memory: Memory, scheduler: SchedulerMetrics, batcher: ContinuousBatcher) -> String {
+    /// The text of `GET /metrics`, with the scheduler's queue depth, memory and counters, the batcher's steps and the
+    /// prompt cache's counts read now.
+    func text(queueDepth depth: Int, memory: Memory, scheduler: SchedulerMetrics, batcher: ContinuousBatcher,
+              promptCache: PromptCache.Statistics?) -> String {
         queueDepth.set(to: Double(depth))
         memoryInUse.set(to: Double(memory.inUse))
         weightCopies.set(to: Double(memory.weightCopies))
         memoryBudget.set(to: Double(memory.budget ?? 0))
+        promptCacheBytes.set(to: Double(memory.promptCache))
         let steps = batcher.steps
         let now = ["cancellations": scheduler.cancellations, "deferrals": scheduler.deferrals.values.reduce(0, +),
                    "drops": scheduler.drops.values.reduce(0, +), "memory_waits": scheduler.memoryWaits,
-                   "decode_steps": steps.count, "decode_sequence_steps": steps.sequences]
+                   "decode_steps": steps.count, "decode_sequence_steps": steps.sequences,
+                   "prompt_cache_hits": promptCache?.hits ?? 0, "prompt_cache_tokens": promptCache?.reusedTokens ?? 0]
         for (name, delta) in seen.advance(to: now) where delta > 0 { schedulerCounters[name]?.increment(by: Int64(delta)) }
         return registry.emitToString()
     }

@@ -342,6 +342,9 @@ public final class WorkerServer: @unchecked Sendable {
                 metadata = Self.metadata(completion)
                 metadata.insert(contentsOf: [("tokens", .number(Double(completion.output.tokenIDs.count))),
                                              ("stopReason", .string(completion.output.stopReason))], at: 0)
+                if completion.output.cachedPromptTokens > 0 {
+                    metadata.insert(("cachedPromptTokens", .number(Double(completion.output.cachedPromptTokens))), at: 2)
+                }
             case .embed:
                 let model = try await models.embedding(named: request.model ?? configuration.embeddingModel)
                 let completion = try await runtime.embedding(model, request.texts, tier: request.tier,

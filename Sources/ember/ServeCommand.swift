@@ -60,6 +60,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Megabytes of KV caches and buffers the running requests may need together, with the models' weight copies (other precisions, kernel layouts) (default: a quarter of the machine's memory, or half of a lower cgroup limit); requests beyond it wait, one bigger than all of it is refused.")
     var memoryBudget: Int?
 
+    @Option(parsing: .unconditional, help: "Megabytes of finished generations' KV caches kept so that a prompt starting as an earlier one did (the next turn of a conversation, a shared system prompt) computes only the rest (default 256, at most a quarter of the budget, which counts it); 0 keeps none.")
+    var promptCache: Int?
+
     @Option(help: "all, cpuOnly, cpuAndGPU or cpuAndNeuralEngine: the most the policy may use.")
     var units = "all"
 
@@ -86,6 +89,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let memoryBudget, memoryBudget < 1 || memoryBudget > 1 << 30 {
             throw ValidationError("--memory-budget \(memoryBudget): expected megabytes from 1 to \(1 << 30)")
+        }
+        if let promptCache, promptCache < 0 || promptCache > 1 << 30 {
+            throw ValidationError("--prompt-cache \(promptCache): expected megabytes from 0 (none) to \(1 << 30)")
         }
         guard ["native", "auto"].contains(precision) || Precision(rawValue: precision) != nil else {
             throw ValidationError("--precision \(precision): expected native, auto, \(Precision.names)")
@@ -133,6 +139,7 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         if let memoryBudget { configuration.memoryBudget = memoryBudget * 1_000_000 }
+        if let promptCache { configuration.promptCacheBytes = promptCache * 1_000_000 }
         if let powerTimeline {
             configuration.power = .source(try ScriptedPowerTimeline(contentsOf: URL(fileURLWithPath: powerTimeline)))
         }
@@ -140,7 +147,8 @@ struct ServeCommand: AsyncParsableCommand {
         for failure in runtime.pluginFailures { printError("warning: plugin refused: \(failure)") }
         printError("ember serve: working-memory budget "
             + (configuration.memoryBudget.map { "\($0 / 1_000_000) MB" } ?? "none")
-            + (memoryBudget == nil ? " (default; \(MemoryLimit.current()))" : " (--memory-budget)"))
+            + (memoryBudget == nil ? " (default; \(MemoryLimit.current()))" : " (--memory-budget)")
+            + ", prompt cache " + (runtime.promptCache.map { "\($0.capacityBytes / 1_000_000) MB" } ?? "off"))
         if let http {
             try await serveHTTP(runtime: runtime, address: try Self.address(http))
             return

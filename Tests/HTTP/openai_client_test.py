@@ -116,6 +116,23 @@ def run_checks(base):
     check("chat stream ends with a finish reason and usage", finish == plain.choices[0].finish_reason
           and usage is not None and usage.completion_tokens == plain.usage.completion_tokens, "%s %s" % (finish, usage))
 
+    # The prompt cache: the first request computed its whole prompt; the same prompt again restored all but its last
+    # token; the conversation's next turn, sent whole as OpenAI clients send it, restores the last turn's prompt and
+    # reply and computes only the rest.
+    check("a first prompt is computed whole (usage.prompt_tokens_details.cached_tokens 0)",
+          plain.usage.prompt_tokens_details is not None and plain.usage.prompt_tokens_details.cached_tokens == 0,
+          repr(plain.usage.model_dump()))
+    check("the same prompt again restores all but its last token", usage.prompt_tokens_details is not None
+          and usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1, repr(usage.model_dump()))
+    follow = messages + [{"role": "assistant", "content": text}, {"role": "user", "content": "And of Italy?"}]
+    turn = client.chat.completions.create(model=CHAT_MODEL, messages=follow, max_tokens=8, temperature=0)
+    cached = turn.usage.prompt_tokens_details.cached_tokens
+    check("the next turn restores the last turn's prompt and reply", plain.usage.prompt_tokens < cached < turn.usage.prompt_tokens,
+          "%d of %d (the first turn's prompt: %d)" % (cached, turn.usage.prompt_tokens, plain.usage.prompt_tokens))
+    check("/metrics counts the prompt cache's hits, tokens and bytes", scheduler_count(base, "ember_prompt_cache_hits_total") >= 2
+          and scheduler_count(base, "ember_prompt_cache_tokens_total") >= cached
+          and scheduler_count(base, "ember_prompt_cache_bytes") > 0)
+
     completion = client.completions.create(model=CHAT_MODEL, prompt="Once upon a time", max_tokens=16, temperature=0)
     streamed = "".join(c.choices[0].text for c in client.completions.create(model=CHAT_MODEL, prompt="Once upon a time",
                                                                            max_tokens=16, temperature=0, stream=True) if c.choices)

@@ -30,6 +30,34 @@ struct RuntimeTests {
         #expect(await runtime.scheduler.weightCopyBytes == llm.heldWeightCopyBytes + minilm.heldWeightCopyBytes)
     }
 
+    /// A conversation's next turn restores what the last turn's prompt and reply left in the runtime's prompt cache
+    /// and computes only the rest; its text is the text a runtime without the cache gives; the scheduler's budget
+    /// counts the cache's bytes.
+    @Test func theNextTurnOfAConversationRestoresTheLastOne() async throws {
+        var configuration = Runtime.Configuration(power: .injected(.mains), modelsDirectory: Self.models)
+        let runtime = try Runtime(configuration: configuration)
+        let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
+        let template = try ChatTemplate.resolve(for: llm)
+        let requirements = RequestRequirements(tier: .standard, precision: .int8)
+        var messages = [ChatMessage(role: "user", content: "Name a fruit that is yellow.")]
+        let first = try await runtime.generateText(llm, prompt: template.format(messages), maxTokens: 12, requirements: requirements)
+        #expect(first.output.cachedPromptTokens == 0)
+        let cache = try #require(runtime.promptCache)
+        #expect(cache.count == 1 && cache.bytes > 0)
+        #expect(runtime.scheduler.releasableMemory?.held() == cache.bytes)
+        messages += [ChatMessage(role: "assistant", content: first.output.text), ChatMessage(role: "user", content: "And a red one?")]
+        let second = try await runtime.generateText(llm, prompt: template.format(messages), maxTokens: 12, requirements: requirements)
+        #expect(second.output.cachedPromptTokens >= first.output.promptTokenIDs.count,
+                "\(second.output.cachedPromptTokens) of \(second.output.promptTokenIDs.count) restored")
+        #expect(second.output.cachedPromptTokens < second.output.promptTokenIDs.count)
+        configuration.promptCacheBytes = 0
+        let plain = try Runtime(configuration: configuration)
+        #expect(plain.promptCache == nil)
+        let uncached = try await plain.generateText(llm, prompt: template.format(messages), maxTokens: 12, requirements: requirements)
+        #expect(uncached.output.cachedPromptTokens == 0)
+        #expect(uncached.output.text == second.output.text)
+    }
+
     /// Background work waits while the battery is low and runs when the charger returns.
     @Test func backgroundWorkWaitsForPower() async throws {
         let low = PowerState(batteryLevel: 0.12, charging: .unplugged, externalPower: false)

@@ -24,8 +24,50 @@ final class FakeWeightCopies: @unchecked Sendable {
     }
 }
 
+/// Memory kept for later (a prompt cache, say) for the scheduler (a test fake): entries of `entry` bytes, dropped
+/// oldest first when asked for room.
+final class FakeKeptMemory: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: Int
+    private let entry: Int
+    private(set) var asked: [Int] = []
+    init(entries: Int, entry: Int) { (self.entries, self.entry) = (entries, entry) }
+    var held: Int { lock.withLock { entries * entry } }
+    var memory: ReleasableMemory {
+        ReleasableMemory(held: { self.held }, release: { bytes in
+            self.lock.withLock {
+                self.asked.append(bytes)
+                var freed = 0
+                while freed < bytes, self.entries > 0 { self.entries -= 1; freed += self.entry }
+                return freed
+            }
+        })
+    }
+}
+
 @Suite("Scheduler memory budget")
 struct MemoryBudgetTests {
+    /// Memory kept for later counts against the budget and gives way: a run that fits only without part of it has
+    /// that part released (no more) and starts without waiting; one that fits beside it releases nothing; one bigger
+    /// than the whole budget is refused as before.
+    @Test(.timeLimit(.minutes(1))) // without the release, the second run would wait for memory forever
+    func memoryKeptForLaterGivesWayToARun() async throws {
+        let kept = FakeKeptMemory(entries: 3, entry: 200_000_000)
+        let scheduler = InferenceScheduler(source: FakePowerSource(charging), configuration: PolicyConfiguration(threads: 2),
+                                           memoryBudget: 1_000_000_000, releasableMemory: kept.memory)
+        let occupancy = Occupancy()
+        _ = try await scheduler.submit(Self.request(.standard, bytes: 300_000_000, occupancy: occupancy), tier: .standard)
+        #expect(kept.asked.isEmpty && kept.held == 600_000_000)
+        _ = try await scheduler.submit(Self.request(.standard, bytes: 550_000_000, occupancy: occupancy), tier: .standard)
+        #expect(kept.asked == [150_000_000], "\(kept.asked)")
+        #expect(kept.held == 400_000_000)
+        #expect(await scheduler.metrics.memoryWaits == 0)
+        await #expect(throws: SchedulerError.self) {
+            try await scheduler.submit(Self.request(.standard, bytes: 1_100_000_000, occupancy: occupancy), tier: .standard)
+        }
+        #expect(kept.held == 400_000_000, "a refused run releases nothing")
+    }
+
     static func request(_ tier: Tier, bytes: Int, occupancy: Occupancy, work: Duration = .milliseconds(30)) -> InferenceRequest {
         InferenceRequest(requirements: RequestRequirements(tier: tier), memoryBytes: bytes) { _, _ in
             occupancy.enter(bytes)

@@ -60,6 +60,11 @@ extension Runtime {
         /// Whether generations of one model running at once decode together, one batched pass per token over all of
         /// them (their prompts still run alone). Default true; false runs each generation's passes on its own.
         public var continuousBatching = true
+        /// Bytes of finished generations' KV caches kept so that a later prompt starting with the same tokens (the
+        /// next turn of a conversation sent whole again, a shared system prompt) computes only the rest
+        /// (``Runtime/promptCache``). Default 256 MiB, at most a quarter of ``memoryBudget`` (which counts it, and
+        /// releases it before a request would wait for memory); 0 keeps none.
+        public var promptCacheBytes = 256 << 20
 
         /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
         /// when given, sets the ceiling (else the policy's own, `.all` by default).

@@ -26,7 +26,7 @@ extension Runtime {
         requirements.workload = requirements.workload ?? .generation(
             parameters: parameters, promptTokens: prompt.estimatedTokens,
             newTokens: replyLengths.expected(model: model.path, maxTokens: maxTokens), model: model.path)
-        let (batcher, batching) = (self.batcher, configuration.continuousBatching)
+        let (batcher, batching, promptCache) = (self.batcher, configuration.continuousBatching, self.promptCache)
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.maximumTokens + min(max(maxTokens, 0), model.contextLength))
         var request = InferenceRequest(requirements: requirements, deadline: deadline,
@@ -49,13 +49,14 @@ extension Runtime {
                     try Self.bind(model.prepare, options, context: context)
                     guard batching else {
                         return try model.generate(from: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
-                                                  stop: stop, onPiece: { context.emit($0) }, onLogprobs: { onLogprobs?($0) },
-                                                  betweenTokens: checkpoint)
+                                                  stop: stop, promptCache: promptCache, onPiece: { context.emit($0) },
+                                                  onLogprobs: { onLogprobs?($0) }, betweenTokens: checkpoint)
                     }
                     // Critical sequences batch apart: a batch of other tiers may wait at its checkpoints for them.
                     let key = "\(ObjectIdentifier(model).hashValue)|\(options)|\(tier == .critical ? "critical" : "other")"
                     return try model.generate(from: prompt, maxTokens: maxTokens, sampler: sampler, options: options,
-                                              stop: stop, batcher: batcher, batchKey: key, onPiece: { context.emit($0) },
+                                              stop: stop, promptCache: promptCache, batcher: batcher, batchKey: key,
+                                              onPiece: { context.emit($0) },
                                               onLogprobs: { onLogprobs?($0) }, betweenTokens: checkpoint)
                 }
             } onCancel: {
@@ -63,8 +64,10 @@ extension Runtime {
             }
             context.report(energy: result.energy)
             replyLengths.record(model: model.path, tokens: result.tokenIDs.count, stopReason: result.stopReason)
-            context.report(work: .generation(parameters: parameters, promptTokens: result.promptTokenIDs.count,
-                                             newTokens: result.tokenIDs.count, model: model.path))
+            // The prompt tokens computed: those a prompt cache restored cost a copy, not a pass.
+            let computed = result.promptTokenIDs.count - result.cachedPromptTokens
+            context.report(work: .generation(parameters: parameters, promptTokens: computed, newTokens: result.tokenIDs.count,
+                                             model: model.path))
             return result
         }
         request.weightCopies = Self.weightCopies(of: model)

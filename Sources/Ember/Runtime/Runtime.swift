@@ -25,6 +25,9 @@ public final class Runtime: Sendable {
     public let scheduler: InferenceScheduler
     /// Where concurrent generations of one model decode together (``Configuration/continuousBatching``).
     public let batcher = ContinuousBatcher()
+    /// The KV caches of finished generations that later prompts starting the same way restore instead of computing
+    /// (``Configuration/promptCacheBytes``); nil when it is 0.
+    public let promptCache: PromptCache?
     /// How long each model's replies turn out to be: what a generation is predicted at (see ``ReplyLengths``).
     public let replyLengths = ReplyLengths()
     /// The power source in use.
@@ -82,7 +85,13 @@ public final class Runtime: Sendable {
             // Pinned workers: a class runs on as many threads as its cores.
             if let cores = context.pool.cores(for: qos) { policy.threadLimits[qos] = max(1, cores.count) }
         }
+        let cacheBytes = min(configuration.promptCacheBytes, (configuration.memoryBudget ?? .max) / 4)
+        let promptCache = cacheBytes > 0 ? PromptCache(capacityBytes: cacheBytes) : nil
+        self.promptCache = promptCache
         scheduler = InferenceScheduler(source: powerSource, configuration: policy, memoryBudget: configuration.memoryBudget,
+                                       releasableMemory: promptCache.map { cache in
+                                           ReleasableMemory(held: { cache.bytes }, release: { cache.release(atLeast: $0) })
+                                       },
                                        costs: CostModel(units: UnitCostTable(context: context)))
     }
 

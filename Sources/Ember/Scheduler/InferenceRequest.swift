@@ -73,6 +73,21 @@ public struct WeightCopyAccount: Sendable {
     }
 }
 
+/// Memory the process keeps for later use and gives back on demand — the runtime's ``PromptCache``: a memory budget
+/// counts it, and has it released before a request would wait for room.
+public struct ReleasableMemory: Sendable {
+    /// Bytes held now.
+    public var held: @Sendable () -> Int
+    /// Gives back at least the bytes asked for, or all it holds; returns the bytes given back.
+    public var release: @Sendable (Int) -> Int
+
+    /// Memory whose size `held` reads and which `release` gives back.
+    public init(held: @escaping @Sendable () -> Int, release: @escaping @Sendable (Int) -> Int) {
+        self.held = held
+        self.release = release
+    }
+}
+
 /// What a caller gets back.
 public struct InferenceResult: Sendable {
     /// What the request's run returned (for a batch, the output for this request's input).

@@ -23,7 +23,9 @@ import Foundation
 ///   route would bind) leave room for it; the others wait, highest tier first,
 ///   and start as runs end. A route whose copies the budget cannot hold is not
 ///   bound while the model has another. A request that needs more than the
-///   whole budget (less the copies held) is dropped with the numbers.
+///   whole budget (less the copies held) is dropped with the numbers. Memory
+///   kept for later (``releasableMemory``: the runtime's prompt cache) counts
+///   too, and is released, as much as a run needs, before it would wait.
 /// Every request ends exactly once: a result, an error, or a drop with a reason.
 public actor InferenceScheduler {
     /// The policy settings every decision is made with.
@@ -38,6 +40,8 @@ public actor InferenceScheduler {
     public let memoryBudget: Int?
     /// Bytes the running requests need now.
     public private(set) var memoryInUse = 0
+    /// Memory kept for later that the budget counts and releases for a run that needs it (nil: none).
+    public nonisolated let releasableMemory: ReleasableMemory?
     /// Bytes of weight copies the models it has run hold now, and what runs in flight are predicted to bind still.
     public var weightCopyBytes: Int { heldWeightCopyBytes + bindingBytesInFlight }
     /// The latest power state (from the source or ``powerChanged(_:)``), which decisions are made against.
@@ -165,9 +169,11 @@ public actor InferenceScheduler {
     /// a fake; nil: not known).
     public init(source: any PowerSource, configuration: PolicyConfiguration = PolicyConfiguration(),
                 coalescingWindow: Double = 0.5, batchingWindow: Double = 0.005, deferredCapacity: Int = 256,
-                memoryBudget: Int? = nil, costs: CostModel = .reference, qualities: QualityRegistry = QualityRegistry(),
+                memoryBudget: Int? = nil, releasableMemory: ReleasableMemory? = nil, costs: CostModel = .reference,
+                qualities: QualityRegistry = QualityRegistry(),
                 runQueueWait: @escaping @Sendable () -> [Int: Double]? = { RunQueueWait.threadSeconds() }) {
         self.runQueueWait = runQueueWait
+        self.releasableMemory = releasableMemory
         self.configuration = configuration
         self.learnedCosts = costs
         self.qualities = qualities
@@ -420,7 +426,13 @@ public actor InferenceScheduler {
                 for job in group { finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason) }
                 return
             }
-            if memoryInUse + need + binding + held + bindingBytesInFlight > budget {
+            var kept = releasableMemory?.held() ?? 0
+            let over = memoryInUse + need + binding + held + bindingBytesInFlight + kept - budget
+            if over > 0, kept > 0, let releasableMemory {
+                _ = releasableMemory.release(over)
+                kept = releasableMemory.held()
+            }
+            if memoryInUse + need + binding + held + bindingBytesInFlight + kept > budget {
                 for job in group { job.phase = .pending }
                 waitingForMemory.append((group.map(\.id), decision))
                 metrics.memoryWaits += 1

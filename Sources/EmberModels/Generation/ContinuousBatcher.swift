@@ -187,19 +187,20 @@ extension TextGenerator {
                      batchKey: batchKey, onPiece: onPiece, onLogprobs: onLogprobs, betweenTokens: betweenTokens)
     }
 
-    /// The batched generation from text or from token ids.
+    /// The batched generation from text or from token ids; a `promptCache` serves as in the unbatched one.
     public func generate(from input: PromptInput, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
-                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], batcher: ContinuousBatcher,
-                         batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
+                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], promptCache: PromptCache? = nil,
+                         batcher: ContinuousBatcher, batchKey: String, onPiece: @escaping (String) -> Void = { _ in },
                          onLogprobs: @escaping ([TokenLogprobs]) -> Void = { _ in },
                          betweenTokens: @escaping () throws -> Void = {}) throws -> Generation {
         let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try settings.validate()
-        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,
-                                  maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
+        let cached = promptCache?.restore(into: session, tokens: promptIDs, model: self, options: options) ?? 0
+        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, cachedTokens: cached,
+                                      history: promptIDs, maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
         let prefillStart = DispatchTime.now().uptimeNanoseconds
-        let logits = try forward(promptIDs, session: session, options: options)
+        let logits = try forward(Array(promptIDs[cached...]), session: session, options: options)
         state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
         let stream: (String, [TokenLogprobs]) -> Void = { piece, logprobs in
@@ -207,8 +208,14 @@ extension TextGenerator {
             onPiece(piece)
         }
         if !state.finished { state.accept(logits: try logits.scalars(), onPiece: stream) }
-        if state.finished { return state.finish(onPiece: stream) }
-        let batch = batcher.batch(for: batchKey, model: self, options: options)
-        return try batch.run(BatchSequence(state: state, onPiece: stream, betweenTokens: betweenTokens))
+        let generation: Generation
+        if state.finished {
+            generation = state.finish(onPiece: stream)
+        } else {
+            let batch = batcher.batch(for: batchKey, model: self, options: options)
+            generation = try batch.run(BatchSequence(state: state, onPiece: stream, betweenTokens: betweenTokens))
+        }
+        promptCache?.keep(session, after: generation, model: self, options: options)
+        return generation
     }
 }

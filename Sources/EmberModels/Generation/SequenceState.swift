@@ -12,6 +12,8 @@ struct SequenceState {
     let session: any GenerationSession
     let maxTokens: Int
     let promptTokens: [Int]
+    /// How many of the first `promptTokens` the session held before the prompt pass (a ``PromptCache``'s).
+    let cachedTokens: Int
     var sampler: Sampler
     private(set) var generated: [Int] = []
     private(set) var text = ""
@@ -33,11 +35,12 @@ struct SequenceState {
     var prefillSeconds = 0.0
     var decodeStart: UInt64 = 0
 
-    init(tokenizer: any TextTokenizer, session: any GenerationSession, promptTokens: [Int], history: [Int], maxTokens: Int,
-         sampler: Sampler, stop: [String]) throws {
+    init(tokenizer: any TextTokenizer, session: any GenerationSession, promptTokens: [Int], cachedTokens: Int = 0, history: [Int],
+         maxTokens: Int, sampler: Sampler, stop: [String]) throws {
         self.tokenizer = tokenizer
         self.session = session
         self.promptTokens = promptTokens
+        self.cachedTokens = cachedTokens
         self.maxTokens = maxTokens
         self.sampler = sampler
         seen = history
@@ -125,8 +128,8 @@ struct SequenceState {
         }
         if !tail.isEmpty { onPiece(tail, streamLogprobs()) }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - decodeStart) / 1e9
-        return Generation(promptTokenIDs: promptTokens, tokenIDs: generated, text: text, stopReason: stopReason,
-                          prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
+        return Generation(promptTokenIDs: promptTokens, cachedPromptTokens: cachedTokens, tokenIDs: generated, text: text,
+                          stopReason: stopReason, prefillSeconds: prefillSeconds, decodeSeconds: decodeSeconds,
                           energy: EnergyEstimate(joules: session.energy.joules - energyBefore, source: session.energy.source),
                           logprobs: logprobs)
     }

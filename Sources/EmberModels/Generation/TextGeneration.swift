@@ -5,6 +5,9 @@ import Foundation
 public struct Generation: Sendable {
     /// The token ids fed before sampling (in a chat, only those the KV cache did not already hold).
     public var promptTokenIDs: [Int]
+    /// How many of the first `promptTokenIDs` a ``PromptCache`` held, so were restored rather than computed (0
+    /// without one).
+    public var cachedPromptTokens = 0
     /// The sampled token ids, in order, including the end-of-generation token when that stopped it.
     public var tokenIDs: [Int]
     /// The decoded text of the sampled tokens, without the end-of-generation token.
@@ -90,14 +93,20 @@ extension TextGenerator {
     }
 
     /// ``generate(prompt:maxTokens:sampler:options:stop:onPiece:onLogprobs:betweenTokens:)`` from text or from token ids.
+    /// With a `promptCache`, the longest prefix of the prompt it holds for this model and options is restored rather
+    /// than computed (``Generation/cachedPromptTokens``), and the session is stored there when the generation ends.
     public func generate(from input: PromptInput, maxTokens: Int, sampler settings: SamplerSettings = SamplerSettings(),
-                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], onPiece: (String) -> Void = { _ in },
-                         onLogprobs: ([TokenLogprobs]) -> Void = { _ in }, betweenTokens: () throws -> Void = {}) throws -> Generation {
+                         options: ExecutionOptions = ExecutionOptions(), stop: [String] = [], promptCache: PromptCache? = nil,
+                         onPiece: (String) -> Void = { _ in }, onLogprobs: ([TokenLogprobs]) -> Void = { _ in },
+                         betweenTokens: () throws -> Void = {}) throws -> Generation {
         let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
+        let cached = promptCache?.restore(into: session, tokens: promptIDs, model: self, options: options) ?? 0
         var sampler = Sampler(settings)
-        return try continueGeneration(session: session, feeding: promptIDs, history: promptIDs, maxTokens: maxTokens,
+        let generation = try generate(session: session, prompt: promptIDs, cached: cached, history: promptIDs, maxTokens: maxTokens,
                                       sampler: &sampler, options: options, stop: stop, onPiece: onPiece, onLogprobs: onLogprobs,
-                                      betweenTokens: betweenTokens)
+                                      betweenTokens: betweenTokens, interrupted: { false })
+        promptCache?.keep(session, after: generation, model: self, options: options)
+        return generation
     }
 
     /// The prompt's token ids (a text's with special tokens parsed), checked to be some, in the vocabulary and to fit
@@ -132,13 +141,24 @@ extension TextGenerator {
                                    onPiece: (String) -> Void = { _ in }, onLogprobs: ([TokenLogprobs]) -> Void = { _ in },
                                    betweenTokens: () throws -> Void = {}, interrupted: () -> Bool = { false }) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
+        return try generate(session: session, prompt: tokens, cached: 0, history: history, maxTokens: maxTokens, sampler: &sampler,
+                            options: options, stop: stopStrings, onPiece: onPiece, onLogprobs: onLogprobs,
+                            betweenTokens: betweenTokens, interrupted: interrupted)
+    }
+
+    /// Feeds `prompt` after its first `cached` tokens, which the session holds already, then samples as
+    /// ``continueGeneration(session:feeding:history:maxTokens:sampler:options:stop:onPiece:onLogprobs:betweenTokens:interrupted:)``.
+    func generate(session: any GenerationSession, prompt: [Int], cached: Int, history: [Int], maxTokens: Int,
+                  sampler: inout Sampler, options: ExecutionOptions, stop stopStrings: [String],
+                  onPiece: (String) -> Void, onLogprobs: ([TokenLogprobs]) -> Void,
+                  betweenTokens: () throws -> Void, interrupted: () -> Bool) throws -> Generation {
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try sampler.settings.validate()
-        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: tokens, history: history,
-                                  maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
+        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: prompt, cachedTokens: cached,
+                                      history: history, maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
         defer { sampler = state.sampler }
         let prefillStart = DispatchTime.now().uptimeNanoseconds
-        var logits = try forward(tokens, session: session, options: options)
+        var logits = try forward(Array(prompt[cached...]), session: session, options: options)
         state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
         while !state.finished {

@@ -93,6 +93,17 @@ public protocol GenerationSession: AnyObject, Sendable {
     var cacheBytes: Int { get }
     /// Forgets everything after `position` (for example to re-run from a shared prefix).
     func rewind(to position: Int)
+    /// Makes this session hold the first `tokens` tokens `source` holds (its keys and values copied, this session's
+    /// own forgotten), as if they had been fed here: false, with nothing changed, when `source`'s cache has another shape
+    /// or precision, holds fewer tokens, or this session's cache is too small. That `source` is the same model's is
+    /// the caller's to know (a ``PromptCache`` keys its sessions by model).
+    func copyPrefix(of source: any GenerationSession, tokens: Int) -> Bool
+}
+
+extension GenerationSession {
+    /// No copying: a session type that cannot copy another's cache always recomputes (a ``PromptCache`` then
+    /// reuses nothing for it).
+    public func copyPrefix(of source: any GenerationSession, tokens: Int) -> Bool { false }
 }
 
 /// A tokenizer of a ``TextGenerator``: text to ids and back, and its special tokens.

@@ -50,6 +50,19 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     func rewind(to position: Int) {
         self.position = max(0, min(position, self.position))
     }
+
+    func copyPrefix(of source: any GenerationSession, tokens: Int) -> Bool {
+        guard let source = source as? DecoderSession, source !== self, source.cache.count == cache.count,
+              source.kvWidth == kvWidth, source.halfPrecision == halfPrecision,
+              tokens >= 0, tokens <= source.position, tokens <= capacity else { return false }
+        let bytes = tokens * kvWidth * (halfPrecision ? 2 : 4)
+        for layer in cache.indices {
+            keys(layer).copyMemory(from: source.keys(layer), byteCount: bytes)
+            values(layer).copyMemory(from: source.values(layer), byteCount: bytes)
+        }
+        position = tokens
+        return true
+    }
 }
 
 /// Buffers for a forward pass of up to `rows` tokens, reused from step to step.
