@@ -35,6 +35,9 @@ enum CConversions {
         }
     }
 
+    /// The size of `ember_usage_t` in ABI 2's first header, which ended at `decode_ms` (no padding after it); still taken.
+    static let usageSizeFirst = MemoryLayout<ember_usage_t>.offset(of: \.cached_prompt_tokens)!
+
     /// Where ABI 1's fields of `ember_generate_options_t` end (after `json_object`): all an ABI 1 structure holds.
     static let generateOptionsFields1 = MemoryLayout<ember_generate_options_t>.offset(of: \.json_object)! + MemoryLayout<Int32>.size
 

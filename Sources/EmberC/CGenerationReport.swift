@@ -21,6 +21,7 @@ final class CGenerationReport: @unchecked Sendable {
         usage.finish_reason = CConversions.finishReason(generation.stopReason)
         usage.prefill_ms = generation.prefillSeconds * 1000
         usage.decode_ms = generation.decodeSeconds * 1000
+        usage.cached_prompt_tokens = Int32(clamping: generation.cachedPromptTokens)
         self.usage = usage
         steps = .allocate(capacity: generation.logprobs.count)
         for (index, step) in generation.logprobs.enumerated() {

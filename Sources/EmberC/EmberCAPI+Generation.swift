@@ -166,10 +166,18 @@ public func ember_request_usage(_ handle: OpaquePointer?, _ outUsage: UnsafeMuta
     case let .failure(refusal): return refusal.status
     }
     guard let outUsage else { return CStatus.invalid("out_usage", found: "NULL", expected: "a pointer to an ember_usage_t") }
-    guard outUsage.pointee.size == MemoryLayout<ember_usage_t>.size else {
-        return CStatus.invalid("out_usage->size", found: "\(outUsage.pointee.size)", expected: "sizeof(ember_usage_t) = \(MemoryLayout<ember_usage_t>.size)")
+    switch Int(outUsage.pointee.size) {
+    case MemoryLayout<ember_usage_t>.size:
+        outUsage.pointee = report.usage
+    case CConversions.usageSizeFirst:
+        // The host's structure ends at decode_ms: only that much is written, its size left as the host set it.
+        var usage = report.usage
+        usage.size = UInt32(CConversions.usageSizeFirst)
+        withUnsafeBytes(of: &usage) { UnsafeMutableRawPointer(outUsage).copyMemory(from: $0.baseAddress!, byteCount: CConversions.usageSizeFirst) }
+    default:
+        return CStatus.invalid("out_usage->size", found: "\(outUsage.pointee.size)",
+                               expected: "sizeof(ember_usage_t) = \(MemoryLayout<ember_usage_t>.size), or \(CConversions.usageSizeFirst) (ABI 2's first header)")
     }
-    outUsage.pointee = report.usage
     return EMBER_OK
 }
 

@@ -78,7 +78,8 @@ struct CHostTests {
     /// ABI 2 from C, under AddressSanitizer: tokenizing, a prompt as token ids (the same greedy text as from text),
     /// log-probabilities (the chosen tokens spell the text, greedy picks each step's best), usage and finish reasons,
     /// a banned token, a stop string, a chat reply through the model's template, ABI 1's smaller options structure
-    /// (its appended fields not read), and a refusal naming the C field for each bad option.
+    /// (its appended fields not read), the prompt cache's count in the usage and ABI 2's first, smaller usage
+    /// structure (filled to its end, no further), and a refusal naming the C field for each bad option.
     @Test func aCHostUsesABI2GenerationOptionsAndReports() async throws {
         let run = try await Self.runProgram("generation_options.c", sanitized: true)
         #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")

@@ -203,6 +203,11 @@ typedef struct ember_usage {
     ember_finish_reason_t finish_reason;
     double prefill_ms;                   /* reading the prompt                           */
     double decode_ms;                    /* generating the tokens                        */
+    /* ---- appended in ABI 2's second header; the first's size (ending at
+       decode_ms, offsetof(ember_usage_t, cached_prompt_tokens)) is still taken ---- */
+    int32_t cached_prompt_tokens;        /* of prompt_tokens, the first ones restored
+                                            from the runtime's prompt cache (an earlier
+                                            request began the same way), not computed */
 } ember_usage_t;
 
 /* A token and its log-probability (ln p, from the model's logits at that
@@ -315,7 +320,8 @@ ember_status_t ember_request_text(ember_request_t *request, const char **out_tex
 /* The decision the request ran under, once it ended with EMBER_OK. */
 ember_status_t ember_request_decision(ember_request_t *request, ember_decision_t *out_decision);
 /* A generation's token counts, finish reason and times, once it ended with
- * EMBER_OK (ABI 2); set out_usage->size first. */
+ * EMBER_OK (ABI 2); set out_usage->size first (to sizeof, or to ABI 2's first
+ * size, which ends at decode_ms: nothing after it is written then). */
 ember_status_t ember_request_usage(ember_request_t *request, ember_usage_t *out_usage);
 /* A generation's log-probabilities (ABI 2), once it ended with EMBER_OK: one
  * step per generated token of the text (not the end token), in order, when

@@ -2,7 +2,8 @@
  * A C host using ABI 2's generation options and reports: tokenizing, a prompt
  * as token ids, log-probabilities, usage and finish reasons, logit bias, stop
  * strings, a conversation through the model's chat template, ABI 1's smaller
- * options structure, and the refusals a host meets. Greedy throughout, so
+ * options structure, the prompt cache's count and ABI 2's first usage
+ * structure, and the refusals a host meets. Greedy throughout, so
  * every comparison is exact. Built by Tests/HostTests/CHostTests.swift:
  * prog <models-directory>.
  */
@@ -107,6 +108,38 @@ int main(int argc, char **argv) {
     }
     ember_request_release(ids_request);
     ember_request_release(request);
+
+    /* The prompt cache: the same prompt again restores all but its last token when it runs at the same precision
+     * and units (what the cache keys by); ABI 2's first, smaller ember_usage_t is still filled, and nothing past it. */
+    const char *story = "Write a short story about a lighthouse keeper who finds a message in a bottle one morning.";
+    ember_request_t *first_story = NULL, *second_story = NULL;
+    char *told = run(ember_generate_submit(runtime, model, story, 4, EMBER_TIER_CRITICAL, NULL, NULL, &first_story), &first_story);
+    char *retold = run(ember_generate_submit(runtime, model, story, 4, EMBER_TIER_CRITICAL, NULL, NULL, &second_story), &second_story);
+    ember_usage_t told_usage = {0}, retold_usage = {0};
+    told_usage.size = retold_usage.size = sizeof told_usage;
+    check(told != NULL && retold != NULL && ember_request_usage(first_story, &told_usage) == EMBER_OK
+          && ember_request_usage(second_story, &retold_usage) == EMBER_OK && told_usage.cached_prompt_tokens == 0
+          && retold_usage.prompt_tokens == told_usage.prompt_tokens && told_usage.prompt_tokens > 8, "a new prompt is computed whole");
+    ember_decision_t told_decision = {0}, retold_decision = {0};
+    told_decision.size = retold_decision.size = sizeof told_decision;
+    ember_request_decision(first_story, &told_decision);
+    ember_request_decision(second_story, &retold_decision);
+    printf("prompt cache: %d of %d prompt tokens restored the second time\n", retold_usage.cached_prompt_tokens, retold_usage.prompt_tokens);
+    if (told_decision.precision == retold_decision.precision && told_decision.compute_units == retold_decision.compute_units) {
+        check(retold_usage.cached_prompt_tokens == retold_usage.prompt_tokens - 1, "the same prompt again restores all but its last token");
+    } else {
+        printf("the policy chose another precision or units the second time: the cache not checked\n");
+    }
+    ember_usage_t first_header = {0};
+    first_header.size = offsetof(ember_usage_t, cached_prompt_tokens);
+    first_header.cached_prompt_tokens = -7;
+    check(ember_request_usage(second_story, &first_header) == EMBER_OK && first_header.prompt_tokens == retold_usage.prompt_tokens
+          && first_header.decode_ms == retold_usage.decode_ms && first_header.cached_prompt_tokens == -7
+          && first_header.size == offsetof(ember_usage_t, cached_prompt_tokens),
+          "ABI 2's first ember_usage_t is filled to its end and no further");
+    ember_request_release(first_story);
+    ember_request_release(second_story);
+    free(told); free(retold);
 
     /* Logit bias -100 on the first greedy token: another first token. */
     ember_generate_options_t biased = ember_generate_options_default();
