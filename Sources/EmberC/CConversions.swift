@@ -35,6 +35,10 @@ enum CConversions {
         }
     }
 
+    /// The size of `ember_runtime_options_t` in ABI 2's first header, which ended at `models_directory` (a pointer, so
+    /// no padding after it); still taken.
+    static let runtimeOptionsSizeFirst = MemoryLayout<ember_runtime_options_t>.offset(of: \.prompt_cache_bytes)!
+
     /// The size of `ember_usage_t` in ABI 2's first header, which ended at `decode_ms` (no padding after it); still taken.
     static let usageSizeFirst = MemoryLayout<ember_usage_t>.offset(of: \.cached_prompt_tokens)!
 

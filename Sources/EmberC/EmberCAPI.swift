@@ -21,15 +21,28 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
     outRuntime.pointee = nil
     var configuration = Runtime.Configuration()
     if let options {
-        guard options.pointee.size == MemoryLayout<ember_runtime_options_t>.size else {
+        var o = ember_runtime_options_t()
+        switch Int(options.pointee.size) {
+        case MemoryLayout<ember_runtime_options_t>.size: o = options.pointee
+        case CConversions.runtimeOptionsSizeFirst:
+            // Only the first header's fields are read: the host's structure ends there (prompt_cache_bytes stays 0).
+            withUnsafeMutableBytes(of: &o) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: CConversions.runtimeOptionsSizeFirst)) }
+        default:
             return CStatus.invalid("options.size", found: "\(options.pointee.size)",
-                                   expected: "sizeof(ember_runtime_options_t) = \(MemoryLayout<ember_runtime_options_t>.size)")
+                                   expected: "sizeof(ember_runtime_options_t) = \(MemoryLayout<ember_runtime_options_t>.size), or \(CConversions.runtimeOptionsSizeFirst) (ABI 2's first header)")
         }
-        let o = options.pointee
         guard let units = CConversions.units(o.compute_units) else {
             return CStatus.invalid("options.compute_units", found: "\(o.compute_units.rawValue)", expected: "an ember_compute_units_t (0…3)")
         }
         configuration = Runtime.Configuration(computeUnits: units)
+        switch o.prompt_cache_bytes {
+        case 0: break
+        case -1: configuration.promptCacheBytes = 0
+        case 1...: configuration.promptCacheBytes = Int(o.prompt_cache_bytes)
+        default:
+            return CStatus.invalid("options.prompt_cache_bytes", found: "\(o.prompt_cache_bytes)",
+                                   expected: "0 (the default, 256 MB), -1 (no prompt cache) or a number of bytes")
+        }
         if let directory = o.models_directory {
             configuration.modelsDirectory = URL(fileURLWithPath: String(cString: directory))
         }

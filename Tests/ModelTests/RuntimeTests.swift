@@ -38,7 +38,8 @@ struct RuntimeTests {
         let runtime = try Runtime(configuration: configuration)
         let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
         let template = try ChatTemplate.resolve(for: llm)
-        let requirements = RequestRequirements(tier: .standard, precision: .int8)
+        // Pinned: the cache keys by precision and units, and the policy could pick either otherwise.
+        let requirements = RequestRequirements(tier: .standard, precision: .int8, computeUnits: .cpuAndNeuralEngine)
         var messages = [ChatMessage(role: "user", content: "Name a fruit that is yellow.")]
         let first = try await runtime.generateText(llm, prompt: template.format(messages), maxTokens: 12, requirements: requirements)
         #expect(first.output.cachedPromptTokens == 0)
@@ -55,6 +56,7 @@ struct RuntimeTests {
         #expect(plain.promptCache == nil)
         let uncached = try await plain.generateText(llm, prompt: template.format(messages), maxTokens: 12, requirements: requirements)
         #expect(uncached.output.cachedPromptTokens == 0)
+        #expect(uncached.decision.computeUnits == second.decision.computeUnits && uncached.decision.precision == .int8)
         #expect(uncached.output.text == second.output.text)
     }
 

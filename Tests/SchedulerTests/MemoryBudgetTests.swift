@@ -30,13 +30,15 @@ final class FakeKeptMemory: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: Int
     private let entry: Int
-    private(set) var asked: [Int] = []
+    private var askedFor: [Int] = []
     init(entries: Int, entry: Int) { (self.entries, self.entry) = (entries, entry) }
     var held: Int { lock.withLock { entries * entry } }
+    /// The bytes each release asked for, in order.
+    var asked: [Int] { lock.withLock { askedFor } }
     var memory: ReleasableMemory {
         ReleasableMemory(held: { self.held }, release: { bytes in
             self.lock.withLock {
-                self.asked.append(bytes)
+                self.askedFor.append(bytes)
                 var freed = 0
                 while freed < bytes, self.entries > 0 { self.entries -= 1; freed += self.entry }
                 return freed
@@ -66,6 +68,32 @@ struct MemoryBudgetTests {
             try await scheduler.submit(Self.request(.standard, bytes: 1_100_000_000, occupancy: occupancy), tier: .standard)
         }
         #expect(kept.held == 400_000_000, "a refused run releases nothing")
+    }
+
+    /// A run that would wait even with all the kept memory released leaves it be (emptying it would save no wait);
+    /// once the run in its way ends, it takes only what it needs.
+    @Test(.timeLimit(.minutes(1)))
+    func memoryKeptForLaterStaysWhenARunWouldWaitAnyway() async throws {
+        let kept = FakeKeptMemory(entries: 3, entry: 200_000_000)
+        let scheduler = InferenceScheduler(source: FakePowerSource(charging), configuration: PolicyConfiguration(threads: 2),
+                                           memoryBudget: 1_000_000_000, releasableMemory: kept.memory)
+        let gate = Occupancy() // used as a flag: highest > 0 once the first run may end
+        let first = Task {
+            try await scheduler.submit(InferenceRequest(requirements: RequestRequirements(tier: .standard), memoryBytes: 350_000_000) { _, _ in
+                while gate.highest == 0 { try await Task.sleep(for: .milliseconds(1)) }
+                return 1
+            }, tier: .standard)
+        }
+        #expect(await eventually { await scheduler.memoryInUse == 350_000_000 })
+        let second = Task { try await scheduler.submit(Self.request(.standard, bytes: 700_000_000, occupancy: Occupancy()), tier: .standard) }
+        #expect(await eventually { await scheduler.waitingForMemoryCount == 1 })
+        #expect(kept.asked.isEmpty && kept.held == 600_000_000, "\(kept.asked)")
+        gate.enter(1)
+        _ = try await first.value
+        _ = try await second.value
+        #expect(kept.asked == [300_000_000], "\(kept.asked)")
+        #expect(kept.held == 200_000_000)
+        #expect(await scheduler.metrics.memoryWaits == 1)
     }
 
     static func request(_ tier: Tier, bytes: Int, occupancy: Occupancy, work: Duration = .milliseconds(30)) -> InferenceRequest {

@@ -125,7 +125,7 @@ struct WorkerProtocolTests {
     /// The metadata at its longest: the server's fields with the widest values they take.
     static let longestMetadata: [(String, JSONValue)] = [
         ("durationMs", .number(12_345_678)), ("tokens", .number(4096)), ("stopReason", .string("context_full")),
-        ("cachedPromptTokens", .number(8191)), ("decision", JSONValue.decision(Decision(action: .defer(reason: "battery at or below 20%"), precision: .fp32,
+        ("cachedPromptTokens", .number(16_777_215)), ("decision", JSONValue.decision(Decision(action: .defer(reason: "battery at or below 20%"), precision: .fp32,
                                                       computeUnits: .cpuAndNeuralEngine, qos: .userInteractive, threads: 128))),
         ("waitMs", .number(12_345_678)), ("energyJoules", .number(12345.6789)), ("energySource", .string("measured")),
     ]

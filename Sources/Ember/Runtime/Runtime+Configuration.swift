@@ -62,9 +62,9 @@ extension Runtime {
         public var continuousBatching = true
         /// Bytes of finished generations' KV caches kept so that a later prompt starting with the same tokens (the
         /// next turn of a conversation sent whole again, a shared system prompt) computes only the rest
-        /// (``Runtime/promptCache``). Default 256 MiB, at most a quarter of ``memoryBudget`` (which counts it, and
-        /// releases it before a request would wait for memory); 0 keeps none.
-        public var promptCacheBytes = 256 << 20
+        /// (``Runtime/promptCache``). Default 256 MB, at most a quarter of ``memoryBudget`` (which counts it, and
+        /// releases what a request needs when that lets it start instead of waiting for memory); 0 keeps none.
+        public var promptCacheBytes = 256_000_000
 
         /// A configuration: the default policy table unless `policy` is given; `computeUnits`,
         /// when given, sets the ceiling (else the policy's own, `.all` by default).

@@ -426,9 +426,11 @@ public actor InferenceScheduler {
                 for job in group { finish(job, with: .failure(SchedulerError.dropped(reason: reason)), reason: reason) }
                 return
             }
+            // Memory kept for later gives way when that lets the run start now (as much as it needs); a run that
+            // would wait even without it leaves it be — emptying it would save no wait.
             var kept = releasableMemory?.held() ?? 0
             let over = memoryInUse + need + binding + held + bindingBytesInFlight + kept - budget
-            if over > 0, kept > 0, let releasableMemory {
+            if over > 0, over <= kept, let releasableMemory {
                 _ = releasableMemory.release(over)
                 kept = releasableMemory.held()
             }

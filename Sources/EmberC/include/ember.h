@@ -134,6 +134,14 @@ typedef struct ember_runtime_options {
     ember_power_mode_t power_mode;       /* default EMBER_POWER_SYSTEM                 */
     ember_power_state_t initial_power;   /* used with EMBER_POWER_INJECTED             */
     const char *models_directory;        /* NULL: "models" (or EMBER_MODELS_DIR)       */
+    /* ---- appended in ABI 2's second header; the first's size (ending at
+       models_directory, offsetof(ember_runtime_options_t, prompt_cache_bytes))
+       is still taken, with the default for this ---- */
+    int64_t prompt_cache_bytes;          /* finished generations' keys and values kept
+                                            so a prompt that starts as an earlier one
+                                            did computes only the rest: 0 the default
+                                            (256 MB, at most a quarter of the memory
+                                            budget), -1 none, else at most this      */
 } ember_runtime_options_t;
 
 /* What the policy decided for a request that ran. */

@@ -196,11 +196,11 @@ extension TextGenerator {
         let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try settings.validate()
-        let cached = promptCache?.restore(into: session, tokens: promptIDs, model: self, options: options) ?? 0
-        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, cachedTokens: cached,
-                                      history: promptIDs, maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
+        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,
+                                      maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
+        state.cachedTokens = promptCache?.restore(into: session, tokens: promptIDs, model: self, options: options) ?? 0
         let prefillStart = DispatchTime.now().uptimeNanoseconds
-        let logits = try forward(Array(promptIDs[cached...]), session: session, options: options)
+        let logits = try forward(Array(promptIDs[state.cachedTokens...]), session: session, options: options)
         state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
         let stream: (String, [TokenLogprobs]) -> Void = { piece, logprobs in

@@ -14,7 +14,9 @@ import Foundation
 ///
 /// Bounded by ``capacityBytes`` and ``maximumEntries``: the least recently used entries go first, an entry another
 /// one extends (the same conversation a turn later) goes when that one comes, and ``release(atLeast:)`` gives memory
-/// back on demand (the runtime's scheduler calls it before a request would wait for memory).
+/// back on demand (the runtime's scheduler calls it when that lets a request start instead of waiting for memory).
+/// An entry's model is held weakly: once it is released its entries hold nothing of it, and they are dropped at the
+/// cache's next use.
 public final class PromptCache: @unchecked Sendable {
     /// Most bytes of keys and values the entries hold together.
     public let capacityBytes: Int
@@ -104,20 +106,13 @@ public final class PromptCache: @unchecked Sendable {
     func store(_ session: any GenerationSession, tokens: [Int], model: any TextGenerator, options: ExecutionOptions) {
         guard capacityBytes > 0, tokens.count >= minimumTokens, tokens.count <= session.position else { return }
         let settings = Self.settings(options)
-        let covered: Bool = lock.withLock {
-            guard let entry = liveEntries().first(where: {
-                $0.model === model && $0.settings == settings && $0.tokens.count >= tokens.count
-                    && Self.commonPrefix($0.tokens, tokens, limit: tokens.count) == tokens.count
-            }) else { return false }
-            clock += 1
-            entry.lastUse = clock
-            return true
-        }
-        guard !covered else { return }
+        guard !lock.withLock({ covers(tokens, model: model, settings: settings) }) else { return }
         let copy = model.makeSession(contextLength: tokens.count, halfPrecisionCache: true)
         guard copy.capacity >= tokens.count, copy.cacheBytes <= capacityBytes,
               copy.copyPrefix(of: session, tokens: tokens.count) else { return }
         lock.withLock {
+            // Another generation of the same tokens may have stored them while this one copied.
+            guard !covers(tokens, model: model, settings: settings) else { return }
             // An entry the new one extends is the same conversation a turn earlier: the new one answers all it did.
             entries.removeAll {
                 $0.model == nil || ($0.model === model && $0.settings == settings && $0.tokens.count < tokens.count
@@ -162,6 +157,17 @@ public final class PromptCache: @unchecked Sendable {
     /// Drops every entry.
     public func removeAll() {
         lock.withLock { entries.removeAll() }
+    }
+
+    /// Whether an entry of `model` under `settings` holds `tokens` (or more after them); marks it used (under the lock).
+    private func covers(_ tokens: [Int], model: AnyObject, settings: String) -> Bool {
+        guard let entry = liveEntries().first(where: {
+            $0.model === model && $0.settings == settings && $0.tokens.count >= tokens.count
+                && Self.commonPrefix($0.tokens, tokens, limit: tokens.count) == tokens.count
+        }) else { return false }
+        clock += 1
+        entry.lastUse = clock
+        return true
     }
 
     /// The entries whose model is still loaded (under the lock); those of a released model are dropped here.

@@ -12,8 +12,8 @@ struct SequenceState {
     let session: any GenerationSession
     let maxTokens: Int
     let promptTokens: [Int]
-    /// How many of the first `promptTokens` the session held before the prompt pass (a ``PromptCache``'s).
-    let cachedTokens: Int
+    /// How many of the first `promptTokens` the session held before the prompt pass (a ``PromptCache`` restored them).
+    var cachedTokens: Int
     var sampler: Sampler
     private(set) var generated: [Int] = []
     private(set) var text = ""
@@ -35,12 +35,12 @@ struct SequenceState {
     var prefillSeconds = 0.0
     var decodeStart: UInt64 = 0
 
-    init(tokenizer: any TextTokenizer, session: any GenerationSession, promptTokens: [Int], cachedTokens: Int = 0, history: [Int],
-         maxTokens: Int, sampler: Sampler, stop: [String]) throws {
+    init(tokenizer: any TextTokenizer, session: any GenerationSession, promptTokens: [Int], history: [Int], maxTokens: Int,
+         sampler: Sampler, stop: [String]) throws {
         self.tokenizer = tokenizer
         self.session = session
         self.promptTokens = promptTokens
-        self.cachedTokens = cachedTokens
+        cachedTokens = 0
         self.maxTokens = maxTokens
         self.sampler = sampler
         seen = history

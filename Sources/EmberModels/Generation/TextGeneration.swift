@@ -100,11 +100,10 @@ extension TextGenerator {
                          onPiece: (String) -> Void = { _ in }, onLogprobs: ([TokenLogprobs]) -> Void = { _ in },
                          betweenTokens: () throws -> Void = {}) throws -> Generation {
         let (promptIDs, session) = try promptSession(input, maxTokens: maxTokens)
-        let cached = promptCache?.restore(into: session, tokens: promptIDs, model: self, options: options) ?? 0
         var sampler = Sampler(settings)
-        let generation = try generate(session: session, prompt: promptIDs, cached: cached, history: promptIDs, maxTokens: maxTokens,
-                                      sampler: &sampler, options: options, stop: stop, onPiece: onPiece, onLogprobs: onLogprobs,
-                                      betweenTokens: betweenTokens, interrupted: { false })
+        let generation = try generate(session: session, prompt: promptIDs, promptCache: promptCache, history: promptIDs,
+                                      maxTokens: maxTokens, sampler: &sampler, options: options, stop: stop, onPiece: onPiece,
+                                      onLogprobs: onLogprobs, betweenTokens: betweenTokens, interrupted: { false })
         promptCache?.keep(session, after: generation, model: self, options: options)
         return generation
     }
@@ -141,24 +140,26 @@ extension TextGenerator {
                                    onPiece: (String) -> Void = { _ in }, onLogprobs: ([TokenLogprobs]) -> Void = { _ in },
                                    betweenTokens: () throws -> Void = {}, interrupted: () -> Bool = { false }) throws -> Generation {
         guard !tokens.isEmpty else { throw KernelError.invalidArgument(argument: "tokens", found: "none", expected: "at least one") }
-        return try generate(session: session, prompt: tokens, cached: 0, history: history, maxTokens: maxTokens, sampler: &sampler,
-                            options: options, stop: stopStrings, onPiece: onPiece, onLogprobs: onLogprobs,
+        return try generate(session: session, prompt: tokens, promptCache: nil, history: history, maxTokens: maxTokens,
+                            sampler: &sampler, options: options, stop: stopStrings, onPiece: onPiece, onLogprobs: onLogprobs,
                             betweenTokens: betweenTokens, interrupted: interrupted)
     }
 
-    /// Feeds `prompt` after its first `cached` tokens, which the session holds already, then samples as
+    /// Feeds `prompt` after what `session` holds — with a `promptCache`, first the longest prefix of it the cache
+    /// holds, restored into the empty session once the request is checked — then samples as
     /// ``continueGeneration(session:feeding:history:maxTokens:sampler:options:stop:onPiece:onLogprobs:betweenTokens:interrupted:)``.
-    func generate(session: any GenerationSession, prompt: [Int], cached: Int, history: [Int], maxTokens: Int,
+    func generate(session: any GenerationSession, prompt: [Int], promptCache: PromptCache?, history: [Int], maxTokens: Int,
                   sampler: inout Sampler, options: ExecutionOptions, stop stopStrings: [String],
                   onPiece: (String) -> Void, onLogprobs: ([TokenLogprobs]) -> Void,
                   betweenTokens: () throws -> Void, interrupted: () -> Bool) throws -> Generation {
         guard maxTokens >= 0 else { throw KernelError.invalidArgument(argument: "maxTokens", found: "\(maxTokens)", expected: "≥ 0") }
         try sampler.settings.validate()
-        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: prompt, cachedTokens: cached,
-                                      history: history, maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
+        var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: prompt, history: history,
+                                      maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
         defer { sampler = state.sampler }
+        state.cachedTokens = promptCache?.restore(into: session, tokens: prompt, model: self, options: options) ?? 0
         let prefillStart = DispatchTime.now().uptimeNanoseconds
-        var logits = try forward(Array(prompt[cached...]), session: session, options: options)
+        var logits = try forward(Array(prompt[state.cachedTokens...]), session: session, options: options)
         state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
         state.decodeStart = DispatchTime.now().uptimeNanoseconds
         while !state.finished {

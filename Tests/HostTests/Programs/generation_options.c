@@ -141,6 +141,30 @@ int main(int argc, char **argv) {
     ember_request_release(second_story);
     free(told); free(retold);
 
+    /* prompt_cache_bytes: -1 keeps no cache (the same prompt again computes it whole); another negative value is
+     * refused naming the field; ABI 2's first, smaller options structure is taken without reading the field. */
+    ember_runtime_t *uncached = NULL, *refused = NULL, *first_size = NULL;
+    expect_refusal(plugged_in_runtime_with(argv[1], sizeof(ember_runtime_options_t), -5, &refused), "a negative prompt cache size",
+                   "options.prompt_cache_bytes: found -5");
+    check(plugged_in_runtime_with(argv[1], offsetof(ember_runtime_options_t, prompt_cache_bytes), -5, &first_size) == EMBER_OK && first_size != NULL,
+          "ABI 2's first ember_runtime_options_t is taken, the field after it unread");
+    ember_runtime_release(first_size);
+    check(plugged_in_runtime_with(argv[1], sizeof(ember_runtime_options_t), -1, &uncached) == EMBER_OK, "a runtime without a prompt cache");
+    ember_model_t *plain_model = smollm2(uncached);
+    ember_request_t *plain_first = NULL, *plain_second = NULL;
+    char *plain_told = run(ember_generate_submit(uncached, plain_model, story, 2, EMBER_TIER_CRITICAL, NULL, NULL, &plain_first), &plain_first);
+    char *plain_retold = run(ember_generate_submit(uncached, plain_model, story, 2, EMBER_TIER_CRITICAL, NULL, NULL, &plain_second), &plain_second);
+    ember_usage_t plain_usage = {0};
+    plain_usage.size = sizeof plain_usage;
+    check(plain_told != NULL && plain_retold != NULL && ember_request_usage(plain_second, &plain_usage) == EMBER_OK
+          && plain_usage.cached_prompt_tokens == 0 && plain_usage.prompt_tokens == retold_usage.prompt_tokens,
+          "without a prompt cache the same prompt again is computed whole");
+    ember_request_release(plain_first);
+    ember_request_release(plain_second);
+    free(plain_told); free(plain_retold);
+    ember_model_release(plain_model);
+    ember_runtime_release(uncached);
+
     /* Logit bias -100 on the first greedy token: another first token. */
     ember_generate_options_t biased = ember_generate_options_default();
     float minus = -100;

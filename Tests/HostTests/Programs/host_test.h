@@ -13,18 +13,26 @@
 
 static int failures = 0;
 
-/* A runtime reading models from `models_directory`, plugged in at nominal temperature; NULL (and a FAIL line) on failure. */
-static inline ember_runtime_t *plugged_in_runtime(const char *models_directory) {
+/* ember_runtime_create for a runtime reading models from `models_directory`, plugged in at nominal temperature,
+ * its options structure saying it is `size` bytes, with `prompt_cache_bytes`. */
+static inline ember_status_t plugged_in_runtime_with(const char *models_directory, uint32_t size, int64_t prompt_cache_bytes,
+                                                     ember_runtime_t **out_runtime) {
     ember_runtime_options_t options = {0};
-    options.size = sizeof options;
+    options.size = size;
     options.power_mode = EMBER_POWER_INJECTED;
     options.initial_power.size = sizeof options.initial_power;
     options.initial_power.battery_percent = -1;
     options.initial_power.charging = 1;
     options.initial_power.external_power = 1;
     options.models_directory = models_directory;
+    options.prompt_cache_bytes = prompt_cache_bytes;
+    return ember_runtime_create(&options, out_runtime);
+}
+
+/* A runtime reading models from `models_directory`, plugged in at nominal temperature; NULL (and a FAIL line) on failure. */
+static inline ember_runtime_t *plugged_in_runtime(const char *models_directory) {
     ember_runtime_t *runtime = NULL;
-    if (ember_runtime_create(&options, &runtime) != EMBER_OK) {
+    if (plugged_in_runtime_with(models_directory, sizeof(ember_runtime_options_t), 0, &runtime) != EMBER_OK) {
         printf("FAIL create: %s\n", ember_last_error());
         return NULL;
     }

@@ -39,7 +39,8 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     /// The type keys and values are cached in.
     var cacheType: TensorType { halfPrecision ? .f16 : .f32 }
 
-    var cacheBytes: Int { cache.count * 2 * capacity * kvWidth * (halfPrecision ? 2 : 4) }
+    /// The pages mapped for the cache: each layer's keys and values rounded up to whole pages.
+    var cacheBytes: Int { memory.byteCount }
 
     /// Layer `layer`'s keys; its values follow.
     func keys(_ layer: Int) -> UnsafeMutableRawPointer { cache[layer] }
