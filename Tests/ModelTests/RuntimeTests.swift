@@ -31,8 +31,8 @@ struct RuntimeTests {
     }
 
     /// A conversation's next turn restores what the last turn's prompt and reply left in the runtime's prompt cache
-    /// and computes only the rest; its text is the text a runtime without the cache gives; the scheduler's budget
-    /// counts the cache's bytes.
+    /// and computes only the rest; its text is the text of the same run without the cache; the scheduler's budget
+    /// counts the cache's bytes; a runtime configured without one has none.
     @Test func theNextTurnOfAConversationRestoresTheLastOne() async throws {
         var configuration = Runtime.Configuration(power: .injected(.mains), modelsDirectory: Self.models)
         let runtime = try Runtime(configuration: configuration)
@@ -51,13 +51,13 @@ struct RuntimeTests {
         #expect(second.output.cachedPromptTokens >= first.output.promptTokenIDs.count,
                 "\(second.output.cachedPromptTokens) of \(second.output.promptTokenIDs.count) restored")
         #expect(second.output.cachedPromptTokens < second.output.promptTokenIDs.count)
+        #expect(second.decision.computeUnits == .cpuAndNeuralEngine && second.decision.precision == .int8)
+        let uncached = try llm.generate(prompt: template.format(messages), maxTokens: 12, options: second.decision.executionOptions())
+        #expect(uncached.cachedPromptTokens == 0)
+        #expect(uncached.text == second.output.text)
         configuration.promptCacheBytes = 0
-        let plain = try Runtime(configuration: configuration)
-        #expect(plain.promptCache == nil)
-        let uncached = try await plain.generateText(llm, prompt: template.format(messages), maxTokens: 12, requirements: requirements)
-        #expect(uncached.output.cachedPromptTokens == 0)
-        #expect(uncached.decision.computeUnits == second.decision.computeUnits && uncached.decision.precision == .int8)
-        #expect(uncached.output.text == second.output.text)
+        configuration.calibration = .defaults
+        #expect(try Runtime(configuration: configuration).promptCache == nil)
     }
 
     /// Background work waits while the battery is low and runs when the charger returns.
