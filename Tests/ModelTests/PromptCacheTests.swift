@@ -130,6 +130,32 @@ struct PromptCacheTests {
         #expect(few.count == 2)
     }
 
+    /// A request refused for its settings looks nothing up: the cache is consulted once the request is checked.
+    @Test func aRefusedRequestRestoresNothing() throws {
+        let model = try TestCompute.textGenerator(path: TinyFamilyFixture.load("llama3").path)
+        let cache = PromptCache(capacityBytes: 64 << 20, minimumTokens: 2)
+        let prompt = PromptInput.tokens(Array(100..<110))
+        _ = try model.generate(from: prompt, maxTokens: 2, options: Self.fp32, promptCache: cache)
+        let batcher = ContinuousBatcher()
+        for batched in [false, true] {
+            #expect(throws: (any Error).self) {
+                batched
+                    ? try model.generate(from: prompt, maxTokens: 2, sampler: SamplerSettings(temperature: -1), options: Self.fp32,
+                                         promptCache: cache, batcher: batcher, batchKey: "k")
+                    : try model.generate(from: prompt, maxTokens: 2, sampler: SamplerSettings(temperature: -1), options: Self.fp32,
+                                         promptCache: cache)
+            }
+            #expect(throws: (any Error).self) {
+                batched
+                    ? try model.generate(from: prompt, maxTokens: 2, sampler: SamplerSettings(format: .jsonObject), options: Self.fp32,
+                                         stop: ["}"], promptCache: cache, batcher: batcher, batchKey: "k")
+                    : try model.generate(from: prompt, maxTokens: 2, sampler: SamplerSettings(format: .jsonObject), options: Self.fp32,
+                                         stop: ["}"], promptCache: cache)
+            }
+        }
+        #expect(cache.statistics.lookups == 1 && cache.statistics.hits == 0)
+    }
+
     /// An entry goes with its model: once the model is released, the cache holds nothing of it.
     @Test func aReleasedModelsEntriesGo() throws {
         let cache = PromptCache(capacityBytes: 64 << 20, minimumTokens: 2)

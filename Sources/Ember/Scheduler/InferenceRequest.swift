@@ -74,7 +74,7 @@ public struct WeightCopyAccount: Sendable {
 }
 
 /// Memory the process keeps for later use and gives back on demand — the runtime's ``PromptCache``: a memory budget
-/// counts it, and has it released before a request would wait for room.
+/// counts it, and has as much released as a request needs when that lets the request start instead of waiting.
 public struct ReleasableMemory: Sendable {
     /// Bytes held now.
     public var held: @Sendable () -> Int

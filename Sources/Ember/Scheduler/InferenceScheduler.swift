@@ -25,7 +25,8 @@ import Foundation
 ///   bound while the model has another. A request that needs more than the
 ///   whole budget (less the copies held) is dropped with the numbers. Memory
 ///   kept for later (``releasableMemory``: the runtime's prompt cache) counts
-///   too, and is released, as much as a run needs, before it would wait.
+///   too, and gives way — as much as a run needs — when that lets the run
+///   start; a run that would wait anyway leaves it be.
 /// Every request ends exactly once: a result, an error, or a drop with a reason.
 public actor InferenceScheduler {
     /// The policy settings every decision is made with.

@@ -50,7 +50,10 @@ extern "C" {
  * ember_generate_options_t (from min_p on), new types and new functions. A
  * library of ABI 2 still takes ABI 1's ember_generate_options_t (its smaller
  * size) and gives the appended fields their defaults, so a host built against
- * ABI 1's header runs unchanged. */
+ * ABI 1's header runs unchanged. ABI 2's second header appended
+ * ember_usage_t.cached_prompt_tokens and ember_runtime_options_t.prompt_cache_bytes;
+ * the first header's sizes of both are still taken (the usage filled to its
+ * end, the options with the default prompt cache). */
 #define EMBER_ABI_VERSION 2
 
 /* ---- Status codes ------------------------------------------------------ */
