@@ -429,13 +429,14 @@ public actor InferenceScheduler {
             }
             // Memory kept for later gives way when that lets the run start now (as much as it needs); a run that
             // would wait even without it leaves it be — emptying it would save no wait.
+            let committed = memoryInUse + need + binding + held + bindingBytesInFlight
             var kept = releasableMemory?.held() ?? 0
-            let over = memoryInUse + need + binding + held + bindingBytesInFlight + kept - budget
+            let over = committed + kept - budget
             if over > 0, over <= kept, let releasableMemory {
                 _ = releasableMemory.release(over)
                 kept = releasableMemory.held()
             }
-            if memoryInUse + need + binding + held + bindingBytesInFlight + kept > budget {
+            if committed + kept > budget {
                 for job in group { job.phase = .pending }
                 waitingForMemory.append((group.map(\.id), decision))
                 metrics.memoryWaits += 1

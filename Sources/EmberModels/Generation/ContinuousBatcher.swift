@@ -198,11 +198,7 @@ extension TextGenerator {
         try settings.validate()
         var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: promptIDs, history: promptIDs,
                                       maxTokens: maxTokens, sampler: Sampler(settings), stop: stop)
-        state.cachedTokens = promptCache?.restore(into: session, tokens: promptIDs, model: self, options: options) ?? 0
-        let prefillStart = DispatchTime.now().uptimeNanoseconds
-        let logits = try forward(Array(promptIDs[state.cachedTokens...]), session: session, options: options)
-        state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
-        state.decodeStart = DispatchTime.now().uptimeNanoseconds
+        let logits = try prefill(&state, promptCache: promptCache, options: options)
         let stream: (String, [TokenLogprobs]) -> Void = { piece, logprobs in
             if !logprobs.isEmpty { onLogprobs(logprobs) }
             onPiece(piece)

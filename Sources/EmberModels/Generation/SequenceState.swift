@@ -12,7 +12,8 @@ struct SequenceState {
     let session: any GenerationSession
     let maxTokens: Int
     let promptTokens: [Int]
-    /// How many of the first `promptTokens` the session held before the prompt pass (a ``PromptCache`` restored them).
+    /// How many of the first `promptTokens` the session held before the prompt pass (a ``PromptCache`` restored them;
+    /// set by ``TextGenerator/prefill(_:promptCache:options:)``).
     var cachedTokens: Int
     var sampler: Sampler
     private(set) var generated: [Int] = []

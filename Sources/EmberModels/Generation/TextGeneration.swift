@@ -145,6 +145,18 @@ extension TextGenerator {
                             betweenTokens: betweenTokens, interrupted: interrupted)
     }
 
+    /// The prompt pass of `state`: with a `promptCache`, the longest prefix of the prompt it holds restored into the
+    /// empty session first (``SequenceState/cachedTokens``), then the rest fed; the pass timed and the decode clock
+    /// started. The logits of the prompt's last token. Both the batched and the unbatched generation start here.
+    func prefill(_ state: inout SequenceState, promptCache: PromptCache?, options: ExecutionOptions) throws -> Tensor {
+        state.cachedTokens = promptCache?.restore(into: state.session, tokens: state.promptTokens, model: self, options: options) ?? 0
+        let start = DispatchTime.now().uptimeNanoseconds
+        let logits = try forward(Array(state.promptTokens[state.cachedTokens...]), session: state.session, options: options)
+        state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        state.decodeStart = DispatchTime.now().uptimeNanoseconds
+        return logits
+    }
+
     /// Feeds `prompt` after what `session` holds — with a `promptCache`, first the longest prefix of it the cache
     /// holds, restored into the empty session once the request is checked — then samples as
     /// ``continueGeneration(session:feeding:history:maxTokens:sampler:options:stop:onPiece:onLogprobs:betweenTokens:interrupted:)``.
@@ -157,11 +169,7 @@ extension TextGenerator {
         var state = try SequenceState(tokenizer: tokenizer, session: session, promptTokens: prompt, history: history,
                                       maxTokens: maxTokens, sampler: sampler, stop: stopStrings)
         defer { sampler = state.sampler }
-        state.cachedTokens = promptCache?.restore(into: session, tokens: prompt, model: self, options: options) ?? 0
-        let prefillStart = DispatchTime.now().uptimeNanoseconds
-        var logits = try forward(Array(prompt[state.cachedTokens...]), session: session, options: options)
-        state.prefillSeconds = Double(DispatchTime.now().uptimeNanoseconds - prefillStart) / 1e9
-        state.decodeStart = DispatchTime.now().uptimeNanoseconds
+        var logits = try prefill(&state, promptCache: promptCache, options: options)
         while !state.finished {
             state.accept(logits: try logits.scalars()) { piece, logprobs in
                 if !logprobs.isEmpty { onLogprobs(logprobs) }
