@@ -39,6 +39,10 @@ enum CConversions {
     /// no padding after it); still taken.
     static let runtimeOptionsSizeFirst = MemoryLayout<ember_runtime_options_t>.offset(of: \.prompt_cache_bytes)!
 
+    /// The size of `ember_runtime_options_t` in ABI 2's second header, which ended at `prompt_cache_bytes` (8 bytes, so
+    /// no padding after it); still taken.
+    static let runtimeOptionsSizeSecond = MemoryLayout<ember_runtime_options_t>.offset(of: \.cache_directory)!
+
     /// The size of `ember_usage_t` in ABI 2's first header, which ended at `decode_ms` (no padding after it); still taken.
     static let usageSizeFirst = MemoryLayout<ember_usage_t>.offset(of: \.cached_prompt_tokens)!
 
@@ -160,6 +164,29 @@ enum CConversions {
     }
 
     /// A checked ``PowerState`` from a C structure; `name` is how errors call it.
+    /// `options.cache_directory` as a folder Ember can keep its calibration and quality caches in: made if missing
+    /// (with its parents); refused when empty, when it names something else than a folder, or when it cannot be
+    /// made or written.
+    static func cacheDirectory(_ path: String) -> Result<URL, Invalid> {
+        func refused(_ found: String) -> Result<URL, Invalid> {
+            .failure(Invalid(message: "options.cache_directory: found \(found); expected a folder Ember can write "
+                             + "(made if missing), or NULL to measure at every start"))
+        }
+        guard !path.isEmpty else { return refused("an empty string") }
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+            guard isFolder.boolValue else { return refused("\"\(path)\", which is not a folder") }
+        } else {
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                return refused("\"\(path)\", which cannot be made (\((error as NSError).localizedDescription))")
+            }
+        }
+        guard access(path, W_OK) == 0 else { return refused("\"\(path)\", which cannot be written (\(String(cString: strerror(errno))))") }
+        return .success(URL(fileURLWithPath: path, isDirectory: true))
+    }
+
     static func powerState(_ state: ember_power_state_t, name: String) -> Result<PowerState, Invalid> {
         guard state.size == MemoryLayout<ember_power_state_t>.size else {
             return .failure(Invalid(message: "\(name).size: found \(state.size), expected sizeof(ember_power_state_t) = \(MemoryLayout<ember_power_state_t>.size)"))

@@ -24,12 +24,14 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
         var o = ember_runtime_options_t()
         switch Int(options.pointee.size) {
         case MemoryLayout<ember_runtime_options_t>.size: o = options.pointee
-        case CConversions.runtimeOptionsSizeFirst:
-            // Only the first header's fields are read: the host's structure ends there (prompt_cache_bytes stays 0).
-            withUnsafeMutableBytes(of: &o) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: CConversions.runtimeOptionsSizeFirst)) }
+        case let size where size == CConversions.runtimeOptionsSizeFirst || size == CConversions.runtimeOptionsSizeSecond:
+            // Only an earlier header's fields are read: the host's structure ends there (the later fields stay 0 / NULL).
+            withUnsafeMutableBytes(of: &o) { $0.copyMemory(from: UnsafeRawBufferPointer(start: options, count: size)) }
         default:
             return CStatus.invalid("options.size", found: "\(options.pointee.size)",
-                                   expected: "sizeof(ember_runtime_options_t) = \(MemoryLayout<ember_runtime_options_t>.size), or \(CConversions.runtimeOptionsSizeFirst) (ABI 2's first header)")
+                                   expected: "sizeof(ember_runtime_options_t) = \(MemoryLayout<ember_runtime_options_t>.size), "
+                                       + "\(CConversions.runtimeOptionsSizeSecond) (ABI 2's second header) or "
+                                       + "\(CConversions.runtimeOptionsSizeFirst) (its first)")
         }
         guard let units = CConversions.units(o.compute_units) else {
             return CStatus.invalid("options.compute_units", found: "\(o.compute_units.rawValue)", expected: "an ember_compute_units_t (0…3)")
@@ -45,6 +47,12 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
         }
         if let directory = o.models_directory {
             configuration.modelsDirectory = URL(fileURLWithPath: String(cString: directory))
+        }
+        if let directory = o.cache_directory {
+            switch CConversions.cacheDirectory(String(cString: directory)) {
+            case let .success(url): configuration.calibration = .cached(url.appendingPathComponent("calibration.json"))
+            case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
+            }
         }
         switch o.power_mode {
         case EMBER_POWER_SYSTEM: break

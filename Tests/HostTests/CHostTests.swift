@@ -27,8 +27,13 @@ struct CHostTests {
         ], timeout: 120)
     }
 
+    /// The cache directory the test programs' runtimes share (`ember_runtime_options_t.cache_directory`), one per test
+    /// run: the first runtime measures the backends' costs and SmolLM2's quality, the others read them.
+    static let cacheDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-host-cache-\(getpid())")
+
     /// Compiles `Tests/HostTests/Programs/<name>` (under AddressSanitizer when `sanitized`) and runs it with the
-    /// checkout's models folder; fails the test if libEmberC.so is not built or the program does not compile.
+    /// checkout's models folder and the shared cache directory; fails the test if libEmberC.so is not built or the
+    /// program does not compile.
     static func runProgram(_ name: String, sanitized: Bool = false) async throws -> ExternalProcess.Outcome {
         let root = ExternalProcess.repositoryRoot
         try #require(FileManager.default.fileExists(atPath: ExternalProcess.productsDirectory.appendingPathComponent("libEmberC.so").path),
@@ -38,7 +43,7 @@ struct CHostTests {
         let compile = try await compile(root.appendingPathComponent("Tests/HostTests/Programs/\(name)").path, binary,
                                         flags: sanitized ? ["-fsanitize=address", "-fno-omit-frame-pointer"] : [])
         try #require(compile.status == 0, "cc failed: \(compile.standardError)")
-        return try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path],
+        return try await ExternalProcess.run(binary, [root.appendingPathComponent("models").path, cacheDirectory.path],
                                              environment: sanitized ? ["ASAN_OPTIONS": "detect_leaks=0"] : [:], timeout: 300)
     }
 
@@ -79,12 +84,14 @@ struct CHostTests {
     /// log-probabilities (the chosen tokens spell the text, greedy picks each step's best), usage and finish reasons,
     /// a banned token, a stop string, a chat reply through the model's template, ABI 1's smaller options structure
     /// (its appended fields not read), the prompt cache's count in the usage and ABI 2's first, smaller usage
-    /// structure (filled to its end, no further), and a refusal naming the C field for each bad option.
+    /// structure (filled to its end, no further), the cache directory (read by a later runtime, made when missing,
+    /// ABI 2's second options structure taken without it), and a refusal naming the C field for each bad option.
     @Test func aCHostUsesABI2GenerationOptionsAndReports() async throws {
         let run = try await Self.runProgram("generation_options.c", sanitized: true)
         #expect(run.status == 0, "\(run.standardOutput)\n\(run.standardError)")
         #expect(run.standardOutput.contains("generation option checks passed"), "\(run.standardOutput)")
         #expect(!run.standardOutput.contains("FAIL"), "\(run.standardOutput)")
+        #expect(run.standardOutput.contains("ok a later runtime and model load read them"), "\(run.standardOutput)")
         #expect(!run.standardError.contains("AddressSanitizer"), "\(run.standardError)")
         // llama.cpp's greedy continuation of this prompt on the F32 file starts " Paris" (Tests/ModelTests/Fixtures).
         #expect(run.standardOutput.contains("greedy: \" Paris"), "\(run.standardOutput)")

@@ -11,7 +11,7 @@ struct RuntimeTests {
     static let models = References.root.appendingPathComponent("models")
 
     @Test func generatesAndEmbedsThroughThePolicy() async throws {
-        let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: Self.models))
+        let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: Self.models, calibration: .sharedForTests))
         let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
         var text = ""
         for try await piece in runtime.generate(llm, prompt: "The capital of France is", maxTokens: 8, tier: .critical) { text += piece }
@@ -34,7 +34,7 @@ struct RuntimeTests {
     /// and computes only the rest; its text is the text of the same run without the cache; the scheduler's budget
     /// counts the cache's bytes; a runtime configured without one has none.
     @Test func theNextTurnOfAConversationRestoresTheLastOne() async throws {
-        var configuration = Runtime.Configuration(power: .injected(.mains), modelsDirectory: Self.models)
+        var configuration = Runtime.Configuration(power: .injected(.mains), modelsDirectory: Self.models, calibration: .sharedForTests)
         let runtime = try Runtime(configuration: configuration)
         let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
         let template = try ChatTemplate.resolve(for: llm)
@@ -63,7 +63,7 @@ struct RuntimeTests {
     /// Background work waits while the battery is low and runs when the charger returns.
     @Test func backgroundWorkWaitsForPower() async throws {
         let low = PowerState(batteryLevel: 0.12, charging: .unplugged, externalPower: false)
-        let runtime = try Runtime(configuration: .init(power: .injected(low), modelsDirectory: Self.models))
+        let runtime = try Runtime(configuration: .init(power: .injected(low), modelsDirectory: Self.models, calibration: .sharedForTests))
         let minilm = try await runtime.loadEmbeddingModel(named: "all-minilm-l6-v2")
         let job = Task { try await runtime.embed(minilm, ["re-index me"], tier: .background) }
         #expect(await eventually { await runtime.scheduler.deferredCount == 1 }, "deferred on a low battery")
@@ -77,7 +77,7 @@ struct RuntimeTests {
     /// and a path that does not exist is "no such file", not an unknown model name.
     @Test func badArgumentsAreRefusedUpFront() async throws {
         let low = PowerState(batteryLevel: 0.12, charging: .unplugged, externalPower: false)
-        let runtime = try Runtime(configuration: .init(power: .injected(low), modelsDirectory: Self.models))
+        let runtime = try Runtime(configuration: .init(power: .injected(low), modelsDirectory: Self.models, calibration: .sharedForTests))
         let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
         await #expect(throws: KernelError.invalidArgument(argument: "maxTokens", found: "0", expected: "at least 1")) {
             try await runtime.generateText(llm, prompt: "Hi", maxTokens: 0, tier: .background)
@@ -158,7 +158,7 @@ struct ReadmeHostSnippetTests {
 struct RuntimeCancellationTests {
     /// A caller that stops reading ends the generation within a token, not after 2000 of them.
     @Test func leavingTheStreamStopsGenerating() async throws {
-        let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: RuntimeTests.models))
+        let runtime = try Runtime(configuration: .init(power: .injected(.mains), modelsDirectory: RuntimeTests.models, calibration: .sharedForTests))
         let llm = try await runtime.loadLanguageModel(named: "smollm2-135m-instruct")
         var pieces = 0
         for try await _ in runtime.generate(llm, prompt: "Count from one to a thousand:", maxTokens: 2000, tier: .standard,

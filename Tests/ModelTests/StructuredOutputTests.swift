@@ -115,7 +115,7 @@ struct StructuredOutputTests {
     /// Near the token limit only tokens after which the value can still be closed are allowed: every generation of
     /// a schema with long free strings ends whole, however small the limit above the shortest value.
     @Test func outputsFinishInsideTheTokenLimit() throws {
-        let runtime = try Runtime(configuration: .init())
+        let runtime = try Runtime(configuration: .init(calibration: .sharedForTests))
         let model = try runtime.languageModel(named: "smollm2-135m-instruct")
         let schema = #"{"type": "object", "properties": {"story": {"type": "string"}, "moral": {"type": "string"}}, "required": ["story", "moral"]}"#
         let prompt = "<|im_start|>user\nTell a long story as JSON.<|im_end|>\n<|im_start|>assistant\n"
@@ -190,7 +190,7 @@ struct StructuredOutputTests {
 
     /// The whole-vocabulary mask equals asking each token alone, on SmolLM2's 49,152 tokens, in states of every kind.
     @Test func maskMatchesTokenByTokenChecks() throws {
-        let runtime = try Runtime(configuration: .init())
+        let runtime = try Runtime(configuration: .init(calibration: .sharedForTests))
         let model = try runtime.languageModel(named: "smollm2-135m-instruct")
         let constraint = try #require(try OutputFormat.jsonSchema(Self.person).constraint(for: model.tokenizer))
         for prefix in ["", "{", "{\"name\": \"A", "{\"name\": \"Ada\", \"age\": 1", "{\"name\": \"Ada\", \"age\": 15"] {
@@ -211,7 +211,7 @@ struct StructuredOutputTests {
     /// What a constraint adds to sampling one token, on SmolLM2's real logits (printed, not asserted: speed is for
     /// `ember bench structured`).
     @Test func samplingCostIsPrinted() throws {
-        let runtime = try Runtime(configuration: .init())
+        let runtime = try Runtime(configuration: .init(calibration: .sharedForTests))
         let model = try runtime.languageModel(named: "smollm2-135m-instruct")
         let prompt = "<|im_start|>user\nDescribe Ada Lovelace as JSON.<|im_end|>\n<|im_start|>assistant\n"
         var settings = SamplerSettings(temperature: 0.8, seed: 3, format: .jsonSchema(Self.person))

@@ -70,6 +70,14 @@ extension Embedder {
     }
 }
 
+extension Runtime.Configuration.CalibrationMode {
+    /// The calibration and the models' quality kept in one folder per test process: the first runtime that asks
+    /// measures them (as `.measure` does), the others read them as the CLI reads its cache (1–3 s a runtime each
+    /// otherwise, the quality probe run again at every model load).
+    public static let sharedForTests = Self.cached(FileManager.default.temporaryDirectory
+        .appendingPathComponent("ember-tests-cache-\(getpid())/calibration.json"))
+}
+
 extension Runtime {
     /// A runtime for tests: power from `source` (a fake, fixed or scripted), default costs (no calibration run),
     /// the tests' compute context, models from the repository's `models/`.

@@ -24,7 +24,7 @@ extension Runtime {
         public enum CalibrationMode: Sendable {
             /// The documented defaults; nothing is measured (fastest start).
             case defaults
-            /// Measured now, at start (well under a second).
+            /// Measured now, at start (about a second on 2 cores).
             case measure
             /// Read from this file when it holds a calibration of this machine, else measured now and written there.
             case cached(URL)

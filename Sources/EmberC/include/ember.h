@@ -53,7 +53,9 @@ extern "C" {
  * ABI 1's header runs unchanged. ABI 2's second header appended
  * ember_usage_t.cached_prompt_tokens and ember_runtime_options_t.prompt_cache_bytes;
  * the first header's sizes of both are still taken (the usage filled to its
- * end, the options with the default prompt cache). */
+ * end, the options with the default prompt cache). Its third appended
+ * ember_runtime_options_t.cache_directory; the second header's size is still
+ * taken (no cache directory). */
 #define EMBER_ABI_VERSION 2
 
 /* ---- Status codes ------------------------------------------------------ */
@@ -145,6 +147,18 @@ typedef struct ember_runtime_options {
                                             did computes only the rest: 0 the default
                                             (256 MB, at most a quarter of the memory
                                             budget), -1 none, else at most this      */
+    /* ---- appended in ABI 2's third header; the second's size (ending at
+       prompt_cache_bytes, offsetof(ember_runtime_options_t, cache_directory))
+       is still taken, with no cache directory ---- */
+    const char *cache_directory;         /* NULL: the backends' costs are measured at
+                                            every ember_runtime_create (~1 s on 2
+                                            cores) and each model's quality at int8
+                                            and int4 at every ember_model_load (~2 s
+                                            for SmolLM2). A directory (made if
+                                            missing; the app's cache folder): both
+                                            are kept there (calibration.json,
+                                            quality.json) and read by later runs on
+                                            the same machine, CPU path and file   */
 } ember_runtime_options_t;
 
 /* What the policy decided for a request that ran. */

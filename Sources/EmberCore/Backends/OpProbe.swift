@@ -257,6 +257,43 @@ struct OpProbe {
     }
 
     private func runMatmul(on backend: any Backend, repetitions: Int, pool: WorkerPool?, threads: Int) -> Result<Outcome, Failure> {
+        prepareMatmul(on: backend).flatMap { $0.run(repetitions: repetitions, pool: pool, threads: threads) }
+    }
+
+    /// A matmul probe's weights made and bound on a backend once, with its input and output, so that calibration's
+    /// rounds time the calls alone (making and packing the weights took longer than timing them) and the warm-up
+    /// call runs once.
+    final class PreparedMatmul {
+        private let support: OpSupport
+        private let bound: BoundMatmul
+        private let input: Tensor
+        private var output: Tensor
+        private var warmed = false
+
+        fileprivate init(support: OpSupport, bound: BoundMatmul, input: Tensor, output: Tensor) {
+            (self.support, self.bound, self.input, self.output) = (support, bound, input, output)
+        }
+
+        /// `repetitions` calls (after one warm-up call the first time: caches, a plugin's first call); the outputs of
+        /// the last and the seconds each call took.
+        func run(repetitions: Int, pool: WorkerPool?, threads: Int) -> Result<Outcome, Failure> {
+            do {
+                if !warmed {
+                    try bound.multiply(input, into: &output, threads: threads, pool: pool)
+                    warmed = true
+                }
+                let seconds = try Measurement.seconds {
+                    for _ in 0..<max(1, repetitions) { try bound.multiply(input, into: &output, threads: threads, pool: pool) }
+                }
+                return .success(Outcome(values: try output.scalars(), secondsPerCall: seconds / Double(max(1, repetitions))))
+            } catch {
+                return .failure(Failure(description: "matmul/\(support.type): \(error)"))
+            }
+        }
+    }
+
+    /// This probe's matmul weights made and bound on `backend`, ready to be called.
+    func prepareMatmul(on backend: any Backend) -> Result<PreparedMatmul, Failure> {
         let (n, k) = matmulShape
         var generator = SplitMix64(seed: 4242 + UInt64(support.type.id))
         let x = (0..<(rows * k)).map { _ in generator.nextUnitFloat() * 2 - 1 }
@@ -268,13 +305,8 @@ struct OpProbe {
                                   plugin: backend.descriptor.source.isPlugin, fallbackReason: nil)
         do {
             let bound = try backend.bindMatmul(weights, placement: placement, pool: nil)
-            let input = try Tensor(shape: [rows, k], values: x)
-            var y = try Tensor(zeros: [rows, n])
-            try bound.multiply(input, into: &y, threads: threads, pool: pool) // warm-up: caches, a plugin's first call
-            let seconds = try Measurement.seconds {
-                for _ in 0..<max(1, repetitions) { try bound.multiply(input, into: &y, threads: threads, pool: pool) }
-            }
-            return .success(Outcome(values: try y.scalars(), secondsPerCall: seconds / Double(max(1, repetitions))))
+            return .success(PreparedMatmul(support: support, bound: bound, input: try Tensor(shape: [rows, k], values: x),
+                                           output: try Tensor(zeros: [rows, n])))
         } catch {
             return .failure(Failure(description: "matmul/\(support.type): \(error)"))
         }

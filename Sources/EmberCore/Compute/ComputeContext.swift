@@ -133,7 +133,7 @@ public final class ComputeContext: @unchecked Sendable {
 
     /// Measures every available backend's ops now (each op on a representative shape, the best of five rounds: on a
     /// shared machine the median of three moved by 2× between runs, and the best is what the hardware does)
-    /// and the memory's read bandwidth, and uses the result; takes well under a second. Call it when the host asks, or
+    /// and the memory's read bandwidth, and uses the result; takes about a second on 2 cores. Call it when the host asks, or
     /// at start — never inside a request.
     @discardableResult
     public func calibrate() -> Calibration {
@@ -158,15 +158,25 @@ public final class ComputeContext: @unchecked Sendable {
         return defaultCost(support, on: descriptor)
     }
 
-    /// One op of one backend being timed.
+    /// One op of one backend being timed: `time(repetitions)` runs it that many times (a matmul's weights made and
+    /// bound once, before the first round).
     private struct TimedOp {
         let backend: any Backend
         let support: OpSupport
-        let probe: OpProbe
+        let work: Double
+        let time: (Int) -> Result<OpProbe.Outcome, OpProbe.Failure>
         let repetitions: Int
+        let rounds: Int
         var seconds: [Double] = []
         var failed = false
     }
+
+    /// A call at least this long is timed once (the first call, after a matmul's warm-up one), not in five rounds:
+    /// only the scalar reference's matmuls take that long (10–30 ms at the probe's shape, ten times any other
+    /// backend's), their cost serves to rank them last, and their rounds were most of calibration's time (with the
+    /// weights made and bound anew for each round, 5.5 s of `ember info`'s first run on an Emerald Rapids VM; 1.5–2 s
+    /// once made and bound once, 1 s with one timing of the slow ones).
+    static let slowCallSeconds = 0.005
 
     /// Every op of `backends`, timed in five rounds that each time every op once: a burst of load on a shared
     /// machine then slows one round of every op, not every round of one op (timed back to back, an op's five rounds
@@ -179,21 +189,34 @@ public final class ComputeContext: @unchecked Sendable {
             result[backend.descriptor.name] = [:]
             for support in backend.descriptor.supports where support.op != .quantizeActivations {
                 let probe = support.op == .matmul ? OpProbe(support: support, rows: 16, matmulShape: (576, 1536)) : OpProbe(support: support, rows: 16)
-                switch run(probe, support, on: backend, repetitions: 1) {
+                let time: (Int) -> Result<OpProbe.Outcome, OpProbe.Failure>
+                if support.op == .matmul {
+                    switch probe.prepareMatmul(on: backend) {
+                    case let .success(prepared): time = { prepared.run(repetitions: $0, pool: self.pool, threads: threads) }
+                    case let .failure(failure):
+                        (backend as? PluginBackend)?.health.disable("while timed: \(failure)")
+                        continue
+                    }
+                } else {
+                    time = { self.run(probe, support, on: backend, repetitions: $0) }
+                }
+                switch time(1) {
                 case let .success(first):
-                    timed.append(TimedOp(backend: backend, support: support, probe: probe,
-                                         repetitions: max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9))))))
+                    let slow = first.secondsPerCall >= Self.slowCallSeconds
+                    timed.append(TimedOp(backend: backend, support: support, work: probe.work, time: time,
+                                         repetitions: max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9)))),
+                                         rounds: slow ? 0 : 5, seconds: slow ? [first.secondsPerCall] : []))
                 case let .failure(failure):
                     // A plugin's op that fails here failed its own check's conditions: it is disabled, not timed.
                     (backend as? PluginBackend)?.health.disable("while timed: \(failure)")
                 }
             }
         }
-        for _ in 0..<5 {
-            for index in timed.indices where !timed[index].failed {
+        for round in 0..<5 {
+            for index in timed.indices where !timed[index].failed && round < timed[index].rounds {
                 let op = timed[index]
-                switch run(op.probe, op.support, on: op.backend, repetitions: op.repetitions) {
-                case let .success(round): timed[index].seconds.append(round.secondsPerCall)
+                switch op.time(op.repetitions) {
+                case let .success(outcome): timed[index].seconds.append(outcome.secondsPerCall)
                 case let .failure(failure):
                     (op.backend as? PluginBackend)?.health.disable("while timed: \(failure)")
                     timed[index].failed = true
@@ -204,7 +227,7 @@ public final class ComputeContext: @unchecked Sendable {
             // Matmul runs on every core; the other ops were timed on one thread and a pass splits them over all.
             let parallel = op.support.op == .matmul ? 1.0 : Double(threads)
             result[op.backend.descriptor.name, default: [:]][op.support.description] = OpCost(
-                throughput: op.probe.work / (op.seconds.min() ?? 1) * parallel,
+                throughput: op.work / (op.seconds.min() ?? 1) * parallel,
                 dispatchMicroseconds: defaultCost(op.support, on: op.backend.descriptor).dispatchMicroseconds,
                 cores: threads, source: "measured")
         }

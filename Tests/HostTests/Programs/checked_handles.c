@@ -3,7 +3,7 @@
  * releasing it, hands a request where a model is expected, and forges a
  * handle. Each must give EMBER_ERROR_INVALID_HANDLE with a message — never a
  * crash, never a stale success. Built with AddressSanitizer by
- * Tests/HostTests/CHostTests.swift: prog <models-directory>.
+ * Tests/HostTests/CHostTests.swift: prog <models-directory> [<cache-directory>].
  */
 #include "host_test.h"
 
@@ -13,6 +13,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
+    host_cache_directory = argc > 2 ? argv[2] : NULL;
     ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
     ember_model_t *model = smollm2(runtime);
     if (model == NULL) return 1;

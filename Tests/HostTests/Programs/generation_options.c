@@ -3,12 +3,16 @@
  * as token ids, log-probabilities, usage and finish reasons, logit bias, stop
  * strings, a conversation through the model's chat template, ABI 1's smaller
  * options structure, the prompt cache's count and ABI 2's first usage
- * structure, and the refusals a host meets. Greedy throughout, so
+ * structure, the cache directory for the runtime's measurements, and the
+ * refusals a host meets. Greedy throughout, so
  * every comparison is exact. Built by Tests/HostTests/CHostTests.swift:
- * prog <models-directory>.
+ * prog <models-directory> [<cache-directory>].
  */
+#define _POSIX_C_SOURCE 200809L /* stat's nanosecond times, rmdir, getpid under -std=c11 */
 #include "host_test.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,8 +34,27 @@ static char *run(ember_status_t submitted, ember_request_t *const *request) {
     return copy;
 }
 
+/* A runtime as plugged_in_runtime_with makes, keeping its measurements in `cache` (NULL: none). */
+static ember_status_t runtime_with_cache_directory(const char *models, uint32_t size, const char *cache, ember_runtime_t **out) {
+    const char *shared = host_cache_directory;
+    host_cache_directory = cache;
+    ember_status_t status = plugged_in_runtime_with(models, size, 0, out);
+    host_cache_directory = shared;
+    return status;
+}
+
+/* `directory`/`name`'s modification time in nanoseconds; -1 when it does not exist. */
+static long long modified_ns(const char *directory, const char *name) {
+    char path[4096];
+    struct stat status;
+    snprintf(path, sizeof path, "%s/%s", directory, name);
+    if (stat(path, &status) != 0) return -1;
+    return (long long)status.st_mtim.tv_sec * 1000000000LL + status.st_mtim.tv_nsec;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
+    host_cache_directory = argc > 2 ? argv[2] : NULL;
     check(ember_abi_version() == EMBER_ABI_VERSION && EMBER_ABI_VERSION == 2, "library and header at ABI 2");
     ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
     ember_model_t *model = smollm2(runtime);
@@ -164,6 +187,48 @@ int main(int argc, char **argv) {
     free(plain_told); free(plain_retold);
     ember_model_release(plain_model);
     ember_runtime_release(uncached);
+
+    /* cache_directory: the runtimes above kept the backends' costs and SmolLM2's quality in the shared one; a later
+     * runtime on this machine reads both and measures neither (neither file is written again); a folder that does not
+     * exist is made; an empty string or a file is refused naming the field; ABI 2's second header's size is taken
+     * without reading the field. */
+    if (host_cache_directory != NULL) {
+        long long calibration = modified_ns(host_cache_directory, "calibration.json");
+        long long quality = modified_ns(host_cache_directory, "quality.json");
+        check(calibration > 0 && quality > 0, "the calibration and the model's quality kept in cache_directory");
+        ember_runtime_t *again = NULL;
+        check(runtime_with_cache_directory(argv[1], sizeof(ember_runtime_options_t), host_cache_directory, &again) == EMBER_OK,
+              "a runtime reading the cache directory");
+        ember_model_t *again_model = smollm2(again);
+        check(again_model != NULL && modified_ns(host_cache_directory, "calibration.json") == calibration
+              && modified_ns(host_cache_directory, "quality.json") == quality,
+              "a later runtime and model load read them: neither file written again");
+        ember_model_release(again_model);
+        ember_runtime_release(again);
+
+        char parent[2048], made[3072], file[4096];
+        snprintf(parent, sizeof parent, "%s/made-%ld", host_cache_directory, (long)getpid());
+        snprintf(made, sizeof made, "%s/here", parent);
+        ember_runtime_t *fresh = NULL;
+        check(runtime_with_cache_directory(argv[1], sizeof(ember_runtime_options_t), made, &fresh) == EMBER_OK
+              && modified_ns(made, "calibration.json") > 0, "a cache directory that did not exist is made and written");
+        ember_runtime_release(fresh);
+        snprintf(file, sizeof file, "%s/calibration.json", made);
+        remove(file);
+        rmdir(made);
+        rmdir(parent);
+
+        ember_runtime_t *refused_cache = NULL, *second_size = NULL;
+        expect_refusal(runtime_with_cache_directory(argv[1], sizeof(ember_runtime_options_t), "", &refused_cache),
+                       "an empty cache directory", "options.cache_directory: found an empty string");
+        expect_refusal(runtime_with_cache_directory(argv[1], sizeof(ember_runtime_options_t), argv[0], &refused_cache),
+                       "a file as the cache directory", "which is not a folder");
+        check(runtime_with_cache_directory(argv[1], offsetof(ember_runtime_options_t, cache_directory), "", &second_size) == EMBER_OK
+              && second_size != NULL, "ABI 2's second ember_runtime_options_t is taken, cache_directory unread");
+        ember_runtime_release(second_size);
+    } else {
+        printf("no cache directory given: its checks not run\n");
+    }
 
     /* Logit bias -100 on the first greedy token: another first token. */
     ember_generate_options_t biased = ember_generate_options_default();

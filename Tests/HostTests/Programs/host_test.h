@@ -13,8 +13,13 @@
 
 static int failures = 0;
 
+/* The cache directory the runtimes below keep their calibration and quality measurements in: the program's second
+ * argument (the test run's shared one, so that only its first runtime measures), NULL without one. */
+static const char *host_cache_directory = NULL;
+
 /* ember_runtime_create for a runtime reading models from `models_directory`, plugged in at nominal temperature,
- * its options structure saying it is `size` bytes, with `prompt_cache_bytes`. */
+ * its options structure saying it is `size` bytes, with `prompt_cache_bytes` (and host_cache_directory, which a
+ * smaller structure than ABI 2's third header's does not hold). */
 static inline ember_status_t plugged_in_runtime_with(const char *models_directory, uint32_t size, int64_t prompt_cache_bytes,
                                                      ember_runtime_t **out_runtime) {
     ember_runtime_options_t options = {0};
@@ -26,6 +31,7 @@ static inline ember_status_t plugged_in_runtime_with(const char *models_director
     options.initial_power.external_power = 1;
     options.models_directory = models_directory;
     options.prompt_cache_bytes = prompt_cache_bytes;
+    options.cache_directory = host_cache_directory;
     return ember_runtime_create(&options, out_runtime);
 }
 

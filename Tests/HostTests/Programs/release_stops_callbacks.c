@@ -7,7 +7,7 @@
  * from inside its own callback (no deadlock), and checks an empty prompt is
  * refused at submission.
  *
- * Built and run by Tests/HostTests/CHostTests.swift: prog <models-directory>.
+ * Built and run by Tests/HostTests/CHostTests.swift: prog <models-directory> [<cache-directory>].
  */
 #define _POSIX_C_SOURCE 199309L /* nanosleep under -std=c11 */
 #include "ember.h"
@@ -52,6 +52,7 @@ int main(int argc, char **argv) {
     options.initial_power.external_power = 0;
     options.initial_power.thermal = EMBER_THERMAL_NOMINAL;
     options.models_directory = argc > 1 ? argv[1] : "models";
+    options.cache_directory = argc > 2 ? argv[2] : NULL;
     ember_runtime_t *runtime = NULL;
     ember_model_t *llm = NULL;
     if (ember_runtime_create(&options, &runtime) != EMBER_OK ||

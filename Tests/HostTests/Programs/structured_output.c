@@ -3,7 +3,7 @@
  * Schema at temperature 0.8, then the refusals a host meets (an unsupported
  * keyword, a wrong options.size, schema and object both set). Prints the
  * output between "json: " and a line "--". Built by Tests/HostTests/CHostTests.swift:
- * prog <models-directory>.
+ * prog <models-directory> [<cache-directory>].
  */
 #include "host_test.h"
 
@@ -12,6 +12,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
+    host_cache_directory = argc > 2 ? argv[2] : NULL;
     ember_runtime_t *runtime = plugged_in_runtime(argv[1]);
     ember_model_t *model = smollm2(runtime);
     if (model == NULL) return 1;
