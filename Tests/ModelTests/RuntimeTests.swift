@@ -2,7 +2,7 @@ import Foundation
 import EmberTestSupport
 import Testing
 @testable import EmberModels
-import Ember
+@testable import Ember
 
 /// The host-facing `Runtime` on the real models (needs `make models`).
 @Suite("Runtime API", .serialized, .enabled(if: FileManager.default.fileExists(atPath: References.miniLM + "/model.safetensors")
@@ -55,6 +55,21 @@ struct RuntimeTests {
         let uncached = try llm.generate(prompt: template.format(messages), maxTokens: 12, options: second.decision.executionOptions())
         #expect(uncached.cachedPromptTokens == 0)
         #expect(uncached.text == second.output.text)
+        // The policy of the next turn sees it: the prompt tokenized, and the route the cache holds predicted without
+        // the tokens it restores (every other route computes the whole prompt).
+        messages += [ChatMessage(role: "assistant", content: second.output.text), ChatMessage(role: "user", content: "And a green one?")]
+        let third = template.format(messages)
+        let seen = cache.statistics
+        let next = runtime.generationRequest(llm, prompt: .text(third), maxTokens: 12, requirements: RequestRequirements(tier: .standard),
+                                             sampler: SamplerSettings())
+        let workload = try #require(next.requirements.workload)
+        let perToken = 2 * Double(llm.matmulParameters) / 1e9
+        let tokens = try llm.promptTokenIDs(.text(third))
+        #expect(abs(workload.batchedGigaOps - perToken * Double(tokens.count)) < 1e-9)
+        #expect(Set(workload.restoredBatchedGigaOps.keys) == ["neural-engine/int8"], "\(workload.restoredBatchedGigaOps)")
+        let restored = (workload.restoredBatchedGigaOps["neural-engine/int8"] ?? 0) / perToken
+        #expect(restored >= Double(second.output.promptTokenIDs.count) && restored < Double(tokens.count), "\(restored) of \(tokens.count)")
+        #expect(cache.statistics == seen, "looking up what a route would restore is not a lookup of a run")
         configuration.promptCacheBytes = 0
         configuration.calibration = .defaults
         #expect(try Runtime(configuration: configuration).promptCache == nil)

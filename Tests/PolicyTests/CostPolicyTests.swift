@@ -84,6 +84,32 @@ struct CostPolicyTests {
         }
     }
 
+    /// A route whose prompt cache holds most of a long prompt is predicted without those tokens — only that route —
+    /// and wins a decision another route won before (the conversation stays where its cache is).
+    @Test func aRouteThatRestoresThePromptIsPredictedWithoutIt() throws {
+        var workload = Workload.generation(parameters: 135_000_000, promptTokens: 2000, newTokens: 8, model: "m")
+        let costs = CostModel.reference
+        let quality = QualityProfile(metric: "perplexity", loss: [.int8: 0.003, .int4: 0.004], reference: 10, source: "test")
+        var withQuality = costs
+        withQuality.qualities["m"] = quality
+        let before = BackendPolicy.decide(request: RequestRequirements(tier: .critical, workload: workload), state: Self.battery,
+                                          configuration: Self.configuration, costs: withQuality)
+        let other = try #require([Precision.int8, .int4, .fp32].first { $0 != before.precision && withQuality.units.cost(before.unit, $0) != nil })
+        let plain = try #require(costs.predict(workload, unit: before.unit, precision: other, threads: 2, maxThreads: 2))
+        let unchanged = try #require(costs.predict(workload, unit: before.unit, precision: before.precision, threads: 2, maxThreads: 2))
+        workload.restoredBatchedGigaOps["\(before.unit.rawValue)/\(other.rawValue)"] = workload.batchedGigaOps * 1999 / 2000
+        let restored = try #require(costs.predict(workload, unit: before.unit, precision: other, threads: 2, maxThreads: 2))
+        #expect(restored.seconds < plain.seconds / 5 && restored.joules < plain.joules / 5, "\(restored) against \(plain)")
+        #expect(costs.predict(workload, unit: before.unit, precision: before.precision, threads: 2, maxThreads: 2) == unchanged)
+        let after = BackendPolicy.decide(request: RequestRequirements(tier: .critical, workload: workload), state: Self.battery,
+                                         configuration: Self.configuration, costs: withQuality)
+        #expect(after.precision == other && after.unit == before.unit, "\(before.explanation) → \(after.explanation)")
+        // More restored than there is never makes the batched work negative.
+        workload.restoredBatchedGigaOps["\(before.unit.rawValue)/\(other.rawValue)"] = workload.batchedGigaOps * 3
+        let floor = try #require(costs.predict(workload, unit: before.unit, precision: other, threads: 2, maxThreads: 2))
+        #expect(floor.seconds > 0 && floor.seconds <= restored.seconds)
+    }
+
     @Test func measuredQualityDecides() {
         // Gemma 3's int4 when it made Q4_1 of its Q6_K and Q8_0 matrices measured +6.5 % perplexity: a profile like that must
         // not run int4 on battery.

@@ -12,6 +12,10 @@ public struct Workload: Sendable, Equatable, Codable {
     public var sequentialGigaOps: Double
     /// The model's file: whose ``QualityProfile`` applies (nil: the unmeasured default).
     public var model: String?
+    /// Route ("unit/precision", as ``CostModel/bound``) → billions of the batched operations that route would not do:
+    /// the prompt tokens a generation on it restores from the prompt cache (the same conversation a turn earlier ran
+    /// there), copied rather than computed. Empty by default; not encoded.
+    public var restoredBatchedGigaOps: [String: Double] = [:]
 
     /// A workload of `batchedGigaOps` and `sequentialGigaOps`.
     public init(kind: String, batchedGigaOps: Double, sequentialGigaOps: Double, model: String? = nil) {
@@ -124,12 +128,14 @@ public struct CostModel: Sendable {
     }
 
     /// Predicted seconds, joules and quality loss of `workload` at `precision` on `unit` with `threads` of `maxThreads`;
-    /// nil when the unit does not run the precision. Time: dispatch + batched work at the calibrated rate + sequential
+    /// nil when the unit does not run the precision. Time: dispatch + batched work (less what this route restores from
+    /// the prompt cache) at the calibrated rate + sequential
     /// work at its decode rate (``UnitCost/decodeGops``, bound by memory), stretched when fewer threads run; energy: the unit's power over the core-seconds
     /// (the same whatever the thread count); both scaled by what requests of this kind measured.
     public func predict(_ workload: Workload, unit: ComputeUnit, precision: Precision, threads: Int, maxThreads: Int) -> Prediction? {
         guard let cost = units.cost(unit, precision), cost.gops > 0 else { return nil }
-        let busy = workload.batchedGigaOps / cost.gops + workload.sequentialGigaOps / max(cost.decodeGops, 1e-6)
+        let batched = max(0, workload.batchedGigaOps - (workload.restoredBatchedGigaOps["\(unit.rawValue)/\(precision.rawValue)"] ?? 0))
+        let busy = batched / cost.gops + workload.sequentialGigaOps / max(cost.decodeGops, 1e-6)
         let correction = correction(unit, precision, kind: workload.kind, threads: threads)
         let stretch = Double(max(1, maxThreads)) / Double(max(1, min(threads, maxThreads)))
         return Prediction(seconds: (cost.dispatchMicroseconds * 1e-6 + busy * stretch) * correction,

@@ -23,10 +23,21 @@ extension Runtime {
         // maxTokens); the run reports what it really did.
         let parameters = model.matmulParameters
         let replyLengths = self.replyLengths
-        requirements.workload = requirements.workload ?? .generation(
-            parameters: parameters, promptTokens: prompt.estimatedTokens,
-            newTokens: replyLengths.expected(model: model.path, maxTokens: maxTokens), model: model.path)
         let (batcher, batching, promptCache) = (self.batcher, configuration.continuousBatching, self.promptCache)
+        if requirements.workload == nil {
+            let newTokens = replyLengths.expected(model: model.path, maxTokens: maxTokens)
+            var workload = Workload.generation(parameters: parameters, promptTokens: prompt.estimatedTokens, newTokens: newTokens,
+                                               model: model.path)
+            // When the prompt cache holds some of this model's sessions, the prompt is tokenized now (as the run will)
+            // and each route predicted without the tokens it would restore: the route the conversation ran on last
+            // computes only the new turn.
+            if let promptCache, !requirements.storedWeights, promptCache.holdsEntries(of: model),
+               let tokens = try? model.promptTokenIDs(prompt) {
+                workload = .generation(parameters: parameters, promptTokens: tokens.count, newTokens: newTokens, model: model.path)
+                workload.restoredBatchedGigaOps = Self.restoredGigaOps(tokens, of: model, in: promptCache)
+            }
+            requirements.workload = workload
+        }
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, prompt.maximumTokens + min(max(maxTokens, 0), model.contextLength))
         var request = InferenceRequest(requirements: requirements, deadline: deadline,
@@ -72,6 +83,21 @@ extension Runtime {
         }
         request.weightCopies = Self.weightCopies(of: model)
         return request
+    }
+
+    /// Route ("unit/precision") → billions of operations `promptCache` would save a generation of `tokens` on it: the
+    /// prefix it restores for the options a decision of that route runs with.
+    static func restoredGigaOps(_ tokens: [Int], of model: any TextGenerator, in promptCache: PromptCache) -> [String: Double] {
+        let perToken = 2 * Double(model.matmulParameters) / 1e9
+        var restored: [String: Double] = [:]
+        for unit in ComputeUnit.allCases {
+            for precision in Precision.allCases {
+                let options = ExecutionOptions(units: ComputeUnits(unit).union(.cpu), precision: precision)
+                let count = promptCache.restorableTokens(tokens, model: model, options: options)
+                if count > 0 { restored["\(unit.rawValue)/\(precision.rawValue)"] = perToken * Double(count) }
+            }
+        }
+        return restored
     }
 
     /// The scheduler request that embeds `texts` with `model` (batched with other requests of this model under the

@@ -75,6 +75,23 @@ public final class PromptCache: @unchecked Sendable {
         "\(options.units)|\(options.precision.map { "\($0)" } ?? "stored")"
     }
 
+    /// Whether an entry of `model` is held (under any settings): when none is, no prompt of it can be restored.
+    public func holdsEntries(of model: AnyObject) -> Bool {
+        lock.withLock { liveEntries().contains { $0.model === model } }
+    }
+
+    /// How many leading tokens of `tokens` a generation of `model` under `options` would restore now (0: none) — what
+    /// ``restore(into:tokens:model:options:)`` would copy, looked up without copying, counting or marking anything used:
+    /// the policy predicts each route's prompt from it.
+    public func restorableTokens(_ tokens: [Int], model: AnyObject, options: ExecutionOptions) -> Int {
+        let settings = Self.settings(options)
+        let longest = lock.withLock {
+            liveEntries().filter { $0.model === model && $0.settings == settings }
+                .map { Self.commonPrefix($0.tokens, tokens, limit: tokens.count - 1) }.max() ?? 0
+        }
+        return longest >= minimumTokens ? longest : 0
+    }
+
     /// Makes the empty `session` hold the longest prefix of `tokens` an entry of `model` under `options` holds, at
     /// most all but the last token; returns how many tokens it now holds (0: nothing restored).
     func restore(into session: any GenerationSession, tokens: [Int], model: AnyObject, options: ExecutionOptions) -> Int {

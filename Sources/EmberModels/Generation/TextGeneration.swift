@@ -108,9 +108,9 @@ extension TextGenerator {
         return generation
     }
 
-    /// The prompt's token ids (a text's with special tokens parsed), checked to be some, in the vocabulary and to fit
-    /// the context, and a session sized for them and `maxTokens` more (capped at the context).
-    func promptSession(_ input: PromptInput, maxTokens: Int) throws -> ([Int], any GenerationSession) {
+    /// The prompt's token ids as a generation from it feeds them: a text tokenized with its special tokens parsed,
+    /// ids checked to be some, in the vocabulary and to fit the context.
+    public func promptTokenIDs(_ input: PromptInput) throws -> [Int] {
         let promptIDs: [Int]
         switch input {
         case let .text(prompt): promptIDs = tokenizer.encode(prompt)
@@ -126,6 +126,13 @@ extension TextGenerator {
             throw KernelError.invalidArgument(argument: "prompt", found: "\(promptIDs.count) tokens",
                                               expected: "fewer than the model's context of \(contextLength) tokens, with room for the reply — shorten it")
         }
+        return promptIDs
+    }
+
+    /// The prompt's token ids (``promptTokenIDs(_:)``) and a session sized for them and `maxTokens` more (capped at
+    /// the context).
+    func promptSession(_ input: PromptInput, maxTokens: Int) throws -> ([Int], any GenerationSession) {
+        let promptIDs = try promptTokenIDs(input)
         // Capped before adding: a huge maxTokens must not overflow (the session is capped at the context anyway).
         return (promptIDs, makeSession(contextLength: promptIDs.count + min(max(maxTokens, 0), contextLength) + 1))
     }
