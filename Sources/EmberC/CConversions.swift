@@ -163,13 +163,12 @@ enum CConversions {
         }
     }
 
-    /// A checked ``PowerState`` from a C structure; `name` is how errors call it.
     /// `options.cache_directory` as a folder Ember can keep its calibration and quality caches in: made if missing
     /// (with its parents); refused when empty, when it names something else than a folder, or when it cannot be
     /// made or written.
     static func cacheDirectory(_ path: String) -> Result<URL, Invalid> {
         func refused(_ found: String) -> Result<URL, Invalid> {
-            .failure(Invalid(message: "options.cache_directory: found \(found); expected a folder Ember can write "
+            .failure(Invalid(message: "options.cache_directory: found \(found), expected a folder Ember can write "
                              + "(made if missing), or NULL to measure at every start"))
         }
         guard !path.isEmpty else { return refused("an empty string") }
@@ -187,6 +186,7 @@ enum CConversions {
         return .success(URL(fileURLWithPath: path, isDirectory: true))
     }
 
+    /// A checked ``PowerState`` from a C structure; `name` is how errors call it.
     static func powerState(_ state: ember_power_state_t, name: String) -> Result<PowerState, Invalid> {
         guard state.size == MemoryLayout<ember_power_state_t>.size else {
             return .failure(Invalid(message: "\(name).size: found \(state.size), expected sizeof(ember_power_state_t) = \(MemoryLayout<ember_power_state_t>.size)"))

@@ -48,12 +48,6 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
         if let directory = o.models_directory {
             configuration.modelsDirectory = URL(fileURLWithPath: String(cString: directory))
         }
-        if let directory = o.cache_directory {
-            switch CConversions.cacheDirectory(String(cString: directory)) {
-            case let .success(url): configuration.calibration = .cached(url.appendingPathComponent("calibration.json"))
-            case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
-            }
-        }
         switch o.power_mode {
         case EMBER_POWER_SYSTEM: break
         case EMBER_POWER_INJECTED:
@@ -63,6 +57,13 @@ public func ember_runtime_create(_ options: UnsafePointer<ember_runtime_options_
             }
         default:
             return CStatus.invalid("options.power_mode", found: "\(o.power_mode.rawValue)", expected: "EMBER_POWER_SYSTEM (0) or EMBER_POWER_INJECTED (1)")
+        }
+        // Last: it is the one check that makes something (the folder), so a refused create leaves nothing behind.
+        if let directory = o.cache_directory {
+            switch CConversions.cacheDirectory(String(cString: directory)) {
+            case let .success(url): configuration.calibration = .cached(url.appendingPathComponent("calibration.json"))
+            case let .failure(error): return CStatus.fail(EMBER_ERROR_INVALID_ARGUMENT, error.message)
+            }
         }
     }
     do {

@@ -131,8 +131,9 @@ public final class ComputeContext: @unchecked Sendable {
         return value
     }
 
-    /// Measures every available backend's ops now (each op on a representative shape, the best of five rounds: on a
-    /// shared machine the median of three moved by 2× between runs, and the best is what the hardware does)
+    /// Measures every available backend's ops now (each op on a representative shape, the best of five rounds — of
+    /// two calls for an op slower than 5 ms a call —: on a shared machine the median of three moved by 2×
+    /// between runs, and the best is what the hardware does)
     /// and the memory's read bandwidth, and uses the result; takes about a second on 2 cores. Call it when the host asks, or
     /// at start — never inside a request.
     @discardableResult
@@ -159,28 +160,30 @@ public final class ComputeContext: @unchecked Sendable {
     }
 
     /// One op of one backend being timed: `time(repetitions)` runs it that many times (a matmul's weights made and
-    /// bound once, before the first round).
+    /// bound once, before the first round; nil for a slow op, timed already, whose binding is let go at once).
     private struct TimedOp {
         let backend: any Backend
         let support: OpSupport
         let work: Double
-        let time: (Int) -> Result<OpProbe.Outcome, OpProbe.Failure>
+        let time: ((Int) -> Result<OpProbe.Outcome, OpProbe.Failure>)?
         let repetitions: Int
         let rounds: Int
         var seconds: [Double] = []
         var failed = false
     }
 
-    /// A call at least this long is timed once (the first call, after a matmul's warm-up one), not in five rounds:
-    /// only the scalar reference's matmuls take that long (10–30 ms at the probe's shape, ten times any other
-    /// backend's), their cost serves to rank them last, and their rounds were most of calibration's time (with the
-    /// weights made and bound anew for each round, 5.5 s of `ember info`'s first run on an Emerald Rapids VM; 1.5–2 s
-    /// once made and bound once, 1 s with one timing of the slow ones).
+    /// An op whose first two calls both take at least this long keeps the faster of them instead of five rounds (two,
+    /// so that one call slowed by a neighbour's burst does not decide it): on the machines measured only the scalar
+    /// reference's matmuls take that long (10–30 ms at the probe's shape, ten times the other backends'), their cost
+    /// serves to rank them, and their rounds were most of calibration's time (with the weights made and bound anew for
+    /// each round, 5.5 s of `ember info`'s first run on an Emerald Rapids VM; 1.5–2 s once made and bound once, about
+    /// 1 s with the slow ones timed twice).
     static let slowCallSeconds = 0.005
 
     /// Every op of `backends`, timed in five rounds that each time every op once: a burst of load on a shared
     /// machine then slows one round of every op, not every round of one op (timed back to back, an op's five rounds
-    /// once all fell in a burst, and a quantized route looked slower than fp32 under the test suite's load).
+    /// once all fell in a burst, and a quantized route looked slower than fp32 under the test suite's load). An op
+    /// slower than 5 ms a call (`slowCallSeconds`) is timed twice, not in the rounds.
     private func measure(_ backends: [any Backend]) -> [String: [String: OpCost]] {
         var result: [String: [String: OpCost]] = [:]
         let threads = pool.threadsPerClass
@@ -202,10 +205,14 @@ public final class ComputeContext: @unchecked Sendable {
                 }
                 switch time(1) {
                 case let .success(first):
-                    let slow = first.secondsPerCall >= Self.slowCallSeconds
-                    timed.append(TimedOp(backend: backend, support: support, work: probe.work, time: time,
+                    var slow: [Double] = []
+                    if first.secondsPerCall >= Self.slowCallSeconds, case let .success(second) = time(1),
+                       second.secondsPerCall >= Self.slowCallSeconds {
+                        slow = [first.secondsPerCall, second.secondsPerCall]
+                    }
+                    timed.append(TimedOp(backend: backend, support: support, work: probe.work, time: slow.isEmpty ? time : nil,
                                          repetitions: max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9)))),
-                                         rounds: slow ? 0 : 5, seconds: slow ? [first.secondsPerCall] : []))
+                                         rounds: slow.isEmpty ? 5 : 0, seconds: slow))
                 case let .failure(failure):
                     // A plugin's op that fails here failed its own check's conditions: it is disabled, not timed.
                     (backend as? PluginBackend)?.health.disable("while timed: \(failure)")
@@ -215,7 +222,8 @@ public final class ComputeContext: @unchecked Sendable {
         for round in 0..<5 {
             for index in timed.indices where !timed[index].failed && round < timed[index].rounds {
                 let op = timed[index]
-                switch op.time(op.repetitions) {
+                guard let time = op.time else { continue }
+                switch time(op.repetitions) {
                 case let .success(outcome): timed[index].seconds.append(outcome.secondsPerCall)
                 case let .failure(failure):
                     (op.backend as? PluginBackend)?.health.disable("while timed: \(failure)")

@@ -81,7 +81,7 @@ public final class PromptCache: @unchecked Sendable {
     }
 
     /// How many leading tokens of `tokens` a generation of `model` under `options` would restore now (0: none) — what
-    /// ``restore(into:tokens:model:options:)`` would copy, looked up without copying, counting or marking anything used:
+    /// a generation's restore would copy, looked up without copying, counting or marking anything used:
     /// the policy predicts each route's prompt from it.
     public func restorableTokens(_ tokens: [Int], model: AnyObject, options: ExecutionOptions) -> Int {
         let settings = Self.settings(options)
