@@ -156,7 +156,7 @@ sanitize-kernels: sanitized-kernels
 	  [ "$$(cat $$out.status)" -eq 0 ] || { tail -30 $$out.log; exit 1; }; \
 	  echo "kernels under ASan+UBSan, $$isa: $$(tail -n 1 $$out.log)"; \
 	done
-	@$(if $(and $(SANITIZE_HAS_AVX512),$(if $(SANITIZE_HAS_AMX),,yes)),echo "kernels under ASan+UBSan, avx512-noamx: the avx512 kernels (no AMX on this CPU)",true)
+	@$(if $(or $(SANITIZE_HAS_AMX),$(if $(SANITIZE_HAS_AVX512),,no-avx512)),true,echo "kernels under ASan+UBSan, avx512-noamx: the avx512 kernels (no AMX on this CPU)")
 
 # The host tests are skipped under ASan: their C programs load an instrumented libEmberC.so without the ASan
 # runtime, which it cannot start without; the C API has its own ASan host test in `make test` (CHostTests).
