@@ -25,9 +25,12 @@ public struct Workload: Sendable, Equatable, Codable {
         self.model = model
     }
 
+    /// Billions of operations one token costs a model multiplying `parameters` weights per token.
+    public static func gigaOpsPerToken(parameters: Int) -> Double { 2 * Double(parameters) / 1e9 }
+
     /// Generating `newTokens` after a prompt of `promptTokens` with a model multiplying `parameters` weights per token.
     public static func generation(parameters: Int, promptTokens: Int, newTokens: Int, model: String? = nil) -> Workload {
-        let perToken = 2 * Double(parameters) / 1e9
+        let perToken = gigaOpsPerToken(parameters: parameters)
         return Workload(kind: "generate", batchedGigaOps: perToken * Double(max(1, promptTokens)),
                         sequentialGigaOps: perToken * Double(max(0, newTokens - 1)), model: model)
     }

@@ -24,25 +24,25 @@ extension Runtime {
         let parameters = model.matmulParameters
         let replyLengths = self.replyLengths
         let (batcher, batching, promptCache) = (self.batcher, configuration.continuousBatching, self.promptCache)
-        // When the prompt cache holds some of this model's sessions, the prompt is tokenized now (the run then feeds
-        // these ids rather than tokenizing the text again) and each route predicted without the tokens it would
-        // restore: the route the conversation ran on last computes only the new turn.
-        let tokenized = promptCache.flatMap { cache -> [Int]? in
-            guard requirements.workload == nil, !requirements.storedWeights, cache.holdsEntries(of: model) else { return nil }
-            return try? model.promptTokenIDs(prompt)
-        }
+        var input = prompt
         if requirements.workload == nil {
             let newTokens = replyLengths.expected(model: model.path, maxTokens: maxTokens)
-            var workload = Workload.generation(parameters: parameters, promptTokens: tokenized?.count ?? prompt.estimatedTokens,
-                                               newTokens: newTokens, model: model.path)
-            if let tokenized, let promptCache {
-                workload.restoredBatchedGigaOps = Self.restoredGigaOps(tokenized, of: model, in: promptCache)
+            var workload = Workload.generation(parameters: parameters, promptTokens: prompt.estimatedTokens, newTokens: newTokens,
+                                               model: model.path)
+            // When the prompt cache holds some of this model's sessions, the prompt is tokenized now (the run then feeds
+            // these ids rather than tokenizing the text again) and each route predicted without the tokens it would
+            // restore: the route the conversation ran on last computes only the new turn.
+            if let promptCache, !requirements.storedWeights, promptCache.holdsEntries(of: model),
+               let tokens = try? model.promptTokenIDs(prompt) {
+                workload = .generation(parameters: parameters, promptTokens: tokens.count, newTokens: newTokens, model: model.path)
+                workload.restoredBatchedGigaOps = Self.restoredGigaOps(tokens, of: model, in: promptCache)
+                input = .tokens(tokens)
             }
             requirements.workload = workload
         }
-        let input = tokenized.map { PromptInput.tokens($0) } ?? prompt
         // Tokens are at most the prompt's bytes (and BOS): the session's size is known before anything runs.
         let contextLength = min(model.contextLength, input.maximumTokens + min(max(maxTokens, 0), model.contextLength))
+        let runInput = input
         var request = InferenceRequest(requirements: requirements, deadline: deadline,
                                        memoryBytes: model.sessionBytes(contextLength: contextLength)) { decision, context in
             onStart?(decision)
@@ -62,13 +62,13 @@ extension Runtime {
                     let options = decision.executionOptions(qos: context.qos)
                     try Self.bind(model.prepare, options, context: context)
                     guard batching else {
-                        return try model.generate(from: input, maxTokens: maxTokens, sampler: sampler, options: options,
+                        return try model.generate(from: runInput, maxTokens: maxTokens, sampler: sampler, options: options,
                                                   stop: stop, promptCache: promptCache, onPiece: { context.emit($0) },
                                                   onLogprobs: { onLogprobs?($0) }, betweenTokens: checkpoint)
                     }
                     // Critical sequences batch apart: a batch of other tiers may wait at its checkpoints for them.
                     let key = "\(ObjectIdentifier(model).hashValue)|\(options)|\(tier == .critical ? "critical" : "other")"
-                    return try model.generate(from: input, maxTokens: maxTokens, sampler: sampler, options: options,
+                    return try model.generate(from: runInput, maxTokens: maxTokens, sampler: sampler, options: options,
                                               stop: stop, promptCache: promptCache, batcher: batcher, batchKey: key,
                                               onPiece: { context.emit($0) },
                                               onLogprobs: { onLogprobs?($0) }, betweenTokens: checkpoint)
@@ -91,7 +91,7 @@ extension Runtime {
     /// Route ("unit/precision") → billions of operations `promptCache` would save a generation of `tokens` on it: the
     /// prefix it restores for the options a decision of that route runs with.
     static func restoredGigaOps(_ tokens: [Int], of model: any TextGenerator, in promptCache: PromptCache) -> [String: Double] {
-        let perToken = 2 * Double(model.matmulParameters) / 1e9
+        let perToken = Workload.gigaOpsPerToken(parameters: model.matmulParameters)
         var restored: [String: Double] = [:]
         for unit in ComputeUnit.allCases {
             for precision in Precision.allCases {

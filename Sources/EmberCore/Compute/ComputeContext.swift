@@ -167,7 +167,6 @@ public final class ComputeContext: @unchecked Sendable {
         let work: Double
         let time: ((Int) -> Result<OpProbe.Outcome, OpProbe.Failure>)?
         let repetitions: Int
-        let rounds: Int
         var seconds: [Double] = []
         var failed = false
     }
@@ -212,17 +211,17 @@ public final class ComputeContext: @unchecked Sendable {
                     }
                     timed.append(TimedOp(backend: backend, support: support, work: probe.work, time: slow.isEmpty ? time : nil,
                                          repetitions: max(1, min(1000, Int(0.001 / max(first.secondsPerCall, 1e-9)))),
-                                         rounds: slow.isEmpty ? 5 : 0, seconds: slow))
+                                         seconds: slow))
                 case let .failure(failure):
                     // A plugin's op that fails here failed its own check's conditions: it is disabled, not timed.
                     (backend as? PluginBackend)?.health.disable("while timed: \(failure)")
                 }
             }
         }
-        for round in 0..<5 {
-            for index in timed.indices where !timed[index].failed && round < timed[index].rounds {
+        for _ in 0..<5 {
+            for index in timed.indices where !timed[index].failed {
                 let op = timed[index]
-                guard let time = op.time else { continue }
+                guard let time = op.time else { continue } // a slow op, timed already
                 switch time(op.repetitions) {
                 case let .success(outcome): timed[index].seconds.append(outcome.secondsPerCall)
                 case let .failure(failure):

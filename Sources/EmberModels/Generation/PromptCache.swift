@@ -84,12 +84,7 @@ public final class PromptCache: @unchecked Sendable {
     /// a generation's restore would copy, looked up without copying, counting or marking anything used:
     /// the policy predicts each route's prompt from it.
     public func restorableTokens(_ tokens: [Int], model: AnyObject, options: ExecutionOptions) -> Int {
-        let settings = Self.settings(options)
-        let longest = lock.withLock {
-            liveEntries().filter { $0.model === model && $0.settings == settings }
-                .map { Self.commonPrefix($0.tokens, tokens, limit: tokens.count - 1) }.max() ?? 0
-        }
-        return longest >= minimumTokens ? longest : 0
+        lock.withLock { longestPrefix(of: tokens, model: model, settings: Self.settings(options))?.length ?? 0 }
     }
 
     /// Makes the empty `session` hold the longest prefix of `tokens` an entry of `model` under `options` holds, at
@@ -98,12 +93,7 @@ public final class PromptCache: @unchecked Sendable {
         let settings = Self.settings(options)
         let found: (entry: Entry, length: Int)? = lock.withLock {
             counts.lookups += 1
-            var best: (entry: Entry, length: Int)?
-            for entry in liveEntries() where entry.model === model && entry.settings == settings {
-                let length = Self.commonPrefix(entry.tokens, tokens, limit: tokens.count - 1)
-                if length > (best?.length ?? 0) { best = (entry, length) }
-            }
-            guard let best, best.length >= minimumTokens else { return nil }
+            guard let best = longestPrefix(of: tokens, model: model, settings: settings) else { return nil }
             clock += 1
             best.entry.lastUse = clock
             return best
@@ -174,6 +164,18 @@ public final class PromptCache: @unchecked Sendable {
     /// Drops every entry.
     public func removeAll() {
         lock.withLock { entries.removeAll() }
+    }
+
+    /// The entry of `model` under `settings` sharing the longest prefix with `tokens` (at most all but their last) and
+    /// that prefix's length, when it is at least ``minimumTokens`` (under the lock).
+    private func longestPrefix(of tokens: [Int], model: AnyObject, settings: String) -> (entry: Entry, length: Int)? {
+        var best: (entry: Entry, length: Int)?
+        for entry in liveEntries() where entry.model === model && entry.settings == settings {
+            let length = Self.commonPrefix(entry.tokens, tokens, limit: tokens.count - 1)
+            if length > (best?.length ?? 0) { best = (entry, length) }
+        }
+        guard let best, best.length >= minimumTokens else { return nil }
+        return best
     }
 
     /// Whether an entry of `model` under `settings` holds `tokens` (or more after them); marks it used (under the lock).
