@@ -45,8 +45,8 @@ typedef struct ek_row_kernels {
     ek_row_kernel gemm[EK_FORMAT_COUNT];
     void (*quantize_q8_k)(const float *x, int64_t blocks, ek_block_q8_k *act);
     ek_half_kernel half;
-    /* fp16/bf16 on AMD cores where it differs (the AVX2 build: a single activation row one weight row at a time, as
-       f32_one_row); NULL where half serves every vendor. */
+    /* fp16/bf16 on AMD cores where it differs (a single activation row one weight row at a time for rows up to
+       3 KB, as f32_one_row); NULL where half serves every vendor. */
     ek_half_kernel half_amd;
     ek_f32_kernel f32;
     /* The same product with a single activation row read one weight row at a time, front to back (every row on the

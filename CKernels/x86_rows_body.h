@@ -825,10 +825,12 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
     }
 }
 
-/* Rows of up to this many bytes of fp16/bf16 decode one at a time on AVX2 builds on AMD (float_stream elsewhere);
+/* Rows of up to this many bytes of fp16/bf16 decode one at a time on AMD (float_stream elsewhere);
    longer ones keep half_rows' four rows side by side. One Zen 3, 2 threads, a matrix cycled from memory, 8 alternating rounds, one row ÷ four rows:
    F16 49152×576 1.42, 16384×1024 1.32, 16384×1536 1.12, 576×1536 1.05, 12288×2048 0.97, 8192×2048 0.91,
-   4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). */
+   4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). The AVX-512 build takes it on AMD too: one Zen 4, SmolLM2 F16 decode
+   (fp16), 2 threads, 8 alternating rounds of 5 runs, four rows side by side asking ahead 76.7–110.6 tok/s (median
+   88.2), one row at a time 81.4–141.5 (median 97.3, ahead in 6 of the 8); the AVX2 build's one row 84–103. */
 #define EK_HALF_ONE_ROW_BYTES 3072
 
 /* Rows of up to this many bytes of fp16/bf16 decode off AMD ask for the next four-row group's lines as
@@ -840,7 +842,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
 #define EK_HALF_AHEAD_ROW_BYTES 3072
 
 /* fp16/bf16: one activation row by float_stream (asking ahead for rows up to EK_HALF_AHEAD_ROW_BYTES; the AVX2
-   build only for rows up to EK_HALF_ONE_ROW_BYTES, longer ones by half_rows), or on the AVX2 build on AMD cores by
+   build only for rows up to EK_HALF_ONE_ROW_BYTES, longer ones by half_rows), or on AMD cores (either build) by
    float_row for rows up to EK_HALF_ONE_ROW_BYTES (`amd_one_row`, a constant after inlining: gemm_half_amd); two by
    half_rows;
    from EK_F32_OUTER_ROWS activation rows (and two panels of weight rows) fp32's packed outer products, each panel
@@ -905,13 +907,11 @@ EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half)(bool bf16, const uint16_t *w,
                                                    float *y, int64_t ldy, int64_t row_begin, int64_t row_end) {
     EK_ROWS_NAME(gemm_half_body)(false, bf16, w, k, x, m, y, ldy, row_begin, row_end);
 }
-#if !defined(EK_ROWS_512)
 EK_ROWS_TARGET static void EK_ROWS_NAME(gemm_half_amd)(bool bf16, const uint16_t *w, int64_t k, const float *x,
                                                        int64_t m, float *y, int64_t ldy, int64_t row_begin,
                                                        int64_t row_end) {
     EK_ROWS_NAME(gemm_half_body)(true, bf16, w, k, x, m, y, ldy, row_begin, row_end);
 }
-#endif
 
 #undef EK_F32_TILES
 #undef EK_F32_BLOCK
@@ -946,9 +946,8 @@ const ek_row_kernels EK_ROWS_TABLE = {
     .half = EK_ROWS_NAME(gemm_half),
     .f32 = EK_ROWS_NAME(gemm_f32),
     .f32_one_row = EK_ROWS_NAME(gemm_f32_one_row),
-#if !defined(EK_ROWS_512)
     .half_amd = EK_ROWS_NAME(gemm_half_amd),
-#else
+#if defined(EK_ROWS_512)
     .decode_amd = {EK_ROWS_FORMAT_ENTRIES(EK_ROWS_AMD_NAME)},
 #endif
 };
