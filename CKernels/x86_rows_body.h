@@ -423,7 +423,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE float EK_ROWS_NAME(w_at)(const uint8_t *row, int64
 
 /* fp16/bf16 decode of two activation rows (two sequences), and of one on AVX2 for rows over EK_HALF_ONE_ROW_BYTES
    (one row otherwise runs float_stream — on AVX-512, 512-bit: SmolLM2 F16 decode +5 %, BF16 +18 %, 5 alternating
-   runs — or float_row on the AVX2 build on AMD): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each
+   runs — or float_row on AMD, rows up to EK_HALF_ONE_ROW_BYTES): `rows` (1 or 4) weight rows at a time against `tile` (1 or 2) activation rows, each
    activation load shared by the rows — eight FMA chains, four streams. One row at a time with two chains waited on
    the FMA latency (the fp16 GEMV read 0.35 of the bandwidth); with four (float_row) it streams. */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(half_rows)(const bool bf16, const int rows, const int tile,
@@ -702,7 +702,7 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
 }
 
 /* On AMD cores: fp32 decode on AVX2 builds, and on AVX-512 builds for rows of up to 8 KB (gemm_f32_one_row); fp16/bf16
-   decode on AVX2 builds for rows up to EK_HALF_ONE_ROW_BYTES (gemm_half_amd; `kind` as load_weights): one weight row at a
+   decode on both builds for rows up to EK_HALF_ONE_ROW_BYTES (gemm_half_amd; `kind` as load_weights): one weight row at a
    time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
    Zen 3 (AVX2), 2 threads, every SmolLM2 matrix of a token (538 MB) with a barrier after each, cold weights, 9
    alternating rounds against a read loop of the same bytes and barriers: float_stream's four rows side by side (four
