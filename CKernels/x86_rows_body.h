@@ -829,8 +829,9 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(widen_rows)(const int kind, cons
    longer ones keep half_rows' four rows side by side. One Zen 3, 2 threads, a matrix cycled from memory, 8 alternating rounds, one row ÷ four rows:
    F16 49152×576 1.42, 16384×1024 1.32, 16384×1536 1.12, 576×1536 1.05, 12288×2048 0.97, 8192×2048 0.91,
    4096×4096 0.91, 16384×8192 0.86 (BF16 0.85). The AVX-512 build takes it on AMD too: one Zen 4, SmolLM2 F16 decode
-   (fp16), 2 threads, 8 alternating rounds of 5 runs, four rows side by side asking ahead 76.7–110.6 tok/s (median
-   88.2), one row at a time 81.4–141.5 (median 97.3, ahead in 6 of the 8); the AVX2 build's one row 84–103. */
+   (fp16), 2 threads, 13 alternating rounds of 5 runs, four rows side by side asking ahead 76.7–110.6 tok/s (median
+   92.2), one row at a time 81.4–141.5 (median 98.8, ahead in 9 of the 13); BF16, 6 rounds, even (medians 100.1 and
+   103.8, ahead in 3). */
 #define EK_HALF_ONE_ROW_BYTES 3072
 
 /* Rows of up to this many bytes of fp16/bf16 decode off AMD ask for the next four-row group's lines as
