@@ -10,6 +10,30 @@ struct EmberCommand: AsyncParsableCommand {
         abstract: "Ember — an embedded inference runtime that is honest about energy.",
         version: SystemReport.emberVersion,
         subcommands: [InfoCommand.self, PlanCommand.self, FetchCommand.self, ListCommand.self, BenchCommand.self, PolicyCommand.self, GenerateCommand.self, ChatCommand.self, PerplexityCommand.self, EmbedCommand.self, SimilarityCommand.self, DemoCommand.self, ServeCommand.self])
+
+    /// Runs the command line with each `--stop` value that begins with a dash joined to its option.
+    static func main() async {
+        await main(joiningDashedStopValues(Array(CommandLine.arguments.dropFirst())))
+    }
+
+    /// `arguments` with `--stop V` written `--stop=V` where V begins with a dash, up to a `--` that ends the options.
+    /// ArgumentParser's tokenizer refuses a lone `---` (a Markdown rule, a natural stop string) before `--stop`'s
+    /// unconditional parsing could take it; every value it did accept after `--stop` means the same joined.
+    static func joiningDashedStopValues(_ arguments: [String]) -> [String] {
+        var joined = [String](), index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--" { return joined + arguments[index...] }
+            if argument == "--stop", index + 1 < arguments.count, arguments[index + 1].hasPrefix("-") {
+                joined.append("--stop=" + arguments[index + 1])
+                index += 2
+            } else {
+                joined.append(argument)
+                index += 1
+            }
+        }
+        return joined
+    }
 }
 
 /// Prints `value` as sorted-key JSON on standard output (on one line with `singleLine`); dates as ISO 8601.

@@ -228,6 +228,11 @@ struct CLIArgumentTests {
         let cutText = try #require(cut["text"] as? String)
         let expected = String(chatText[..<chatText.range(of: stop)!.lowerBound])
         #expect(cut["stop_reason"] as? String == "stop" && cutText == expected, "\(stop.debugDescription): \(cutText.debugDescription)")
+        // A stop string that begins with dashes (a Markdown rule) is a value, not an option; absent here, the reply is whole.
+        if !chatText.contains("---") {
+            let rule = try await generate(["--chat", "--stop", "---", "What is the capital of France?"])
+            #expect(rule["text"] as? String == chatText, "\(String(describing: rule["text"]))")
+        }
     }
 
     /// Extreme but valid values run: a top-k far above the vocabulary is the whole vocabulary.
