@@ -13,26 +13,7 @@ struct EmberCommand: AsyncParsableCommand {
 
     /// Runs the command line with each `--stop` value that begins with a dash joined to its option.
     static func main() async {
-        await main(joiningDashedStopValues(Array(CommandLine.arguments.dropFirst())))
-    }
-
-    /// `arguments` with `--stop V` written `--stop=V` where V begins with a dash, up to a `--` that ends the options.
-    /// ArgumentParser's tokenizer refuses a lone `---` (a Markdown rule, a natural stop string) before `--stop`'s
-    /// unconditional parsing could take it; every value it did accept after `--stop` means the same joined.
-    static func joiningDashedStopValues(_ arguments: [String]) -> [String] {
-        var joined = [String](), index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            if argument == "--" { return joined + arguments[index...] }
-            if argument == "--stop", index + 1 < arguments.count, arguments[index + 1].hasPrefix("-") {
-                joined.append("--stop=" + arguments[index + 1])
-                index += 2
-            } else {
-                joined.append(argument)
-                index += 1
-            }
-        }
-        return joined
+        await main(GenerateCommand.joiningDashedStopValues(Array(CommandLine.arguments.dropFirst())))
     }
 }
 

@@ -30,15 +30,7 @@ struct CHostTests {
     /// The cache directory the test programs' runtimes share (`ember_runtime_options_t.cache_directory`), one per test
     /// run: the first runtime measures the backends' costs and SmolLM2's quality, the others read them. The folder
     /// goes when the test process exits.
-    static let cacheDirectory: URL = {
-        atexit { try? FileManager.default.removeItem(at: cacheFolder()) }
-        return cacheFolder()
-    }()
-
-    /// This test process's cache folder for the C programs (its pid in the name, so concurrent runs keep apart).
-    private static func cacheFolder() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("ember-c-host-cache-\(getpid())")
-    }
+    static let cacheDirectory = ProcessTemporaryFolder.named("ember-c-host-cache")
 
     /// Compiles `Tests/HostTests/Programs/<name>` (under AddressSanitizer when `sanitized`) and runs it with the
     /// checkout's models folder and the shared cache directory; fails the test if libEmberC.so is not built or the

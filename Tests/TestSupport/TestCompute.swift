@@ -74,15 +74,8 @@ extension Runtime.Configuration.CalibrationMode {
     /// The calibration and the models' quality kept in one folder per test process: the first runtime that asks
     /// measures them (as `.measure` does), the others read them as the CLI reads its cache (1–3 s a runtime each
     /// otherwise, the quality probe run again at every model load). The folder goes when the process exits.
-    public static let sharedForTests: Self = {
-        atexit { try? FileManager.default.removeItem(at: testsCacheFolder()) }
-        return .cached(testsCacheFolder().appendingPathComponent("calibration.json"))
-    }()
-
-    /// This test process's cache folder (its pid in the name, so concurrent runs keep apart).
-    private static func testsCacheFolder() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("ember-tests-cache-\(getpid())")
-    }
+    public static let sharedForTests = Self.cached(ProcessTemporaryFolder.named("ember-tests-cache")
+        .appendingPathComponent("calibration.json"))
 }
 
 extension Runtime {
