@@ -6,11 +6,13 @@ import Foundation
 /// shared by the threads of a region, and for stages of only a few rows a
 /// private input and preparation per thread.
 final class StageBuffers {
-    /// Shared prepared activations, one area per distinct preparation of a stage.
-    let prepared: [UnsafeMutableRawPointer]
-    /// Per thread: a private input of `privateRows` rows and its preparations.
-    let privateInput: [UnsafeMutablePointer<Float>]
-    let privatePrepared: [[UnsafeMutableRawPointer]]
+    /// Shared prepared activations, one area per distinct preparation of a stage (``maxPreparations``).
+    /// The tables are arena memory, not arrays: a decode step reads them on every thread without retaining.
+    private let preparedAreas: UnsafeMutablePointer<UnsafeMutableRawPointer>
+    /// Per thread: a private input of `privateRows` rows and its preparations (thread-major).
+    private let privateInputs: UnsafeMutablePointer<UnsafeMutablePointer<Float>>
+    private let privatePreparedAreas: UnsafeMutablePointer<UnsafeMutableRawPointer>
+    private let threads: Int
     /// Bytes of each shared and each private preparation area.
     let preparedBytes: Int
     /// Bytes of a shared area per row, the most any preparation takes for a row of the widest width (areas are
@@ -32,7 +34,8 @@ final class StageBuffers {
         let blockWidth = (width + 31) / 32 * 32
         let shared = Int(ek_activation_size(Int64(max(1, rows)), Int64(blockWidth)))
         let perThread = privateRows * width * 4 + maxPreparations * Int(ek_activation_size(Int64(privateRows), Int64(blockWidth)))
-        return maxPreparations * shared + threads * perThread
+        let tables = (maxPreparations + max(1, threads) * (1 + maxPreparations)) * MemoryLayout<UnsafeMutableRawPointer>.stride
+        return maxPreparations * shared + threads * perThread + tables
     }
 
     /// Buffers for stages of up to `rows` rows of up to `width` values, on `threads` threads; `preparedBytes(rows, width)`
@@ -47,9 +50,35 @@ final class StageBuffers {
         preparedBytes = sharedBytes
         sharedRowBytes = sharedBytes / max(1, rows)
         privatePreparedBytes = privateBytes
-        prepared = (0..<Self.maxPreparations).map { _ in raw(sharedBytes) }
-        privateInput = (0..<threads).map { _ in raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width) }
-        privatePrepared = (0..<threads).map { _ in (0..<Self.maxPreparations).map { _ in raw(privateBytes) } }
+        self.threads = threads
+        let pointerBytes = MemoryLayout<UnsafeMutableRawPointer>.stride
+        preparedAreas = raw(Self.maxPreparations * pointerBytes).bindMemory(to: UnsafeMutableRawPointer.self, capacity: Self.maxPreparations)
+        for kind in 0..<Self.maxPreparations { (preparedAreas + kind).initialize(to: raw(sharedBytes)) }
+        privateInputs = raw(max(1, threads) * pointerBytes).bindMemory(to: UnsafeMutablePointer<Float>.self, capacity: max(1, threads))
+        let privateAreas = max(1, threads) * Self.maxPreparations
+        privatePreparedAreas = raw(privateAreas * pointerBytes).bindMemory(to: UnsafeMutableRawPointer.self, capacity: privateAreas)
+        for thread in 0..<threads {
+            (privateInputs + thread).initialize(to: raw(Self.privateRows * width * 4).bindMemory(to: Float.self, capacity: Self.privateRows * width))
+            for kind in 0..<Self.maxPreparations {
+                (privatePreparedAreas + thread * Self.maxPreparations + kind).initialize(to: raw(privateBytes))
+            }
+        }
+    }
+
+    /// The shared area of preparation `kind` (0 ..< ``maxPreparations``).
+    func prepared(_ kind: Int) -> UnsafeMutableRawPointer { preparedAreas[kind] }
+
+    /// Thread `thread`'s private input.
+    func privateInput(_ thread: Int) -> UnsafeMutablePointer<Float> {
+        precondition(thread >= 0 && thread < threads, "stage buffers for \(threads) threads, thread \(thread)")
+        return privateInputs[thread]
+    }
+
+    /// Thread `thread`'s private area of preparation `kind`.
+    func privatePrepared(_ thread: Int, _ kind: Int) -> UnsafeMutableRawPointer {
+        precondition(thread >= 0 && thread < threads && kind >= 0 && kind < Self.maxPreparations,
+                     "stage buffers for \(threads) threads, thread \(thread) preparation \(kind)")
+        return privatePreparedAreas[thread * Self.maxPreparations + kind]
     }
 }
 
@@ -85,6 +114,9 @@ final class StageGroup: @unchecked Sendable {
     let matmuls: [BoundMatmul]
     /// The distinct preparations in order of first use, each with the first matmul that uses it (named in errors).
     let preparations: [(preparation: ActivationPreparation, user: Int)]
+    /// `preparations`' preparations, called through without retaining (the matmuls keep them): a decode step
+    /// prepares on every thread at once, and retains of shared objects there bounce their counts between the cores.
+    let unretainedPreparations: [Unmanaged<ActivationPreparation>]
     /// Per matmul, the index in `preparations` of the one it reads; nil for a matmul of fp32 input.
     let slots: [Int?]
 
@@ -99,6 +131,7 @@ final class StageGroup: @unchecked Sendable {
         }
         self.matmuls = matmuls
         self.preparations = preparations
+        unretainedPreparations = preparations.map { Unmanaged.passUnretained($0.preparation) }
     }
 }
 
@@ -169,7 +202,7 @@ struct PassStages {
                produce: (Range<Int>, UnsafeMutablePointer<Float>) -> Void) -> StageInput {
         let isPrivate = Self.isPrivate(lane, rows: rows)
         let part = isPrivate ? 0..<rows : lane.rows(of: rows)
-        let out = isPrivate ? buffers.privateInput[lane.index] : shared
+        let out = isPrivate ? buffers.privateInput(lane.index) : shared
         produce(part, out)
         return prepare(lane, UnsafePointer(out), width: width, part: part, isPrivate: isPrivate, group: group, produced: true)
     }
@@ -200,18 +233,17 @@ struct PassStages {
         let firstRow = lane.ownedRows?.lowerBound ?? 0
         let laneBase = firstRow * buffers.sharedRowBytes
         func area(_ kind: Int) -> UnsafeMutableRawPointer {
-            isPrivate ? buffers.privatePrepared[lane.index][kind] : buffers.prepared[kind] + laneBase
+            isPrivate ? buffers.privatePrepared(lane.index, kind) : buffers.prepared(kind) + laneBase
         }
         let total = (isPrivate ? buffers.privatePreparedBytes : buffers.preparedBytes) - laneBase
-        for (kind, entry) in group.preparations.enumerated() where !part.isEmpty {
-            let offset = entry.preparation.byteCount(rows: part.lowerBound - firstRow, columns: width)
-            if offset < 0 || offset > total {
-                failure.record(group.matmuls[entry.user].failure(-1))
-            } else {
-                let status = entry.preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
-                                                       into: area(kind) + offset, capacity: total - offset)
-                if status != 0 { failure.record(group.matmuls[entry.user].failure(status)) }
+        for (kind, unretained) in group.unretainedPreparations.enumerated() where !part.isEmpty {
+            let status = unretained._withUnsafeGuaranteedRef { preparation -> Int32 in
+                let offset = preparation.byteCount(rows: part.lowerBound - firstRow, columns: width)
+                guard offset >= 0 && offset <= total else { return -1 }
+                return preparation.prepare(input + part.lowerBound * width, rows: part.count, columns: width,
+                                           into: area(kind) + offset, capacity: total - offset)
             }
+            if status != 0 { failure.record(group.matmuls[group.preparations[kind].user].failure(status)) }
         }
         var result = StageInput(x: input, prepared: (nil, nil, nil), firstRow: firstRow)
         for (index, slot) in group.slots.enumerated() {
