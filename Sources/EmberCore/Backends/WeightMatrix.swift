@@ -29,6 +29,9 @@ public final class WeightMatrix: @unchecked Sendable {
     public var holdsBlocks: Bool { blocksLock.withLock { !blocksGivenBack } }
     private let blocks: UnsafeRawBufferPointer
     private let owner: AnyObject?
+    /// Where the copies made from these weights (packed, interleaved, fp32, and those of the variants at other
+    /// precisions) come from: a model's arena of huge pages, shared by its matrices; nil: each its own allocation.
+    public let copyArena: HugePageArena?
     /// A requantized variant's mapping and how to write its blocks again from the weights it was made from: the
     /// blocks only feed a layout copy (packed, interleaved, fp32), so they go back to the system once it is made
     /// unless someone reads them in place (``bytes``). Nil for weights that keep their blocks.
@@ -65,8 +68,9 @@ public final class WeightMatrix: @unchecked Sendable {
         return storage
     }
 
-    /// Uses `blocks` in place; `owner` keeps them alive.
-    public init(type: TensorType, rows: Int, columns: Int, borrowing blocks: UnsafeRawBufferPointer, owner: AnyObject?) throws {
+    /// Uses `blocks` in place; `owner` keeps them alive. The copies made from them come from `copyArena` when given.
+    public init(type: TensorType, rows: Int, columns: Int, borrowing blocks: UnsafeRawBufferPointer, owner: AnyObject?,
+                copyArena: HugePageArena? = nil) throws {
         guard let expected = type.byteCount(rows: rows, columns: columns) else {
             throw KernelError.invalidArgument(argument: "columns", found: "\(rows)×\(columns) of \(type)",
                                               expected: "non-negative dimensions, columns a multiple of \(type.blockSize)")
@@ -79,13 +83,15 @@ public final class WeightMatrix: @unchecked Sendable {
         self.columns = columns
         self.blocks = blocks
         self.owner = owner
+        self.copyArena = copyArena
         blockPages = nil
         remakeBlocks = nil
     }
 
     /// A requantized variant in `pages`, whose blocks `remake` writes again (nil: they are kept).
     private init(type: TensorType, rows: Int, columns: Int, byteCount: Int, pages: PageMemory,
-                 remake: ((UnsafeMutableRawPointer) throws -> Void)?) {
+                 remake: ((UnsafeMutableRawPointer) throws -> Void)?, copyArena: HugePageArena?) {
+        self.copyArena = copyArena
         self.type = type
         self.rows = rows
         self.columns = columns
@@ -131,7 +137,7 @@ public final class WeightMatrix: @unchecked Sendable {
     /// activations are multiplied by (weights given with their columns
     /// divided by the same).
     public convenience init(_ weights: Tensor, as type: TensorType, refinedScales: Bool = false, q8ValueLimit: Int? = nil,
-                            scalePerRow: Bool = false, activationColumnScales: Tensor? = nil) throws {
+                            scalePerRow: Bool = false, activationColumnScales: Tensor? = nil, copyArena: HugePageArena? = nil) throws {
         if let scales = activationColumnScales {
             guard scalePerRow, type == .q8_0, scales.dtype == .float32, scales.shape == [weights.shape.last ?? -1] else {
                 throw TensorError.shapeMismatch(argument: "activationColumnScales", expected: "fp32 [\(weights.shape.last ?? 0)] with q8_0 scalePerRow",
@@ -178,7 +184,8 @@ public final class WeightMatrix: @unchecked Sendable {
         }
         let storage = data.withUnsafeBytes { Self.copy($0) }
         try self.init(type: type, rows: rows, columns: columns,
-                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: data.count), owner: storage)
+                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: data.count), owner: storage,
+                      copyArena: copyArena)
         self.scalePerRow = scalePerRow && type == .q8_0
         self.activationColumnScales = activationColumnScales
     }
@@ -193,7 +200,7 @@ public final class WeightMatrix: @unchecked Sendable {
             guard type.packedFormat != nil else {
                 throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "a block format the packed kernels take (q8_0, q4_0, q4_1)")
             }
-            let made = try copyingBlocks { try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: $0) }
+            let made = try copyingBlocks { try QuantizedMatrix(type: type, rows: rows, columns: columns, blocks: $0, arena: copyArena) }
             packedVariant = made
             return made
         }
@@ -212,7 +219,7 @@ public final class WeightMatrix: @unchecked Sendable {
             guard size > 0 || rows == 0 || columns == 0 else {
                 throw KernelError.invalidArgument(argument: "rows", found: "\(rows)×\(columns)", expected: "a matrix whose interleaved copy fits in memory")
             }
-            let storage = try TensorStorage(uninitializedByteCount: size) // the interleaving writes every byte
+            let storage = try TensorStorage.forWeights(byteCount: size, arena: copyArena) // the interleaving writes every byte
             try copyingBlocks { blocks in
                 if size > 0, let base = blocks.baseAddress {
                     try KernelError.check(ek_interleave_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),
@@ -235,7 +242,8 @@ public final class WeightMatrix: @unchecked Sendable {
                     return try Tensor(borrowing: blocks.baseAddress!, shape: [rows, columns], owner: owner)
                 }
                 var values = Tensor(shape: [rows, columns], dtype: .float32, // every row is written below
-                                    storage: try TensorStorage(uninitializedByteCount: rows * columns * 4), byteOffset: 0)
+                                    storage: try TensorStorage.forWeights(byteCount: rows * columns * 4, arena: copyArena),
+                                    byteOffset: 0)
                 let rowBytes = rowBytes
                 let columnScales = try activationColumnScales?.scalars()
                 try values.withUnsafeMutableBufferPointer { out in
@@ -270,7 +278,7 @@ public final class WeightMatrix: @unchecked Sendable {
             let values = try fp32()
             made = try WeightMatrix(type: .f32, rows: rows, columns: columns,
                                     borrowing: UnsafeRawBufferPointer(start: values.baseAddress, count: values.byteCount),
-                                    owner: values.storage)
+                                    owner: values.storage, copyArena: copyArena)
         } else {
             do {
                 made = try requantized(to: target)
@@ -317,7 +325,7 @@ public final class WeightMatrix: @unchecked Sendable {
         }
         try write(pages.baseAddress, lock.withLock { fp32Variant })
         return WeightMatrix(type: target, rows: rows, columns: columns, byteCount: byteCount, pages: pages,
-                            remake: activationColumnScales == nil ? { try write($0, nil) } : nil)
+                            remake: activationColumnScales == nil ? { try write($0, nil) } : nil, copyArena: copyArena)
     }
 
     /// A backend's binding of these weights, made by `make` the first time `key` is asked for and kept as long as the

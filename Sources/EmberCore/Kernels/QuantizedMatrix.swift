@@ -24,9 +24,10 @@ public final class QuantizedMatrix: @unchecked Sendable {
     /// Bytes of the matrix in GGUF blocks: what one pass over the weights reads.
     public var byteCount: Int { type.byteCount(rows: rows, columns: columns) ?? 0 }
 
-    /// Packs `blocks`: `rows` rows of `columns / 32` GGUF blocks each, row after row.
-    public init(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws {
-        packed = try Self.pack(type: type, rows: rows, columns: columns, blocks: blocks)
+    /// Packs `blocks`: `rows` rows of `columns / 32` GGUF blocks each, row after row, into memory from `arena`
+    /// (a model's) when given.
+    public init(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer, arena: HugePageArena? = nil) throws {
+        packed = try Self.pack(type: type, rows: rows, columns: columns, blocks: blocks, arena: arena)
         flags = Self.flags(type: type, rows: rows, columns: columns, blocks: blocks)
         self.type = type
         self.rows = rows
@@ -83,7 +84,8 @@ public final class QuantizedMatrix: @unchecked Sendable {
         return seven | rowScales
     }
 
-    private static func pack(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer) throws -> TensorStorage {
+    private static func pack(type: TensorType, rows: Int, columns: Int, blocks: UnsafeRawBufferPointer,
+                             arena: HugePageArena? = nil) throws -> TensorStorage {
         try validate(rows: rows, columns: columns)
         guard let format = type.packedFormat else {
             throw KernelError.invalidArgument(argument: "type", found: "\(type)", expected: "q8_0, q4_0 or q4_1")
@@ -98,7 +100,7 @@ public final class QuantizedMatrix: @unchecked Sendable {
         guard size > 0 || rows == 0 || columns == 0 else {
             throw KernelError.invalidArgument(argument: "rows", found: "\(rows)", expected: "a matrix whose packed size fits in memory")
         }
-        let storage = try TensorStorage(uninitializedByteCount: size) // the packing writes every byte
+        let storage = try TensorStorage.forWeights(byteCount: size, arena: arena) // the packing writes every byte
         if size > 0, let base = blocks.baseAddress {
             try KernelError.check(
                 ek_pack_weights(format, base, Int64(rows), Int64(columns), storage.baseAddress, size),

@@ -43,8 +43,8 @@ public final class TensorStorage: @unchecked Sendable {
     /// cannot be had (the machine's, or `ulimit -v`) is an error, not an abort.
     init(uninitializedByteCount byteCount: Int) throws {
         precondition(byteCount >= 0, "byteCount must not be negative")
-        let huge = 2 << 20
-        let alignment = byteCount >= 2 * huge ? huge : Self.alignment
+        let huge = HugePageArena.hugePage
+        let alignment = byteCount >= Self.hugeAlignedFrom ? huge : Self.alignment
         var memory: UnsafeMutableRawPointer?
         guard posix_memalign(&memory, alignment, max(byteCount, 1)) == 0, let memory else {
             throw KernelError.outOfMemory(reason: "cannot allocate \(Self.describe(byteCount)) for weights; free memory, raise "
@@ -59,6 +59,16 @@ public final class TensorStorage: @unchecked Sendable {
         isMutable = true
         owner = nil
     }
+
+    /// Uninitialized bytes for a weight copy its caller writes in full: from `arena` when it takes that size
+    /// (``HugePageArena/takes(_:)``), else allocated as ``init(uninitializedByteCount:)`` does.
+    static func forWeights(byteCount: Int, arena: HugePageArena?) throws -> TensorStorage {
+        if let arena, HugePageArena.takes(byteCount) { return try arena.storage(byteCount: byteCount) }
+        return try TensorStorage(uninitializedByteCount: byteCount)
+    }
+
+    /// Allocations from this size up are aligned to huge pages and advised onto them (two huge pages).
+    static let hugeAlignedFrom = 2 * HugePageArena.hugePage
 
     /// "30.1 MB", for messages.
     static func describe(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }

@@ -117,12 +117,15 @@ final class EncoderPlan: @unchecked Sendable {
         switch source(role: role, layer: layer, of: layers, precision: precision, sevenBitInt8: sevenBitInt8) {
         case .stored: return weights
         case let .variant(precision): return try weights.variant(for: precision)
-        case .made(.q4_1): return try WeightMatrix(try weights.fp32(), as: .q4_1, refinedScales: true)
+        case .made(.q4_1): return try WeightMatrix(try weights.fp32(), as: .q4_1, refinedScales: true, copyArena: weights.copyArena)
         case let .made(type):
             let limit = sevenBitInt8 ? int8ValueLimitWithoutVNNI : nil
-            guard let columnScales else { return try WeightMatrix(try weights.fp32(), as: type, q8ValueLimit: limit) }
+            guard let columnScales else {
+                return try WeightMatrix(try weights.fp32(), as: type, q8ValueLimit: limit, copyArena: weights.copyArena)
+            }
             return try WeightMatrix(try EncoderCalibration.dividingColumns(try weights.fp32(), by: columnScales), as: type,
-                                    q8ValueLimit: limit, scalePerRow: true, activationColumnScales: columnScales)
+                                    q8ValueLimit: limit, scalePerRow: true, activationColumnScales: columnScales,
+                                    copyArena: weights.copyArena)
         }
     }
 

@@ -150,10 +150,12 @@ final class BertModel: Embedder, @unchecked Sendable {
             owned.append(copy)
             return UnsafePointer(copy)
         }
+        let copyArena = HugePageArena() // the model's int8/int4 copies, shared by its matrices
         func linear(_ prefix: String, rows: Int, columns: Int) throws -> Linear {
             let values = try vector(prefix + ".weight", [rows, columns])
             let weights = try WeightMatrix(type: .f32, rows: rows, columns: columns,
-                                           borrowing: UnsafeRawBufferPointer(start: values, count: rows * columns * 4), owner: nil)
+                                           borrowing: UnsafeRawBufferPointer(start: values, count: rows * columns * 4), owner: nil,
+                                           copyArena: copyArena)
             return Linear(weights: weights, bias: try vector(prefix + ".bias", [rows]))
         }
         let (d, ff) = (config.hidden, config.intermediate)

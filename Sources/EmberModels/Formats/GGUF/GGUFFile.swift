@@ -41,6 +41,9 @@ public final class GGUFFile: @unchecked Sendable {
     public let dataOffset: Int
     let file: MappedFile
     private let index: [String: Int]
+    /// Where the copies made from this file's matrices (packed, interleaved, dequantized) come from: huge pages
+    /// shared by the model's matrices (``HugePageArena``).
+    let copyArena = HugePageArena()
 
     /// The first four bytes of every GGUF file, "GGUF" read as a little-endian integer.
     public static let magic: UInt32 = 0x4655_4747 // "GGUF" read little-endian
@@ -191,7 +194,8 @@ public final class GGUFFile: @unchecked Sendable {
             throw ModelFileError.invalidField(file: path, field: "tensors[\(name)]", found: "\(info.type.name) \(info.dimensions)",
                                               expected: "a 2-D matrix")
         }
-        return try WeightMatrix(type: info.type, rows: info.dimensions[1], columns: info.dimensions[0], borrowing: bytes(of: info), owner: file)
+        return try WeightMatrix(type: info.type, rows: info.dimensions[1], columns: info.dimensions[0], borrowing: bytes(of: info), owner: file,
+                                copyArena: copyArena)
     }
 
     /// A metadata value that must be there.
