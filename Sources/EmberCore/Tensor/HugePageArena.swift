@@ -59,25 +59,19 @@ public final class HugePageArena: @unchecked Sendable {
     }
 }
 
-/// A 2 MiB-aligned allocation advised onto huge pages (Linux), freed when the last copy in it goes.
+/// One chunk: an allocation of `TensorStorage`'s own huge-page kind (it aligns anything of
+/// `TensorStorage.hugeAlignedFrom` bytes or more to 2 MiB and advises it onto huge pages), freed when the last copy
+/// in it goes.
 final class HugePageChunk {
-    let base: UnsafeMutableRawPointer
-    let capacity: Int
+    let storage: TensorStorage
     /// Bytes handed out from the start (guarded by the arena's lock).
     var used = 0
 
     init(capacity: Int) throws {
-        var memory: UnsafeMutableRawPointer?
-        guard posix_memalign(&memory, HugePageArena.hugePage, capacity) == 0, let memory else {
-            throw KernelError.outOfMemory(reason: "cannot allocate \(TensorStorage.describe(capacity)) for weights; free memory, "
-                                          + "raise ulimit -v, or choose a smaller precision or model")
-        }
-        #if os(Linux)
-        _ = madvise(memory, capacity, MADV_HUGEPAGE)
-        #endif
-        base = memory
-        self.capacity = capacity
+        precondition(capacity >= TensorStorage.hugeAlignedFrom, "a chunk of \(capacity) bytes would not be on huge pages")
+        storage = try TensorStorage(uninitializedByteCount: capacity)
     }
 
-    deinit { free(base) }
+    var base: UnsafeMutableRawPointer { storage.baseAddress }
+    var capacity: Int { storage.byteCount }
 }
