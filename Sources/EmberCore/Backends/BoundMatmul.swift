@@ -229,15 +229,16 @@ extension BoundMatmul {
         }
     }
 
-    /// The row kernels of `isa` (SIMD where it has them, the scalar reference otherwise) on the GGUF blocks as they lie:
-    /// nothing is converted or copied.
+    /// The row kernels of `isa` (SIMD where it has them, the scalar reference otherwise) on the GGUF blocks as they lie
+    /// (nothing is converted; copied only onto huge pages: ``WeightMatrix/streamedBlocks()``).
     static func rows(_ w: WeightMatrix, isa: KernelISA, placement: Placement) throws -> BoundMatmul {
         guard let format = w.type.blockFormat else {
             throw KernelError.invalidArgument(argument: "type", found: "\(w.type)", expected: "a block-quantized type")
         }
-        let (isaValue, base, n, k) = (isa.cValue, w.bytes.baseAddress, Int64(w.rows), Int64(w.columns))
+        let blocks = try w.streamedBlocks()
+        let (isaValue, base, n, k) = (isa.cValue, blocks.bytes.baseAddress, Int64(w.rows), Int64(w.columns))
         return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns, preparation: .ember(type: w.type, isa: isa),
-                           splittable: true, owner: w) { _, prepared, m, y, range in
+                           splittable: true, owner: blocks.owner) { _, prepared, m, y, range in
             guard let base, let prepared else { return Int32(bitPattern: EK_ERR_NULL_POINTER.rawValue) }
             return Int32(bitPattern: ek_gemm_rows(isaValue, format, base, n, k, prepared, Int64(m), y, n,
                                                   Int64(range.lowerBound), Int64(range.upperBound)).rawValue)
@@ -261,15 +262,17 @@ extension BoundMatmul {
         }
     }
 
-    /// fp16 or bf16 weights as stored, widened to fp32 in registers by `isa`'s kernel (products in fp32).
+    /// fp16 or bf16 weights as stored (copied only onto huge pages: ``WeightMatrix/streamedBlocks()``), widened to
+    /// fp32 in registers by `isa`'s kernel (products in fp32).
     static func half(_ w: WeightMatrix, isa: KernelISA, placement: Placement) throws -> BoundMatmul {
         guard w.type == .f16 || w.type == .bf16 else {
             throw KernelError.invalidArgument(argument: "type", found: "\(w.type)", expected: "f16 or bf16")
         }
+        let blocks = try w.streamedBlocks()
         let (isaValue, bf16, n, k) = (isa.cValue, w.type == .bf16, Int64(w.rows), Int64(w.columns))
-        let base = w.bytes.baseAddress?.assumingMemoryBound(to: UInt16.self)
+        let base = blocks.bytes.baseAddress?.assumingMemoryBound(to: UInt16.self)
         return BoundMatmul(placement: placement, rows: w.rows, columns: w.columns, preparation: nil,
-                           splittable: true, owner: w) { x, _, m, y, range in
+                           splittable: true, owner: blocks.owner) { x, _, m, y, range in
             guard let base else { return Int32(bitPattern: EK_ERR_NULL_POINTER.rawValue) }
             return Int32(bitPattern: ek_gemm_half(isaValue, bf16, base, n, k, x, Int64(m), y, n,
                                                   Int64(range.lowerBound), Int64(range.upperBound)).rawValue)

@@ -27,9 +27,26 @@ public final class HugePageArena: @unchecked Sendable {
     private let lock = NSLock()
     /// The chunk copies are being carved from; weak, so that a chunk whose copies are all gone is freed.
     private weak var current: HugePageChunk?
+    /// Whether memory advised onto huge pages gets them here, so that weights streamed from a copy in this arena
+    /// cross fewer pages than where they lie (``WeightMatrix/streamsCopy``).
+    public let hasHugePages: Bool
 
-    /// An arena with no chunk yet: the first copy makes one.
-    public init() {}
+    /// An arena with no chunk yet: the first copy makes one. `hasHugePages`: whether the system gives huge pages to
+    /// memory advised onto them (by default what ``systemHasTransparentHugePages`` says).
+    public init(hasHugePages: Bool = HugePageArena.systemHasTransparentHugePages) {
+        self.hasHugePages = hasHugePages
+    }
+
+    /// Whether this system gives transparent huge pages to memory advised onto them: Linux with
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` at `always` or `madvise` (read once; not `never`, not another OS).
+    public static let systemHasTransparentHugePages: Bool = {
+        #if os(Linux)
+        guard let mode = try? String(contentsOfFile: "/sys/kernel/mm/transparent_hugepage/enabled", encoding: .utf8) else { return false }
+        return mode.contains("[always]") || mode.contains("[madvise]")
+        #else
+        return false
+        #endif
+    }()
 
     /// Whether the chunk copies are carved from is still alive (some copy in it is).
     var hasLiveChunk: Bool { lock.withLock { current != nil } }

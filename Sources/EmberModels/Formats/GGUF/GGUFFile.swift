@@ -195,7 +195,7 @@ public final class GGUFFile: @unchecked Sendable {
                                               expected: "a 2-D matrix")
         }
         return try WeightMatrix(type: info.type, rows: info.dimensions[1], columns: info.dimensions[0], borrowing: bytes(of: info), owner: file,
-                                copyArena: copyArena)
+                                copyArena: copyArena, mapped: true)
     }
 
     /// A metadata value that must be there.
