@@ -4,7 +4,9 @@ import _CEmberKernels
 /// the weights are: with a precision's requantized weights, what binding a route costs in memory beyond the file
 /// (what a scheduler's memory budget counts before it binds one; ``WeightMatrix/heldCopyBytes`` measures what exists).
 public enum WeightCopy: Sendable, Equatable {
-    /// The weights as they lie (GGUF rows, fp32, fp16 and bf16 widened in registers): nothing copied.
+    /// The weights as they lie (GGUF rows, fp32, fp16 and bf16 widened in registers): nothing converted — read in
+    /// place, or, for a model file's mapping or a requantized variant's pages on a system with huge pages, from a copy
+    /// of the same bytes on them (``WeightMatrix/streamsCopy``), which ``WeightMatrix/bytesToBind(with:)`` counts.
     case none
     /// The packed blocks of the block kernels (``WeightMatrix/packed()``): sixteen rows side by side.
     case packed
