@@ -59,17 +59,13 @@ public final class WeightMatrix: @unchecked Sendable {
     /// for weights whose columns were divided by the same (smoothing); nil: nothing.
     public private(set) var activationColumnScales: Tensor?
 
-    /// Copies `blocks` (rows × columns of `type`).
-    public convenience init(type: TensorType, rows: Int, columns: Int, copying blocks: UnsafeRawBufferPointer) throws {
-        let storage = Self.copy(blocks)
+    /// Copies `blocks` (rows × columns of `type`); with `copyArena`, into it (as the copies made from them).
+    public convenience init(type: TensorType, rows: Int, columns: Int, copying blocks: UnsafeRawBufferPointer,
+                            copyArena: HugePageArena? = nil) throws {
+        let storage = try TensorStorage.forWeights(copying: blocks, arena: copyArena)
         try self.init(type: type, rows: rows, columns: columns,
-                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: blocks.count), owner: storage)
-    }
-
-    private static func copy(_ blocks: UnsafeRawBufferPointer) -> TensorStorage {
-        let storage = TensorStorage(zeroedByteCount: blocks.count)
-        if let base = blocks.baseAddress { storage.baseAddress.copyMemory(from: base, byteCount: blocks.count) }
-        return storage
+                      borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: blocks.count), owner: storage,
+                      copyArena: copyArena)
     }
 
     /// Uses `blocks` in place; `owner` keeps them alive. The copies made from them come from `copyArena` when given.
@@ -190,7 +186,7 @@ public final class WeightMatrix: @unchecked Sendable {
                 }
             }
         }
-        let storage = data.withUnsafeBytes { Self.copy($0) }
+        let storage = try data.withUnsafeBytes { try TensorStorage.forWeights(copying: $0, arena: nil) }
         try self.init(type: type, rows: rows, columns: columns,
                       borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: data.count), owner: storage,
                       copyArena: copyArena)
@@ -259,10 +255,7 @@ public final class WeightMatrix: @unchecked Sendable {
     /// ``streamedBlocks()``'s copy, made the first time (``lock`` held).
     private func streamedCopyLocked() throws -> TensorStorage {
         if let streamedCopy { return streamedCopy }
-        let copy = try TensorStorage.forWeights(byteCount: byteCount, arena: copyArena) // written in full below
-        try copyingBlocks { blocks in
-            if let base = blocks.baseAddress { copy.baseAddress.copyMemory(from: base, byteCount: blocks.count) }
-        }
+        let copy = try copyingBlocks { try TensorStorage.forWeights(copying: $0, arena: copyArena) }
         if mapped { Self.dropPages(of: blocks) }
         streamedCopy = copy
         return copy

@@ -61,11 +61,17 @@ public final class TensorStorage: @unchecked Sendable {
     }
 
     /// Uninitialized bytes for a weight copy its caller writes in full: from `arena` when it takes that size
-    /// (``HugePageArena/takes(_:)``), else an allocation of its own (from 4 MB aligned to huge pages and advised onto
-    /// them). Memory that cannot be had is an error, not an abort.
-    public static func forWeights(byteCount: Int, arena: HugePageArena?) throws -> TensorStorage {
+    /// (``HugePageArena/takes(_:)``), else allocated as ``init(uninitializedByteCount:)`` does.
+    static func forWeights(byteCount: Int, arena: HugePageArena?) throws -> TensorStorage {
         if let arena, HugePageArena.takes(byteCount) { return try arena.storage(byteCount: byteCount) }
         return try TensorStorage(uninitializedByteCount: byteCount)
+    }
+
+    /// A weight copy of `bytes`, from `arena` as ``forWeights(byteCount:arena:)`` says.
+    static func forWeights(copying bytes: UnsafeRawBufferPointer, arena: HugePageArena?) throws -> TensorStorage {
+        let storage = try forWeights(byteCount: bytes.count, arena: arena)
+        if let base = bytes.baseAddress { storage.baseAddress.copyMemory(from: base, byteCount: bytes.count) }
+        return storage
     }
 
     /// Allocations from this size up are aligned to huge pages and advised onto them (two huge pages).

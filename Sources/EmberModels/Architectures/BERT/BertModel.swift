@@ -158,12 +158,9 @@ final class BertModel: Embedder, @unchecked Sendable {
         // them: MiniLM's matrices are 0.6-2.4 MB, and a sentence streams all 85 MB of them.
         let copyArena = HugePageArena()
         func linear(_ prefix: String, rows: Int, columns: Int) throws -> Linear {
-            let values = try finiteFloats(prefix + ".weight", [rows, columns])
-            let storage = try TensorStorage.forWeights(byteCount: values.count * 4, arena: copyArena) // written in full here
-            values.withUnsafeBytes { if let base = $0.baseAddress { storage.baseAddress.copyMemory(from: base, byteCount: $0.count) } }
-            let weights = try WeightMatrix(type: .f32, rows: rows, columns: columns,
-                                           borrowing: UnsafeRawBufferPointer(start: storage.baseAddress, count: values.count * 4),
-                                           owner: storage, copyArena: copyArena)
+            let weights = try finiteFloats(prefix + ".weight", [rows, columns]).withUnsafeBytes {
+                try WeightMatrix(type: .f32, rows: rows, columns: columns, copying: $0, copyArena: copyArena)
+            }
             return Linear(weights: weights, bias: try vector(prefix + ".bias", [rows]))
         }
         let (d, ff) = (config.hidden, config.intermediate)
