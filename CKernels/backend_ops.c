@@ -122,6 +122,15 @@ int32_t ek_op_attention(void *context, uint32_t cache_type, const float *q, cons
                                     scale, out) ? 0 : 1;
 }
 
+int32_t ek_op_attention_group(void *context, uint32_t cache_type, const float *q, int64_t heads, const void *keys,
+                              const void *values, int64_t stride, int64_t visible, int64_t head_dim, float scale,
+                              float *out) {
+    if (q == NULL || keys == NULL || values == NULL || out == NULL) return 1;
+    if (cache_type != EMBER_TYPE_F32 && cache_type != EMBER_TYPE_F16) return 1;
+    return ek_attention_group_for(isa_of(context), cache_type == EMBER_TYPE_F16, q, heads, keys, values, stride, visible,
+                                  head_dim, scale, out) ? 0 : 1;
+}
+
 int32_t ek_op_sequence_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
                                  int64_t stride, int64_t rows, int64_t head_dim, float scale, float *out) {
     if (q == NULL || keys == NULL || values == NULL || out == NULL) return 1;

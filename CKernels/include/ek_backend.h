@@ -35,6 +35,16 @@ int32_t ek_op_swiglu(void *context, const float *gate, const float *up, float *o
 int32_t ek_op_geglu(void *context, const float *gate, const float *up, float *out, int64_t n);
 int32_t ek_op_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
                         int64_t stride, int64_t visible, int64_t head_dim, float scale, float *out);
+/* `heads` query heads sharing one key/value head (grouped-query attention), head j at q + j·head_dim, into
+   out + j·head_dim: ek_op_attention for each, to rounding, each key and value read once for up to three heads
+   (ek_attention_group_for). Not in the plugin ABI: the built-in backends' form of their `attention` op, which
+   plugins run one head at a time. */
+typedef int32_t (*ek_attention_group_fn)(void *context, uint32_t cache_type, const float *q, int64_t heads,
+                                         const void *keys, const void *values, int64_t stride, int64_t visible,
+                                         int64_t head_dim, float scale, float *out);
+int32_t ek_op_attention_group(void *context, uint32_t cache_type, const float *q, int64_t heads, const void *keys,
+                              const void *values, int64_t stride, int64_t visible, int64_t head_dim, float scale,
+                              float *out);
 int32_t ek_op_sequence_attention(void *context, uint32_t cache_type, const float *q, const void *keys, const void *values,
                                  int64_t stride, int64_t rows, int64_t head_dim, float scale, float *out);
 int32_t ek_op_add(void *context, float *x, const float *y, int64_t n);

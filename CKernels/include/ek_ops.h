@@ -80,6 +80,9 @@ void ek_attention_head_f32(const float *q, const float *keys, const float *value
 void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t *values, int64_t stride,
                            int64_t visible, int64_t head_dim, float scale, float *scores, float *out);
 
+/* The widest attention head the attention ops take. */
+#define EK_ATTENTION_MAX_HEAD 512
+
 /*
  * One query head over `visible` cached positions in one pass, the softmax
  * online (flash attention): out = softmax(scale · q·Kᵀ) · V, key and value
@@ -89,6 +92,16 @@ void ek_attention_head_f16(const float *q, const uint16_t *keys, const uint16_t 
  */
 bool ek_attention_online_with(bool simd, bool half_cache, const float *q, const void *keys, const void *values, int64_t stride,
                               int64_t visible, int64_t head_dim, float scale, float *out);
+
+/*
+ * `heads` query heads that share one key/value head (grouped-query attention), head j at q + j·head_dim, over the
+ * same `visible` cached positions, into out + j·head_dim: ek_attention_online_with for each head, to rounding, with
+ * each key and value read and widened once for up to three heads (attention_group.c; `isa` picks AVX2 or, on the
+ * AVX-512 ISAs, the same code with 32 registers; scalar and NEON run the one-pass op per head). false on heads below
+ * 1 or what ek_attention_online_with refuses.
+ */
+bool ek_attention_group_for(ek_isa isa, bool half_cache, const float *q, int64_t heads, const void *keys, const void *values,
+                             int64_t stride, int64_t visible, int64_t head_dim, float scale, float *out);
 
 /*
  * Bidirectional attention of one head over one whole sequence (an encoder's self-attention): for each of the `rows`
@@ -103,6 +116,8 @@ bool ek_sequence_attention_with(bool simd, bool half, const float *q, const void
 
 /* Whether this CPU and build run the AVX2 + FMA + F16C forms. */
 bool ek_ops_simd_available(void);
+/* Whether this CPU and build run the AVX-512 (F/BW/VL) forms; detected once. */
+bool ek_ops_avx512_available(void);
 void ek_layer_norm_with(bool simd, const float *x, const float *gamma, const float *beta, float *out, int64_t m, int64_t n,
                         float eps);
 void ek_gelu_with(bool simd, float *x, int64_t n);

@@ -32,6 +32,9 @@ public struct GenerationBenchmark: Sendable {
     public var promptTokens = 128
     /// Tokens decoded one at a time; default 64 (tg64).
     public var generatedTokens = 64
+    /// Tokens already in each test's context before it is timed (llama-bench's `-d`): prefilled untimed, so that
+    /// "tg64 @ d1024" decodes 64 tokens after 1,024 and attends over them; default 0.
+    public var depth = 0
     /// Timed runs of each after the warm-up (default 5; fewer than 1 counts as 1).
     public var runs = 5
     /// The units, precision, threads and QoS class the passes run with (`.userInitiated` by default).
@@ -49,16 +52,23 @@ public struct GenerationBenchmark: Sendable {
     public func run(_ model: any TextGenerator) throws -> Result {
         var generator = SplitMix64(seed: 42)
         let tokens = (0..<max(promptTokens, generatedTokens)).map { _ in Int(generator.next() % UInt64(model.vocabularySize)) }
+        let context = (0..<depth).map { _ in Int(generator.next() % UInt64(model.vocabularySize)) }
         let options = self.options
+        // A session of room for `tokens` more after the depth's, the depth's tokens already in it (not timed).
+        func session(room: Int) throws -> any GenerationSession {
+            let session = model.makeSession(contextLength: context.count + room)
+            if !context.isEmpty { _ = try model.forward(context, session: session, options: options) }
+            return session
+        }
         func prefill() throws -> Double {
-            let session = model.makeSession(contextLength: promptTokens)
+            let session = try session(room: promptTokens)
             let seconds = try Measurement.seconds {
                 _ = try model.forward(Array(tokens.prefix(promptTokens)), session: session, options: options)
             }
             return Double(promptTokens) / seconds
         }
         func decode() throws -> Double {
-            let session = model.makeSession(contextLength: generatedTokens)
+            let session = try session(room: generatedTokens)
             let seconds = try Measurement.seconds {
                 for token in tokens.prefix(generatedTokens) {
                     _ = try model.forward([token], session: session, options: options)
@@ -68,7 +78,7 @@ public struct GenerationBenchmark: Sendable {
         }
         let sequences = max(1, self.sequences)
         func batchedDecode() throws -> Double {
-            let sessions = (0..<sequences).map { _ in model.makeSession(contextLength: generatedTokens) }
+            let sessions = try (0..<sequences).map { _ in try session(room: generatedTokens) }
             let seconds = try Measurement.seconds {
                 for step in 0..<generatedTokens {
                     let stepTokens = (0..<sequences).map { tokens[(step + $0 * 7) % tokens.count] }

@@ -20,6 +20,9 @@ struct BenchGenerateCommand: ParsableCommand {
     @Option(name: .customLong("generated-tokens"), parsing: .unconditional, help: "Tokens of the generation test.")
     var generatedTokens = 64
 
+    @Option(parsing: .unconditional, help: "Tokens already in the context of each test, prefilled untimed (llama-bench's -d): tg64 at depth 1024 decodes after 1,024 tokens.")
+    var depth = 0
+
     @Option(parsing: .unconditional, help: "Also decode this many sequences together (continuous batching: one pass per step) and report their summed tokens/s.")
     var sequences = 1
 
@@ -38,6 +41,7 @@ struct BenchGenerateCommand: ParsableCommand {
         var runs: Int
         var prompt_tokens: Int
         var generated_tokens: Int
+        var depth: Int
         var prefill_runs: [Double]
         var decode_runs: [Double]
         var ttft_ms: Double?
@@ -53,6 +57,7 @@ struct BenchGenerateCommand: ParsableCommand {
         guard (1...4096).contains(promptTokens), (1...4096).contains(generatedTokens) else {
             throw ValidationError("--prompt-tokens and --generated-tokens: expected 1 to 4096")
         }
+        guard (0...32768).contains(depth) else { throw ValidationError("--depth \(depth): expected 0 to 32768 (and within the model's context)") }
         guard (1...256).contains(sequences) else { throw ValidationError("--sequences \(sequences): expected 1 to 256") }
     }
 
@@ -63,6 +68,7 @@ struct BenchGenerateCommand: ParsableCommand {
         var benchmark = GenerationBenchmark(options: decision.executionOptions())
         (benchmark.runs, benchmark.promptTokens, benchmark.generatedTokens) = (runs, promptTokens, generatedTokens)
         benchmark.sequences = sequences
+        benchmark.depth = depth
         let library = runtime.context.blas
         let isa = runtime.context.isa
         if !json {
@@ -76,7 +82,7 @@ struct BenchGenerateCommand: ParsableCommand {
             try printJSON(Report(
                 precision: decision.precisionName, units: decision.computeUnits.description, threads: decision.threads,
                 prefill_tokens_per_s: result.prefillTokensPerSecond, decode_tokens_per_s: result.decodeTokensPerSecond, runs: runs,
-                prompt_tokens: promptTokens, generated_tokens: generatedTokens,
+                prompt_tokens: promptTokens, generated_tokens: generatedTokens, depth: depth,
                 prefill_runs: result.prefillRuns, decode_runs: result.decodeRuns, ttft_ms: firstToken?.median,
                 sequences: sequences, batched_decode_tokens_per_s: result.batchedDecodeTokensPerSecond,
                 load_ms: loadMs, blas_core: library.coreName, kernel_isa: isa.rawValue), singleLine: true)
@@ -85,9 +91,10 @@ struct BenchGenerateCommand: ParsableCommand {
         func spread(_ values: [Double]) -> String {
             String(format: "%.1f–%.1f", values.min() ?? 0, values.max() ?? 0)
         }
-        print(String(format: "pp%d  %8.1f tok/s  (median of %d; runs %@)", promptTokens, result.prefillTokensPerSecond, runs,
+        let at = depth > 0 ? " @ d\(depth)" : ""
+        print(String(format: "pp%d%@  %8.1f tok/s  (median of %d; runs %@)", promptTokens, at, result.prefillTokensPerSecond, runs,
                      spread(result.prefillRuns)))
-        print(String(format: "tg%d  %8.1f tok/s  (median of %d; runs %@)", generatedTokens, result.decodeTokensPerSecond, runs,
+        print(String(format: "tg%d%@  %8.1f tok/s  (median of %d; runs %@)", generatedTokens, at, result.decodeTokensPerSecond, runs,
                      spread(result.decodeRuns)))
         if let batched = result.batchedDecodeTokensPerSecond {
             print(String(format: "tg%d × %d sequences batched  %8.1f tok/s in all  (%.2f× one sequence; runs %@)", generatedTokens,

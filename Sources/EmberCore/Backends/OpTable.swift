@@ -25,6 +25,9 @@ public struct OpTable: @unchecked Sendable {
     public var attentionValues: ember_attention_values_fn?
     /// One head's attention in one pass (online softmax).
     public var attention: ember_attention_fn?
+    /// The heads that share one key/value head in one pass over it: the built-in backends' form of `attention`
+    /// (not in the plugin ABI; nil for plugins, whose `attention` then runs once per head).
+    public var attentionGroup: ek_attention_group_fn?
     /// SiLU in place.
     public var silu: ember_unary_fn?
     /// GELU in place.
@@ -58,6 +61,7 @@ public struct OpTable: @unchecked Sendable {
         table.softmax = ek_op_softmax
         table.attentionValues = ek_op_attention_values
         table.attention = ek_op_attention
+        table.attentionGroup = ek_op_attention_group
         table.silu = ek_op_silu
         table.gelu = ek_op_gelu
         table.swiglu = ek_op_swiglu
@@ -260,6 +264,30 @@ public final class BoundOp: @unchecked Sendable {
                                            scale, out)
                     : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, out)
             }
+        }
+    }
+
+    /// `heads` query heads that share one key/value head (head j's query at `queries` + j·headDim, its output at
+    /// `out` + j·headDim) over the same `visible` cached keys and values: in one pass over them where the backend has
+    /// the grouped form (the built-in ones), else its one-pass `attention` once per head.
+    public func attention(cacheType: TensorType, queries: UnsafePointer<Float>, heads: Int, keys: UnsafeRawPointer,
+                          values: UnsafeRawPointer, stride: Int, visible: Int, headDim: Int, scale: Float,
+                          into out: UnsafeMutablePointer<Float>) -> Int32 {
+        run { t in
+            if let group = t.attentionGroup, !t.guarded {
+                return group(t.context, cacheType.id, queries, Int64(heads), keys, values, Int64(stride), Int64(visible),
+                             Int64(headDim), scale, out)
+            }
+            guard let f = t.attention else { return nil }
+            for head in 0..<heads {
+                let (query, output) = (queries + head * headDim, out + head * headDim)
+                let status = t.guarded
+                    ? ek_guarded_attention(f, t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible),
+                                           Int64(headDim), scale, output)
+                    : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, output)
+                if status != 0 { return status }
+            }
+            return 0
         }
     }
 

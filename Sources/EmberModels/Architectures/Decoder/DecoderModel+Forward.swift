@@ -282,18 +282,34 @@ final class DecoderPass: @unchecked Sendable {
             }
             thread.barrier()
 
-            // Causal attention, one pass per (row, head) with the softmax online, over the whole context or the
-            // window of a sliding layer; pairs dealt round-robin (later rows see more positions).
-            for item in stride(from: thread.index, to: t * heads, by: thread.count) {
-                let (row, head) = item.quotientAndRemainder(dividingBy: heads)
+            // Causal attention with the softmax online, over the whole context or the window of a sliding layer: the
+            // query heads that share a key/value head in one pass over it (the backend's grouped form, else head by
+            // head). A prompt's (row, key/value head) pairs are dealt round-robin (later rows see more positions); a
+            // decode step's few rows split their heads evenly, each thread taking its heads in runs of one group.
+            func attend(_ row: Int, _ firstHead: Int, _ count: Int) {
                 let position = rows.positions[row]
                 let keys = rows.sessions[row].keys(index), values = rows.sessions[row].values(index)
                 let first = sliding ? max(0, position + 1 - config.slidingWindow!) : 0
-                let offset = (first * kvWidth + (head / group) * headDim) * elementBytes
-                let (query, out) = (ws.q + row * queries + head * headDim, ws.attention + row * queries + head * headDim)
-                stages.check(ops.attention.attention(cacheType: cacheType, query: query, keys: keys + offset,
+                let offset = (first * kvWidth + (firstHead / group) * headDim) * elementBytes
+                let at = row * queries + firstHead * headDim
+                stages.check(ops.attention.attention(cacheType: cacheType, queries: ws.q + at, heads: count, keys: keys + offset,
                                                      values: values + offset, stride: kvWidth, visible: position + 1 - first,
-                                                     headDim: headDim, scale: scoreScale, into: out), ops.attention)
+                                                     headDim: headDim, scale: scoreScale, into: ws.attention + at), ops.attention)
+            }
+            if t * kvHeads >= 4 * thread.count {
+                for item in stride(from: thread.index, to: t * kvHeads, by: thread.count) {
+                    let (row, kvHead) = item.quotientAndRemainder(dividingBy: kvHeads)
+                    attend(row, kvHead * group, group)
+                }
+            } else {
+                let share = thread.share(of: t * heads)
+                var item = share.lowerBound
+                while item < share.upperBound {
+                    let (row, head) = item.quotientAndRemainder(dividingBy: heads)
+                    let end = min(share.upperBound, row * heads + (head / group + 1) * group)
+                    attend(row, head, end - item)
+                    item = end
+                }
             }
             thread.barrier()
 
