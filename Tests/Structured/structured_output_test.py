@@ -114,7 +114,10 @@ request = {"id": "j1", "prompt": "<|im_start|>user\n%s<|im_end|>\n<|im_start|>as
 bad = {"id": "j2", "prompt": "x", "jsonSchema": {"type": "string", "format": "hostname"}}
 worker = subprocess.run([BINARY, "serve", "--stdio"], input=json.dumps(request) + "\n" + json.dumps(bad) + "\n", text=True,
                         capture_output=True, env=dict(os.environ, EMBER_MODELS_DIR=MODELS), timeout=300)
-answers = {line["id"]: line for line in map(json.loads, worker.stdout.splitlines()) if "id" in line and "ok" in line}
+# A response longer than the protocol's chunk size comes as ordered chunks (docs/PROTOCOL.md): their outputs joined.
+lines = [line for line in map(json.loads, worker.stdout.splitlines()) if "id" in line]
+answers = {line["id"]: dict(line, output="".join(part.get("output", "") for part in lines if part["id"] == line["id"]))
+           for line in lines if "ok" in line}
 check("worker protocol jsonSchema output validates", "j1" in answers and valid(person["schema"], answers["j1"].get("output", "")) is None,
       str(answers.get("j1"))[:200])
 check("worker protocol refuses an unsupported format naming it", "j2" in answers and "format" in answers["j2"].get("error", ""),
