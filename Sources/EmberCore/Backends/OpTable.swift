@@ -257,34 +257,36 @@ public final class BoundOp: @unchecked Sendable {
     public func attention(cacheType: TensorType, query: UnsafePointer<Float>, keys: UnsafeRawPointer,
                           values: UnsafeRawPointer, stride: Int, visible: Int, headDim: Int, scale: Float,
                           into out: UnsafeMutablePointer<Float>) -> Int32 {
-        run { t in
-            t.attention.map { f in
-                t.guarded
-                    ? ek_guarded_attention(f, t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim),
-                                           scale, out)
-                    : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, out)
-            }
+        run { t in Self.attention(t, cacheType: cacheType, query: query, keys: keys, values: values, stride: stride,
+                                  visible: visible, headDim: headDim, scale: scale, into: out) }
+    }
+
+    /// `t`'s one-pass attention of one head (through the fault guard for a plugin's); nil when it has none.
+    private static func attention(_ t: OpTable, cacheType: TensorType, query: UnsafePointer<Float>, keys: UnsafeRawPointer,
+                                  values: UnsafeRawPointer, stride: Int, visible: Int, headDim: Int, scale: Float,
+                                  into out: UnsafeMutablePointer<Float>) -> Int32? {
+        t.attention.map { f in
+            t.guarded
+                ? ek_guarded_attention(f, t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim),
+                                       scale, out)
+                : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, out)
         }
     }
 
     /// `heads` query heads that share one key/value head (head j's query at `queries` + j·headDim, its output at
     /// `out` + j·headDim) over the same `visible` cached keys and values: in one pass over them where the backend has
-    /// the grouped form (the built-in ones), else its one-pass `attention` once per head.
+    /// the grouped form (the built-in ones) and more than one head, else its one-pass `attention` once per head.
     public func attention(cacheType: TensorType, queries: UnsafePointer<Float>, heads: Int, keys: UnsafeRawPointer,
                           values: UnsafeRawPointer, stride: Int, visible: Int, headDim: Int, scale: Float,
                           into out: UnsafeMutablePointer<Float>) -> Int32 {
         run { t in
-            if let group = t.attentionGroup, !t.guarded {
+            if heads > 1, let group = t.attentionGroup, !t.guarded {
                 return group(t.context, cacheType.id, queries, Int64(heads), keys, values, Int64(stride), Int64(visible),
                              Int64(headDim), scale, out)
             }
-            guard let f = t.attention else { return nil }
             for head in 0..<heads {
-                let (query, output) = (queries + head * headDim, out + head * headDim)
-                let status = t.guarded
-                    ? ek_guarded_attention(f, t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible),
-                                           Int64(headDim), scale, output)
-                    : f(t.context, cacheType.id, query, keys, values, Int64(stride), Int64(visible), Int64(headDim), scale, output)
+                let status = Self.attention(t, cacheType: cacheType, query: queries + head * headDim, keys: keys, values: values,
+                                            stride: stride, visible: visible, headDim: headDim, scale: scale, into: out + head * headDim)
                 if status != 0 { return status }
             }
             return 0

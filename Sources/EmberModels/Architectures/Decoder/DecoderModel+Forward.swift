@@ -295,14 +295,9 @@ final class DecoderPass: @unchecked Sendable {
                 let first = sliding ? max(0, position + 1 - config.slidingWindow!) : 0
                 let offset = (first * kvWidth + (firstHead / group) * headDim) * elementBytes
                 let at = row * queries + firstHead * headDim
-                let visible = position + 1 - first
-                let status = count == 1
-                    ? ops.attention.attention(cacheType: cacheType, query: ws.q + at, keys: keys + offset, values: values + offset,
-                                              stride: kvWidth, visible: visible, headDim: headDim, scale: scoreScale, into: ws.attention + at)
-                    : ops.attention.attention(cacheType: cacheType, queries: ws.q + at, heads: count, keys: keys + offset,
-                                              values: values + offset, stride: kvWidth, visible: visible, headDim: headDim,
-                                              scale: scoreScale, into: ws.attention + at)
-                stages.check(status, ops.attention)
+                stages.check(ops.attention.attention(cacheType: cacheType, queries: ws.q + at, heads: count, keys: keys + offset,
+                                                     values: values + offset, stride: kvWidth, visible: position + 1 - first,
+                                                     headDim: headDim, scale: scoreScale, into: ws.attention + at), ops.attention)
             }
             if t * kvHeads >= 4 * thread.count {
                 for item in stride(from: thread.index, to: t * kvHeads, by: thread.count) {
