@@ -229,11 +229,10 @@ final class DecoderPass: @unchecked Sendable {
         let (heads, kvHeads, headDim, queries) = (config.heads, config.kvHeads, config.headDim, config.queryWidth)
         let kvWidth = config.kvWidth, group = heads / kvHeads
         let eps = config.rmsEpsilon
-        let session = rows.sessions[0] // the cache layout (precision, width) every row's session shares
+        let session = rows.sessions[0] // the cache's precision every row's session shares
         let scalesQueries = model.description.scalesQueries
         let scoreScale = scalesQueries ? 1 : config.attentionScale
         let cacheType = session.cacheType
-        let elementBytes = session.halfPrecision ? 2 : 4
         let ropeMode = model.description.rotaryLayout.abiMode
 
         for (index, layer) in plan.layers.enumerated() {
@@ -271,13 +270,16 @@ final class DecoderPass: @unchecked Sendable {
                 if scalesQueries {
                     for i in 0..<queries { query[i] *= config.attentionScale }
                 }
-                let slot = rows.positions[row] * kvWidth * elementBytes
-                if session.halfPrecision {
-                    ek_fp32_to_fp16_row(key, (keys + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
-                    ek_fp32_to_fp16_row(ws.v + row * kvWidth, (values + slot).assumingMemoryBound(to: UInt16.self), Int64(kvWidth))
-                } else {
-                    (keys + slot).copyMemory(from: key, byteCount: kvWidth * 4)
-                    (values + slot).copyMemory(from: ws.v + row * kvWidth, byteCount: kvWidth * 4)
+                for head in 0..<kvHeads {
+                    let slot = rows.sessions[row].slot(head: head, position: rows.positions[row])
+                    let (key, value) = (key + head * headDim, ws.v + row * kvWidth + head * headDim)
+                    if session.halfPrecision {
+                        ek_fp32_to_fp16_row(key, (keys + slot).assumingMemoryBound(to: UInt16.self), Int64(headDim))
+                        ek_fp32_to_fp16_row(value, (values + slot).assumingMemoryBound(to: UInt16.self), Int64(headDim))
+                    } else {
+                        (keys + slot).copyMemory(from: key, byteCount: headDim * 4)
+                        (values + slot).copyMemory(from: value, byteCount: headDim * 4)
+                    }
                 }
             }
             thread.barrier()
@@ -286,17 +288,18 @@ final class DecoderPass: @unchecked Sendable {
             // prompt's (row, key/value head) pairs are dealt round-robin (later rows see more positions), the query
             // heads of each pair in one pass over its keys and values (the backend's grouped form, else head by
             // head): pp128 after 1,024 tokens 559 → 690 tok/s on a Zen 4. A decode step's few rows deal their heads
-            // round-robin one at a time: grouped there, decoding after 1,024 tokens measured no faster (medians
-            // 114 → 111 tok/s over 8 alternating rounds) — the cache's rows come from memory, and the one-pass op
-            // alone finds a group's second and third heads' rows in L2.
+            // round-robin one at a time: grouped there, a step has as many items as key/value heads (3 in SmolLM2:
+            // 2 + 1 on two threads), and decoding after 1,024 tokens measured slower (medians 185 → 151 tok/s, 4
+            // alternating rounds; 114 → 111 with the older per-position cache) — a group's second and third heads
+            // find its rows in L2.
             func attend(_ row: Int, _ firstHead: Int, _ count: Int) {
                 let position = rows.positions[row]
                 let keys = rows.sessions[row].keys(index), values = rows.sessions[row].values(index)
                 let first = sliding ? max(0, position + 1 - config.slidingWindow!) : 0
-                let offset = (first * kvWidth + (firstHead / group) * headDim) * elementBytes
+                let offset = rows.sessions[row].slot(head: firstHead / group, position: first)
                 let at = row * queries + firstHead * headDim
                 stages.check(ops.attention.attention(cacheType: cacheType, queries: ws.q + at, heads: count, keys: keys + offset,
-                                                     values: values + offset, stride: kvWidth, visible: position + 1 - first,
+                                                     values: values + offset, stride: headDim, visible: position + 1 - first,
                                                      headDim: headDim, scale: scoreScale, into: ws.attention + at), ops.attention)
             }
             if t * kvHeads >= 4 * thread.count {
