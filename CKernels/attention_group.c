@@ -56,7 +56,7 @@ bool ek_attention_group_for(ek_isa isa, bool half_cache, const float *q, int64_t
                              int64_t stride, int64_t visible, int64_t head_dim, float scale, float *out) {
     if (heads < 1 || head_dim <= 0 || head_dim > EK_ATTENTION_MAX_HEAD || visible < 0 || stride < head_dim) return false;
 #if defined(__x86_64__)
-    const bool wide = isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI;
+    const bool wide = ek_isa_is_avx512(isa);
     if (isa != EK_ISA_SCALAR && isa != EK_ISA_NEON && ek_ops_simd_available() && head_dim % 16 == 0) {
         group_attention(wide && ek_ops_avx512_available() ? group_passes_avx512vl : group_passes_avx2, half_cache, q, heads,
                         keys, values, stride, visible, head_dim, scale, out);

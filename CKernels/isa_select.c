@@ -31,6 +31,10 @@ ek_status ek_isa_parse(const char *name, ek_isa *out) {
     return EK_ERR_UNKNOWN_ISA;
 }
 
+bool ek_isa_is_avx512(ek_isa isa) {
+    return isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI;
+}
+
 bool ek_isa_supported(ek_isa isa, const ek_cpu_features *f) {
     if (f == NULL) return isa == EK_ISA_SCALAR;
     switch (isa) {

@@ -120,7 +120,7 @@ void ek_gelu(float *x, int64_t n) { ek_gelu_with(true, x, n); }
 
 void ek_gelu_for(ek_isa isa, float *x, int64_t n) {
 #if defined(__x86_64__)
-    if ((isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI) && ek_ops_avx512_available()) {
+    if (ek_isa_is_avx512(isa) && ek_ops_avx512_available()) {
         gelu_avx512(x, n);
         return;
     }
@@ -182,7 +182,7 @@ void ek_swiglu(const float *g, const float *u, float *h, int64_t n) { ek_swiglu_
 
 void ek_swiglu_for(ek_isa isa, const float *g, const float *u, float *h, int64_t n) {
 #if defined(__x86_64__)
-    if ((isa == EK_ISA_AVX512 || isa == EK_ISA_AVX512_PLAIN || isa == EK_ISA_AVX512_NOVNNI) && ek_ops_avx512_available()) {
+    if (ek_isa_is_avx512(isa) && ek_ops_avx512_available()) {
         swiglu_avx512(g, u, h, n);
         return;
     }

@@ -74,6 +74,10 @@ const char *ek_isa_name(ek_isa isa);
 /* Parses an EMBER_ISA value. EK_ERR_NULL_POINTER or EK_ERR_UNKNOWN_ISA on failure. */
 ek_status ek_isa_parse(const char *name, ek_isa *out);
 
+/* Whether `isa` is one of the AVX-512 ISAs (with or without VNNI or AMX): the ops that need only AVX-512 F/BW/VL
+   take their 512-bit forms under each of them. */
+bool ek_isa_is_avx512(ek_isa isa);
+
 /* Whether this build and CPU can run the kernels of `isa`. */
 bool ek_isa_supported(ek_isa isa, const ek_cpu_features *features);
 
