@@ -16,6 +16,8 @@ Text generation (llama-bench's pp128 / tg64, both at --threads):
   int4    Ember int4 on the Q4_1 file      vs llama.cpp's best 4-bit file, Q4_0 (repacked at load)
   int4-q4_0  Ember int4 on that Q4_0 file  vs llama.cpp on the same Q4_0 file (the same bytes a token on both sides)
   q4_k_m  Ember native on the Q4_K_M file  vs llama.cpp on the same Q4_K_M file
+  int4 and q4_k_m again @ d1024: both tests after 1,024 tokens already in the context (llama-bench's -d 1024,
+          Ember's --depth 1024), where attention over the KV cache joins the weights in a token's cost
 Embeddings (all-MiniLM-L6-v2, the same 256 sentences, tokenization and pooling included), batch 1 and 32:
   fp32    Ember fp32 vs ONNX Runtime fp32 (transformer-optimized)
   int8    Ember int8 vs ONNX Runtime int8 (dynamic quantization, per-channel weights)
@@ -25,13 +27,15 @@ ONNX Runtime's process saw are printed beside its figures.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
-TEXT_CASES = [  # name, Ember's file, Ember's precision, llama.cpp's file
-    ("fp32", "smollm2-135m-F32.gguf", "native", "smollm2-135m-F32.gguf"),
-    ("fp16", "smollm2-135m-F16.gguf", "native", "smollm2-135m-F16.gguf"),
-    ("int8", "smollm2-135m-Q8_0.gguf", "native", "smollm2-135m-Q8_0.gguf"),
-    ("int4", None, "int4", "smollm2-135m-Q4_0.gguf"),
-    ("int4-q4_0", "smollm2-135m-Q4_0.gguf", "int4", "smollm2-135m-Q4_0.gguf"),
-    ("q4_k_m", "smollm2-135m-Q4_K_M.gguf", "native", "smollm2-135m-Q4_K_M.gguf"),
+TEXT_CASES = [  # name, Ember's file, Ember's precision, llama.cpp's file, tokens in the context before each test
+    ("fp32", "smollm2-135m-F32.gguf", "native", "smollm2-135m-F32.gguf", 0),
+    ("fp16", "smollm2-135m-F16.gguf", "native", "smollm2-135m-F16.gguf", 0),
+    ("int8", "smollm2-135m-Q8_0.gguf", "native", "smollm2-135m-Q8_0.gguf", 0),
+    ("int4", None, "int4", "smollm2-135m-Q4_0.gguf", 0),
+    ("int4-q4_0", "smollm2-135m-Q4_0.gguf", "int4", "smollm2-135m-Q4_0.gguf", 0),
+    ("q4_k_m", "smollm2-135m-Q4_K_M.gguf", "native", "smollm2-135m-Q4_K_M.gguf", 0),
+    ("int4", None, "int4", "smollm2-135m-Q4_0.gguf", 1024),
+    ("q4_k_m", "smollm2-135m-Q4_K_M.gguf", "native", "smollm2-135m-Q4_K_M.gguf", 1024),
 ]
 
 
@@ -47,16 +51,16 @@ def run_json(command, env=None):
         raise SystemExit("bench-peers: %s printed no JSON:\n%s" % (" ".join(command), text[-2000:]))
 
 
-def ember_text(args, model, precision):
+def ember_text(args, model, precision, depth):
     report = run_json([args.ember, "bench", "generate", "-m", model, "--precision", precision, "--threads", str(args.threads),
-                       "--runs", "5", "--json"])
+                       "--runs", "5", "--depth", str(depth), "--json"])
     return {"pp128": report["prefill_tokens_per_s"], "tg64": report["decode_tokens_per_s"],
             "kernel_isa": report.get("kernel_isa"), "blas_core": report.get("blas_core")}
 
 
-def llama_text(args, model):
+def llama_text(args, model, depth):
     entries = run_json([os.path.join(args.llama_bin, "llama-bench"), "-m", model, "-p", "128", "-n", "64",
-                        "-t", str(args.threads), "-r", "5", "-o", "json"])
+                        "-d", str(depth), "-t", str(args.threads), "-r", "5", "-o", "json"])
     figures = {}
     for entry in entries:
         key = "pp128" if entry.get("n_prompt", 0) > 0 else "tg64"
@@ -106,24 +110,25 @@ def main():
     print("Ember vs peers, %d thread(s), %d alternating rounds; ratios are Ember ÷ peer, medians over rounds" % (args.threads, args.rounds))
     if "text" in only:
         smollm2 = os.path.join(args.models, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
-        for name, ember_file, precision, llama_file in TEXT_CASES:
+        for name, ember_file, precision, llama_file, depth in TEXT_CASES:
             ember_model = os.path.join(args.llama_files, ember_file) if ember_file else smollm2
             peer_model = os.path.join(args.llama_files, llama_file)
             rounds = []
             for round_index in range(args.rounds):
                 # Alternate which side goes first, so neither always runs on a cooler or warmer machine.
                 if round_index % 2 == 0:
-                    ours = ember_text(args, ember_model, precision); theirs = llama_text(args, peer_model)
+                    ours = ember_text(args, ember_model, precision, depth); theirs = llama_text(args, peer_model, depth)
                 else:
-                    theirs = llama_text(args, peer_model); ours = ember_text(args, ember_model, precision)
+                    theirs = llama_text(args, peer_model, depth); ours = ember_text(args, ember_model, precision, depth)
                 rounds.append({"ember_pp128": ours["pp128"], "ember_tg64": ours["tg64"],
                                "llama_pp128": theirs["pp128"], "llama_tg64": theirs["tg64"]})
             pp = summary(rounds, "ember_pp128", "llama_pp128")
             tg = summary(rounds, "ember_tg64", "llama_tg64")
-            print("text %-9s pp128 Ember %7.1f  llama.cpp %7.1f tok/s  ratio %.2f×   tg64 Ember %6.1f  llama.cpp %6.1f tok/s  ratio %.2f×   (%s vs %s; kernels %s, BLAS %s)"
-                  % (name, pp[0], pp[1], pp[2], tg[0], tg[1], tg[2], os.path.basename(ember_model) + (" " + precision if precision != "native" else ""),
+            label = name if depth == 0 else "%s @ d%d" % (name, depth)
+            print("text %-15s pp128 Ember %7.1f  llama.cpp %7.1f tok/s  ratio %.2f×   tg64 Ember %6.1f  llama.cpp %6.1f tok/s  ratio %.2f×   (%s vs %s; kernels %s, BLAS %s)"
+                  % (label, pp[0], pp[1], pp[2], tg[0], tg[1], tg[2], os.path.basename(ember_model) + (" " + precision if precision != "native" else ""),
                      os.path.basename(peer_model), ours.get("kernel_isa"), ours.get("blas_core")), flush=True)
-            report["text"].append({"case": name, "ember_file": os.path.basename(ember_model), "ember_precision": precision,
+            report["text"].append({"case": name, "depth": depth, "ember_file": os.path.basename(ember_model), "ember_precision": precision,
                                    "peer_file": os.path.basename(peer_model), "rounds": rounds,
                                    "pp128": {"ember": pp[0], "peer": pp[1], "ratio": pp[2]},
                                    "tg64": {"ember": tg[0], "peer": tg[1], "ratio": tg[2]}})
