@@ -13,7 +13,9 @@ struct PromptCacheTests {
     static let native = ExecutionOptions(units: .cpu, precision: nil, threads: 2)
 
     /// A session holding a restored prefix, fed the rest, gives the whole prompt's logits (within the rounding of
-    /// matrix products over fewer rows), at fp32 and on the file's own weights.
+    /// matrix products over fewer rows), at fp32 and on the file's own weights — the prefix passing, as the cache
+    /// keeps it, through a session of its own size: the caches of sessions of other sizes hold a key/value head's
+    /// positions at other offsets.
     @Test(arguments: ["llama3", "qwen2", "qwen3"])
     func aRestoredPrefixComputesWhatTheWholePromptComputes(family: String) throws {
         let model = try TestCompute.textGenerator(path: TinyFamilyFixture.load(family).path)
@@ -23,8 +25,9 @@ struct PromptCacheTests {
             let whole = try model.forward(tokens, session: model.makeSession(contextLength: 64), options: options).scalars()
             let earlier = model.makeSession(contextLength: 64)
             _ = try model.forward(Array(tokens.prefix(9)) + [7, 8, 9], session: earlier, options: options) // a longer past
-            let restored = model.makeSession(contextLength: 64)
-            #expect(restored.copyPrefix(of: earlier, tokens: 9))
+            let kept = model.makeSession(contextLength: 9), restored = model.makeSession(contextLength: 48)
+            #expect(kept.copyPrefix(of: earlier, tokens: 9))
+            #expect(restored.copyPrefix(of: kept, tokens: 9))
             #expect(restored.position == 9)
             let rest = try model.forward(Array(tokens[9...]), session: restored, options: options).scalars()
             let scale = whole.map(abs).max() ?? 1
