@@ -258,7 +258,8 @@ final class DecoderPass: @unchecked Sendable {
             // scaled where the family scales them; K and V into the cache.
             let rope = sliding ? ws.slidingRope : ws.rope
             for row in thread.share(of: t) {
-                let keys = rows.sessions[row].keys(index), values = rows.sessions[row].values(index)
+                let cache = rows.sessions[row]
+                let keys = cache.keys(index), values = cache.values(index)
                 let (query, key) = (ws.q + row * queries, ws.k + row * kvWidth)
                 if let norm = ops.queryKeyNorm, let qNorm = weights.qNorm, let kNorm = weights.kNorm {
                     stages.check(norm.rmsNorm(query, weight: qNorm, into: query, rows: heads, n: headDim, eps: eps), norm)
@@ -271,7 +272,7 @@ final class DecoderPass: @unchecked Sendable {
                     for i in 0..<queries { query[i] *= config.attentionScale }
                 }
                 for head in 0..<kvHeads {
-                    let slot = rows.sessions[row].slot(head: head, position: rows.positions[row])
+                    let slot = cache.slot(head: head, position: rows.positions[row])
                     let (key, value) = (key + head * headDim, ws.v + row * kvWidth + head * headDim)
                     if session.halfPrecision {
                         ek_fp32_to_fp16_row(key, (keys + slot).assumingMemoryBound(to: UInt16.self), Int64(headDim))
@@ -294,9 +295,10 @@ final class DecoderPass: @unchecked Sendable {
             // find its rows in L2.
             func attend(_ row: Int, _ firstHead: Int, _ count: Int) {
                 let position = rows.positions[row]
-                let keys = rows.sessions[row].keys(index), values = rows.sessions[row].values(index)
+                let cache = rows.sessions[row]
+                let keys = cache.keys(index), values = cache.values(index)
                 let first = sliding ? max(0, position + 1 - config.slidingWindow!) : 0
-                let offset = rows.sessions[row].slot(head: firstHead / group, position: first)
+                let offset = cache.slot(head: firstHead / group, position: first)
                 let at = row * queries + firstHead * headDim
                 stages.check(ops.attention.attention(cacheType: cacheType, queries: ws.q + at, heads: count, keys: keys + offset,
                                                      values: values + offset, stride: headDim, visible: position + 1 - first,

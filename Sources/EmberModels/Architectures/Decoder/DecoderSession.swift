@@ -16,9 +16,10 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     private(set) var position = 0
     var energy: EnergyEstimate { energyTotal ?? EnergyEstimate(joules: 0, source: .modelled) }
     var energyTotal: EnergyEstimate?
-    let kvWidth: Int
     /// Key/value heads and the width of one.
     let kvHeads: Int, headDim: Int
+    /// The width of one position's keys (or values): every key/value head's.
+    var kvWidth: Int { kvHeads * headDim }
     /// Per layer: keys then values, each [kvHeads × capacity × headDim] of fp16 or fp32 — a head's rows side by side,
     /// so attention streams one run of memory per head (``slot(head:position:)``) — each layer from a page boundary of
     /// `memory`.
@@ -32,9 +33,8 @@ final class DecoderSession: GenerationSession, @unchecked Sendable {
     init(config: DecoderModel.Config, capacity: Int, halfPrecision: Bool) {
         self.capacity = capacity
         self.halfPrecision = halfPrecision
-        kvWidth = config.kvWidth
         (kvHeads, headDim) = (config.kvHeads, config.headDim)
-        let layerBytes = PageMemory.roundedToPages(2 * capacity * kvWidth * (halfPrecision ? 2 : 4)) // 0: one page, shared
+        let layerBytes = PageMemory.roundedToPages(2 * capacity * config.kvWidth * (halfPrecision ? 2 : 4)) // 0: one page, shared
         let memory = PageMemory(byteCount: layerBytes * config.layers) // zero until written
         cache = (0..<config.layers).map { memory.baseAddress + $0 * layerBytes }
         self.memory = memory
