@@ -205,7 +205,9 @@ final class DecoderPass: @unchecked Sendable {
     /// (one thread alone: 124); without the busy loop 6 alternating runs gave medians 170 (200 µs) and 165 (10 µs),
     /// noise. A
     /// prompt's stages wait longer on each other, and parking costs a wake-up: pp128 ran 13 % slower at 10 µs, so
-    /// prompts keep the default (200 µs).
+    /// prompts keep the default (200 µs). fp32 decode's stages are longer (SmolLM2's `ffn_up` 3.5 MB, ~120 µs) and
+    /// switch threads ~21 times a token at 10 µs; spinning a quarter of the largest stage (44 µs) cut that to ~7 on a
+    /// Zen 4 but not the time: 10 alternating rounds of tg128, medians 53.7 (10 µs) and 52.8 tok/s (2026-12-03).
     static func barrierSpin(rows: Int) -> Int64 {
         rows <= StageBuffers.privateRows ? 10_000 : WorkerPool.defaultBarrierSpinNanoseconds
     }
