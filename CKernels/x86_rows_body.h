@@ -712,11 +712,25 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
    Emerald Rapids measurements above went the other way, so other vendors keep float_stream.
    fp16/bf16 on the same Zen 3, the same token's matrices (269 MB), 10 alternating rounds against half_rows' four
    rows side by side: F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24). */
+/* On AVX-512 builds (AMD Zen 4/5 run float_row) an fp32 row asks for the lines this many bytes ahead into L2 as it
+   reads — the next rows of its share, 1.8 of SmolLM2's 2,304-byte rows on. One Zen 4 (2026-12-03), 2 threads: a C
+   harness streaming 512 MB of 576-wide rows, medians of 21–31 alternating rounds, 26.3–27.6 GB/s without, 28.4–29.9
+   with 2 or 4 KB ahead (27.5–29.5 at 1 KB, 25.7 at 8 KB; the T0 hint 23.4–24.7, as the packed kernels found; a
+   plain read loop 30.0–31.3); SmolLM2 fp32 decode, 14 alternating rounds of 5 runs, medians 53.0 → 55.8 and 48.9 →
+   53.4 tok/s, ahead in 11 of 14 (2 KB level with 4 KB). Not taken where it measured worse: the AVX2 build (Zen 3
+   earlier: 0.95 → 0.81 of the read loop; `EMBER_ISA=avx2` on the Zen 4, 6 rounds, 54.2 → 50.4 tok/s) and fp16/bf16
+   rows (6 rounds, 106.2 → 103.4). */
+#define EK_F32_ROW_AHEAD 4096
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const int kind, const uint8_t *w, int64_t k, const float *x,
                                                            float *y) {
     EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
     int64_t j = 0;
     for (; j + 4 * EK_F32_WIDTH <= k; j += 4 * EK_F32_WIDTH) {
+#if defined(EK_ROWS_512)
+        if (kind == 0) /* the lines EK_F32_ROW_AHEAD on, one per line this step reads */
+            for (size_t b = 0; b < 4 * EK_F32_WIDTH * sizeof(float); b += 64)
+                _mm_prefetch((const char *)w + (size_t)j * sizeof(float) + EK_F32_ROW_AHEAD + b, _MM_HINT_T1);
+#endif
         a0 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j, kind), EK_F32_LOAD(x + j), a0);
         a1 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j + EK_F32_WIDTH, kind), EK_F32_LOAD(x + j + EK_F32_WIDTH), a1);
         a2 = EK_F32_FMA(EK_ROWS_NAME(load_weights)(w, j + 2 * EK_F32_WIDTH, kind), EK_F32_LOAD(x + j + 2 * EK_F32_WIDTH), a2);
