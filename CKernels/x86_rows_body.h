@@ -701,6 +701,16 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
     }
 }
 
+/* On AVX-512 builds (AMD Zen 4/5 run float_row) an fp32 row asks for the lines this many bytes ahead into L2 as it
+   reads — the next rows of its share, 1.8 of SmolLM2's 2,304-byte rows on. One Zen 4 (2026-12-03), 2 threads: a C
+   harness streaming 512 MB of 576-wide rows, medians of 21–31 alternating rounds, 26.3–27.6 GB/s without, 28.4–29.9
+   with 2 or 4 KB ahead (27.5–29.5 at 1 KB, 25.7 at 8 KB; the T0 hint 23.4–24.7, as the packed kernels found; a
+   plain read loop 30.0–31.3); SmolLM2 fp32 decode, 22 alternating rounds of 5 runs, medians 53.0 → 55.8, 48.9 → 53.4
+   and 46.5 → 50.9 tok/s, ahead in 19 of 22 (2 KB level with 4 KB); against llama.cpp on the same F32 file 1.02 →
+   1.13×. Not taken where it measured worse: the AVX2 build (Zen 3 earlier: 0.95 → 0.81 of the read loop;
+   `EMBER_ISA=avx2` on the Zen 4, 6 rounds, 54.2 → 50.4 tok/s) and fp16/bf16 rows (6 rounds, 106.2 → 103.4). */
+#define EK_F32_ROW_AHEAD 4096
+
 /* On AMD cores: fp32 decode on AVX2 builds, and on AVX-512 builds for rows of up to 8 KB (gemm_f32_one_row); fp16/bf16
    decode on both builds for rows up to EK_HALF_ONE_ROW_BYTES (gemm_half_amd; `kind` as load_weights): one weight row at a
    time, read front to back with four accumulators, so a thread's share of a matrix is one sequential stream. AMD
@@ -711,16 +721,8 @@ EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_stream)(const int kind, co
    tok/s, this loop on 512-bit registers 48.9-61.5 (median 56.7; the AVX2 build's 256-bit loop 54.6-58.6). The
    Emerald Rapids measurements above went the other way, so other vendors keep float_stream.
    fp16/bf16 on the same Zen 3, the same token's matrices (269 MB), 10 alternating rounds against half_rows' four
-   rows side by side: F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24). */
-/* On AVX-512 builds (AMD Zen 4/5 run float_row) an fp32 row asks for the lines this many bytes ahead into L2 as it
-   reads — the next rows of its share, 1.8 of SmolLM2's 2,304-byte rows on. One Zen 4 (2026-12-03), 2 threads: a C
-   harness streaming 512 MB of 576-wide rows, medians of 21–31 alternating rounds, 26.3–27.6 GB/s without, 28.4–29.9
-   with 2 or 4 KB ahead (27.5–29.5 at 1 KB, 25.7 at 8 KB; the T0 hint 23.4–24.7, as the packed kernels found; a
-   plain read loop 30.0–31.3); SmolLM2 fp32 decode, 14 alternating rounds of 5 runs, medians 53.0 → 55.8 and 48.9 →
-   53.4 tok/s, ahead in 11 of 14 (2 KB level with 4 KB). Not taken where it measured worse: the AVX2 build (Zen 3
-   earlier: 0.95 → 0.81 of the read loop; `EMBER_ISA=avx2` on the Zen 4, 6 rounds, 54.2 → 50.4 tok/s) and fp16/bf16
-   rows (6 rounds, 106.2 → 103.4). */
-#define EK_F32_ROW_AHEAD 4096
+   rows side by side: F16 14.8 → 20.0 GB/s, BF16 13.1 → 19.8 (faster in every round; a read loop 21-24). The
+   AVX-512 build's fp32 rows also ask for their lines ahead (EK_F32_ROW_AHEAD, above). */
 EK_ROWS_TARGET EK_ROWS_INLINE void EK_ROWS_NAME(float_row)(const int kind, const uint8_t *w, int64_t k, const float *x,
                                                            float *y) {
     EK_F32_VEC a0 = EK_F32_ZERO(), a1 = EK_F32_ZERO(), a2 = EK_F32_ZERO(), a3 = EK_F32_ZERO();
