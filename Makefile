@@ -307,9 +307,10 @@ bench-peers: build models
 
 # The AVX2 + FMA machine kind (Zen 3: no AVX-512, no VNNI) on any x86 machine, ISA for ISA: Ember's
 # EMBER_ISA=avx2-novnni path (OpenBLAS held to its Haswell core) against llama.cpp built a second time for AVX2 + FMA
-# only, and — where the CPU can fault on CPUID (`cpuid_fault` in /proc/cpuinfo: Intel, and KVM guests on it) —
-# ONNX Runtime run under scripts/peers/cpuid_avx2.c, which hides AVX-512, VNNI and AMX from it so that its MLAS
-# kernels are the AVX2 ones. Without CPUID faulting the embeddings are left out and the target says so.
+# only, and ONNX Runtime held to its AVX2 kernels: where the CPU can fault on CPUID (`cpuid_fault` in /proc/cpuinfo:
+# Intel, and KVM guests on it) under scripts/peers/cpuid_avx2.c, which hides AVX-512, VNNI and AMX from CPUID;
+# elsewhere (AMD) from a copy of ONNX Runtime and numpy whose XGETBV instructions scripts/peers/xgetbv_avx2.c answers
+# with an XCR0 without AVX-512 state (scripts/peers/xgetbv_avx2.py makes the copy once).
 # Figures in .build/peers/figures-avx2.json.
 bench-peers-avx2: build models
 	@llama_bin=$$(LLAMA_CPP_ISA=avx2 bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1) && \
@@ -318,8 +319,10 @@ bench-peers-avx2: build models
 	  $(CC) -O2 -shared -fPIC -o $(PEERS_DIR)/cpuid_avx2.so scripts/peers/cpuid_avx2.c -ldl && \
 	  peer_args="--ort-python $$ort_python --ort-cache $(PEERS_DIR)/onnx --ort-preload $$(pwd)/$(PEERS_DIR)/cpuid_avx2.so"; \
 	else \
-	  echo "bench-peers-avx2: this CPU cannot fault on CPUID, so ONNX Runtime cannot be held to AVX2: embeddings left out"; \
-	  peer_args="--only text"; \
+	  ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
+	  ort_copy=$$(python3 scripts/peers/xgetbv_avx2.py "$$ort_python" $(PEERS_DIR)/ort-xgetbv-avx2 | tail -n 1) && \
+	  $(CC) -O2 -shared -fPIC -o $(PEERS_DIR)/xgetbv_avx2.so scripts/peers/xgetbv_avx2.c -ldl && \
+	  peer_args="--ort-python $$ort_python --ort-cache $(PEERS_DIR)/onnx --ort-preload $$(pwd)/$(PEERS_DIR)/xgetbv_avx2.so --ort-pythonpath $$(pwd)/$$ort_copy"; \
 	fi && \
 	EMBER_ISA=avx2-novnni OPENBLAS_CORETYPE=Haswell python3 scripts/bench_peers.py --ember $(EMBER) --models models \
 	  --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) $$peer_args --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json

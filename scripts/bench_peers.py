@@ -2,7 +2,8 @@
 """Ember against its peers, from one run: llama.cpp for text generation, ONNX Runtime for embeddings.
 
 Usage: bench_peers.py --ember BIN --models DIR --llama-bin DIR --llama-files DIR --ort-python PY [--rounds 3]
-                      [--threads 2] [--only text,embed] [--ort-preload LIB] [--json FILE]
+                      [--threads 2] [--only text,embed] [--ort-preload LIB] [--ort-pythonpath DIR]
+                      [--json FILE]
 
 (`make bench-peers` builds the peers and runs this.) Every comparison alternates Ember and its peer for --rounds
 rounds, each side reporting the median of its own repeated runs per round; a round's ratio is Ember ÷ peer from
@@ -23,7 +24,9 @@ Embeddings (all-MiniLM-L6-v2, the same 256 sentences, tokenization and pooling i
   int8    Ember int8 vs ONNX Runtime int8 (dynamic quantization, per-channel weights)
 --ort-preload LIB runs ONNX Runtime with LD_PRELOAD=LIB: `make bench-peers-avx2` passes scripts/peers/cpuid_avx2.c
 built, which hides AVX-512, VNNI and AMX from CPUID so that ONNX Runtime's kernels are its AVX2 ones; the features
-ONNX Runtime's process saw are printed beside its figures.
+ONNX Runtime's process saw are printed beside its figures. Where CPUID cannot fault (AMD), it passes
+scripts/peers/xgetbv_avx2.c built and --ort-pythonpath DIR, a copy of ONNX Runtime and numpy made by
+scripts/peers/xgetbv_avx2.py whose XGETBV instructions that library answers with an XCR0 without AVX-512 state.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
@@ -77,6 +80,8 @@ def ember_embed(args, precision, batch):
 
 def ort_embed(args, variant, batch, sentences):
     env = dict(os.environ, LD_PRELOAD=args.ort_preload) if args.ort_preload else None
+    if args.ort_pythonpath:
+        env = dict(env or os.environ, PYTHONPATH=args.ort_pythonpath)
     report = run_json([args.ort_python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "ort_embed.py"),
                        os.path.join(args.models, "all-minilm-l6-v2"), sentences, args.ort_cache, "--variant", variant,
                        "--batch", str(batch), "--runs", "5", "--threads", str(args.threads)], env=env)
@@ -101,7 +106,7 @@ def main():
     parser.add_argument("--ort-python"); parser.add_argument("--ort-cache", default=".build/peers/onnx")
     parser.add_argument("--rounds", type=int, default=3); parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", default="text,embed"); parser.add_argument("--json")
-    parser.add_argument("--ort-preload")
+    parser.add_argument("--ort-preload"); parser.add_argument("--ort-pythonpath")
     args = parser.parse_args()
     if args.rounds < 1:
         raise SystemExit("bench-peers: --rounds %d: expected 1 or more" % args.rounds)

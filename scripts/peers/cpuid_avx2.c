@@ -8,8 +8,8 @@
 // over the instruction. The setting is per thread and inherited by threads created later, so turning it on in a
 // constructor (before the program starts threads) covers the whole process. It is reset by execve.
 //
-// Programs install SIGSEGV handlers of their own (Python's faulthandler, crash reporters): `sigaction` and `signal`
-// are wrapped so that such a handler is recorded rather than installed, and gets every SIGSEGV that is not a CPUID.
+// Programs install SIGSEGV handlers of their own: held_signal.h records them and forwards every SIGSEGV that is
+// not a CPUID to them.
 //
 // Limits, said plainly: code that read CPUID before this constructor ran (glibc's own string functions pick their
 // variants first) keeps what it found; XGETBV cannot be trapped, but every library we know checks the CPUID bits
@@ -60,47 +60,8 @@ static void hide_features(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
     }
 }
 
-typedef int (*sigaction_function)(int, const struct sigaction *, struct sigaction *);
-static sigaction_function next_sigaction;  // the C library's
-static int holding;                        // CPUID faulting is on and our handler is installed
-static struct sigaction program_action;    // the SIGSEGV handler the program asked for (SIG_DFL at first)
-
-static int call_next_sigaction(int sig, const struct sigaction *action, struct sigaction *old) {
-    if (!next_sigaction) next_sigaction = (sigaction_function)dlsym(RTLD_NEXT, "sigaction");
-    return next_sigaction(sig, action, old);
-}
-
-int sigaction(int sig, const struct sigaction *action, struct sigaction *old) {
-    if (sig != SIGSEGV || !holding) return call_next_sigaction(sig, action, old);
-    if (old) *old = program_action;
-    if (action) program_action = *action;
-    return 0;
-}
-
-sighandler_t signal(int sig, sighandler_t handler) {
-    struct sigaction action, old;
-    memset(&action, 0, sizeof action);
-    action.sa_handler = handler;
-    action.sa_flags = SA_RESTART;
-    sigemptyset(&action.sa_mask);
-    if (sigaction(sig, &action, &old) != 0) return SIG_ERR;
-    return old.sa_handler;
-}
-
-// A SIGSEGV that is not a CPUID goes where the program said; with no handler of its own, the default action
-// (re-installed, the faulting instruction runs again and ends the process as it would have).
-static void forward_fault(int sig, siginfo_t *info, void *context) {
-    if (program_action.sa_flags & SA_SIGINFO) {
-        program_action.sa_sigaction(sig, info, context);
-    } else if (program_action.sa_handler != SIG_DFL && program_action.sa_handler != SIG_IGN) {
-        program_action.sa_handler(sig);
-    } else {
-        struct sigaction fallback;
-        memset(&fallback, 0, sizeof fallback);
-        fallback.sa_handler = SIG_DFL;
-        call_next_sigaction(sig, &fallback, NULL);
-    }
-}
+#define HELD_SIGNAL SIGSEGV
+#include "held_signal.h"
 
 static void on_sigsegv(int sig, siginfo_t *info, void *context) {
     ucontext_t *uc = context;
@@ -123,13 +84,7 @@ static void on_sigsegv(int sig, siginfo_t *info, void *context) {
 }
 
 __attribute__((constructor)) static void hold_to_avx2(void) {
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_sigaction = on_sigsegv;
-    action.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigemptyset(&action.sa_mask);
-    program_action.sa_handler = SIG_DFL;
-    if (call_next_sigaction(SIGSEGV, &action, NULL) == 0 && set_cpuid_enabled(0) == 0) {
+    if (install_held_handler(on_sigsegv) == 0 && set_cpuid_enabled(0) == 0) {
         holding = 1;
     } else {
         const char *optional = getenv("CPUID_AVX2_OPTIONAL");
@@ -137,8 +92,9 @@ __attribute__((constructor)) static void hold_to_avx2(void) {
                         "so the process cannot be held to AVX2%s\n",
                 optional && optional[0] == '1' ? "; going on with the real CPU" : "");
         if (!(optional && optional[0] == '1')) _exit(3);
-        action.sa_handler = SIG_DFL;
-        action.sa_flags = 0;
-        call_next_sigaction(SIGSEGV, &action, NULL);
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        call_next_sigaction(SIGSEGV, &fallback, NULL);
     }
 }
