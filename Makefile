@@ -12,7 +12,7 @@ EMBER        := $(BIN)/ember
 APT_PACKAGES := libopenblas-dev liblapacke-dev pkg-config zlib1g-dev python3-pip gcc g++ libc6-dev curl libedit-dev
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test-build test bench-peers bench-peers-avx2 check-llamacpp-tokens check-llamacpp-tokens-floor check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
+.PHONY: all deps build test-build test bench-int8-ceiling bench-peers bench-peers-avx2 check-llamacpp-tokens check-llamacpp-tokens-floor check-swift-package check-structured openai-venv test-arm64 demo models examples bench bench-suite docs clean fuzz fuzz-build fuzz-kernels fuzz-short soak sanitize sanitize-kernels sanitized-kernels
 
 all: build
 
@@ -284,6 +284,14 @@ docs: deps test-build
 bench: build
 	$(EMBER) bench blas
 	$(EMBER) bench kernels
+
+# What one AVX2 core without VNNI can do with 8-bit integers at most, against its own FMA peak
+# (scripts/avx2_int8_ceiling.c: hot register loops of the forms the AVX2 kernels use; docs/KERNELS.md).
+bench-int8-ceiling: deps
+	@[ "$$(uname -m)" = x86_64 ] || { echo "bench-int8-ceiling: an x86-64 harness; this machine is $$(uname -m)"; exit 2; }
+	@mkdir -p .build
+	$(CC) -O2 -mavx2 -mfma -o .build/avx2_int8_ceiling scripts/avx2_int8_ceiling.c
+	.build/avx2_int8_ceiling
 
 # The README's Swift program built as a newcomer builds it: a package of its own outside the checkout depending on
 # it by path, run there (scripts/check_swift_package.sh; Ember's modules compiled anew, a minute or more).
