@@ -322,18 +322,18 @@ bench-peers: build models
 # Figures in .build/peers/figures-avx2.json.
 bench-peers-avx2: build models
 	@llama_bin=$$(LLAMA_CPP_ISA=avx2 bash scripts/peers/llama_cpp.sh $(PEERS_DIR) models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf | tail -n 1) && \
+	ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
 	if grep -qw cpuid_fault /proc/cpuinfo; then \
-	  ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
 	  $(CC) -O2 -shared -fPIC -o $(PEERS_DIR)/cpuid_avx2.so scripts/peers/cpuid_avx2.c -ldl && \
-	  peer_args="--ort-python $$ort_python --ort-cache $(PEERS_DIR)/onnx --ort-preload $$(pwd)/$(PEERS_DIR)/cpuid_avx2.so"; \
+	  ort_hold="--ort-preload $$(pwd)/$(PEERS_DIR)/cpuid_avx2.so"; \
 	else \
-	  ort_python=$$(bash scripts/peers/onnxruntime_venv.sh $(PEERS_DIR)/venv-onnxruntime | tail -n 1) && \
 	  ort_copy=$$(python3 scripts/peers/xgetbv_avx2.py "$$ort_python" $(PEERS_DIR)/ort-xgetbv-avx2 | tail -n 1) && \
 	  $(CC) -O2 -shared -fPIC -o $(PEERS_DIR)/xgetbv_avx2.so scripts/peers/xgetbv_avx2.c -ldl && \
-	  peer_args="--ort-python $$ort_python --ort-cache $(PEERS_DIR)/onnx --ort-preload $$(pwd)/$(PEERS_DIR)/xgetbv_avx2.so --ort-pythonpath $$(pwd)/$$ort_copy"; \
+	  ort_hold="--ort-preload $$(pwd)/$(PEERS_DIR)/xgetbv_avx2.so --ort-pythonpath $$(pwd)/$$ort_copy"; \
 	fi && \
 	EMBER_ISA=avx2-novnni OPENBLAS_CORETYPE=Haswell python3 scripts/bench_peers.py --ember $(EMBER) --models models \
-	  --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) $$peer_args --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json
+	  --llama-bin "$$llama_bin" --llama-files $(PEERS_DIR) --ort-python "$$ort_python" --ort-cache $(PEERS_DIR)/onnx $$ort_hold \
+	  --rounds $(PEER_ROUNDS) --json $(PEERS_DIR)/figures-avx2.json
 
 # Issue 15's token goal: Ember's next token against llama.cpp's on SmolLM2 re-quantized by llama-quantize to every
 # GGUF type Ember runs (--pure: the type wherever the row length allows it) and to the common mixes, at teacher-forced

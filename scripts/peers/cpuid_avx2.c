@@ -92,9 +92,6 @@ __attribute__((constructor)) static void hold_to_avx2(void) {
                         "so the process cannot be held to AVX2%s\n",
                 optional && optional[0] == '1' ? "; going on with the real CPU" : "");
         if (!(optional && optional[0] == '1')) _exit(3);
-        struct sigaction fallback;
-        memset(&fallback, 0, sizeof fallback);
-        fallback.sa_handler = SIG_DFL;
-        call_next_sigaction(SIGSEGV, &fallback, NULL);
+        restore_default_action(SIGSEGV);
     }
 }

@@ -38,6 +38,14 @@ sighandler_t signal(int sig, sighandler_t handler) {
     return old.sa_handler;
 }
 
+// Puts the C library's default action back for sig.
+static void restore_default_action(int sig) {
+    struct sigaction fallback;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.sa_handler = SIG_DFL;
+    call_next_sigaction(sig, &fallback, NULL);
+}
+
 // A signal that is not the library's goes where the program said; with no handler of its own, the default action
 // (re-installed, the faulting instruction runs again and ends the process as it would have).
 static void forward_fault(int sig, siginfo_t *info, void *context) {
@@ -46,10 +54,7 @@ static void forward_fault(int sig, siginfo_t *info, void *context) {
     } else if (program_action.sa_handler != SIG_DFL && program_action.sa_handler != SIG_IGN) {
         program_action.sa_handler(sig);
     } else {
-        struct sigaction fallback;
-        memset(&fallback, 0, sizeof fallback);
-        fallback.sa_handler = SIG_DFL;
-        call_next_sigaction(sig, &fallback, NULL);
+        restore_default_action(sig);
     }
 }
 
